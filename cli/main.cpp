@@ -1,0 +1,35 @@
+// `hla`: the harness's one executable. Exit codes: 0 success, 1 internal error, 2 bad input
+// (unknown names, bad shapes or ranges, bad config), 3 a numerical failure (non-finite result).
+#include <fmt/core.h>
+
+#include <exception>
+
+#include "cli/commands.hpp"
+#include "core/types.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"HLA harness: verifies, measures and benchmarks Higher-order Linear Attention"};
+  app.require_subcommand(1);
+  app.set_help_all_flag("--help-all", "Show help for every subcommand");
+  for (const auto& add : hla::cli::command_adders()) add(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return 2;
+  } catch (const hla::InputError& e) {
+    fmt::print(stderr, "hla: error: {}\n", e.what());
+    return 2;
+  } catch (const hla::NumericalError& e) {
+    fmt::print(stderr, "hla: numerical failure: {}\n", e.what());
+    return 3;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "hla: internal error: {}\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,50 @@
+// Command-line options shared by subcommands that run a form: shape, seed and the operator options
+// (γ, ε, λ as exact rationals).
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <memory>
+
+#include "core/inputs.hpp"
+#include "core/parse.hpp"
+
+namespace hla::cli {
+
+struct RunArgs {
+  std::string op = "hla2", form = "serial", variant, scalar = "double";
+  Shape shape{64, 8, 8};
+  std::uint64_t seed = 1;
+  std::string gamma = "1", eps = "0", ridge = "0";
+  bool normalized = false;
+  int chunk = 16, threads = 1;
+
+  Options options() const {
+    Options o;
+    o.gamma = parse_rational(gamma, "--gamma");
+    o.eps = parse_rational(eps, "--eps");
+    o.ridge = parse_rational(ridge, "--lambda");
+    o.normalized = normalized;
+    o.chunk = chunk;
+    o.threads = threads;
+    return o;
+  }
+};
+
+inline void add_run_options(CLI::App* sub, RunArgs& a) {
+  sub->add_option("--op", a.op, "operator: hla2 hla2-unmasked ahla hla3 hla3-unmasked linear softmax");
+  sub->add_option("--form", a.form, "form: reference serial serial-eq75 scan-fold scan-blelloch scan-twolevel chunked ...");
+  sub->add_option("--variant", a.variant, "paper | corrected | spec (default: the paper's or the definition)");
+  sub->add_option("--scalar", a.scalar, "rational fp61 mpfr256 double float");
+  sub->add_option("--n", a.shape.n, "sequence length");
+  sub->add_option("--d", a.shape.d, "query/key width");
+  sub->add_option("--dv", a.shape.dv, "value width");
+  sub->add_option("--seed", a.seed, "input seed");
+  sub->add_option("--gamma", a.gamma, "decay in (0, 1], e.g. 3/4 or 0.99");
+  sub->add_option("--eps", a.eps, "normalizer stabilizer >= 0");
+  sub->add_option("--lambda", a.ridge, "ridge >= 0 (hla2)");
+  sub->add_flag("--normalized", a.normalized, "divide by den_t + eps");
+  sub->add_option("--chunk", a.chunk, "chunk width w for scan/chunked forms");
+  sub->add_option("--threads", a.threads, "OpenMP threads");
+}
+
+}  // namespace hla::cli

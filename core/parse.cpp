@@ -1,0 +1,31 @@
+#include "core/parse.hpp"
+
+#include <regex>
+
+#include "core/types.hpp"
+
+namespace hla {
+
+rational parse_rational(const std::string& text, const std::string& what) {
+  static const std::regex fraction(R"(\s*([+-]?\d+)\s*/\s*(\d+)\s*)");
+  static const std::regex decimal(R"(\s*([+-]?)(\d*)(?:\.(\d*))?(?:[eE]([+-]?\d+))?\s*)");
+  std::smatch m;
+  if (std::regex_match(text, m, fraction)) {
+    bmp::mpz_int num(m[1].str()), den(m[2].str());
+    if (den == 0) throw InputError(what + ": zero denominator in '" + text + "'");
+    return rational(num, den);
+  }
+  if (std::regex_match(text, m, decimal) && (m[2].length() + m[3].length()) > 0 && m[4].length() <= 6) {
+    std::string digits = m[2].str() + m[3].str();
+    long exponent = (m[4].matched ? std::stol(m[4].str()) : 0) - static_cast<long>(m[3].length());
+    rational value{bmp::mpz_int(digits)};
+    bmp::mpz_int ten_power = bmp::pow(bmp::mpz_int(10), static_cast<unsigned>(std::labs(exponent)));
+    value = exponent >= 0 ? rational(value * rational(ten_power)) : rational(value / rational(ten_power));
+    return m[1].str() == "-" ? rational(-value) : value;
+  }
+  throw InputError(what + ": '" + text + "' is not a number (write e.g. 3/4, 0.99 or 1e-6)");
+}
+
+std::string format_rational(const rational& r) { return r.str(); }
+
+}  // namespace hla

@@ -1,0 +1,74 @@
+// The registry of (operator, form, variant, scalar) → function, with what each form supports.
+// Tests, the claims ledger, the CLI, sweeps and benchmarks all iterate it: registering a form once makes
+// it verified, swept and benchmarked everywhere.
+//
+// Each kind of form registers itself from its own folder (reference/, fast/serial/, fast/scan/,
+// fast/chunked/) through `register_<kind><T>(Registry<T>&)`; core/registry.cpp instantiates the kinds for
+// each scalar in separate translation units so rebuilds stay incremental and parallel.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/types.hpp"
+
+namespace hla {
+
+// The operator ids of SPEC's table.
+inline const std::vector<std::string>& operator_ids() {
+  static const std::vector<std::string> ids{"hla2", "hla2-unmasked", "ahla", "hla3", "hla3-unmasked", "linear", "softmax"};
+  return ids;
+}
+
+// What a form accepts; anything else is rejected with InputError before it runs.
+struct Caps {
+  bool decay = false;       // γ < 1
+  bool normalized = false;  // divide by den_t + ε
+  bool ridge = false;       // λ > 0
+  bool state = false;       // initial state in / final state out
+  bool chunk = false;       // uses Options::chunk
+  bool threads = false;     // uses Options::threads
+};
+
+template <class T> using FormFn = std::function<Run<T>(const Problem<T>&, const Options&, const NamedState<T>*)>;
+
+template <class T> struct Entry {
+  std::string op;       // operator id (SPEC table)
+  std::string form;     // reference | serial | scan-fold | scan-blelloch | scan-twolevel | chunked | ...
+  std::string variant;  // "spec" for references, "paper" for a formula as printed, "corrected" for ours
+  std::string cite;     // where the formula is, e.g. "§3.1 online updates; Alg. 1"
+  Caps caps;
+  FormFn<T> fn;
+
+  std::string key() const { return op + "/" + form + "/" + variant; }
+  // Validates the inputs against the form's capabilities, runs it, and refuses a non-finite result.
+  Run<T> operator()(const Problem<T>& p, const Options& opt, const NamedState<T>* init = nullptr) const;
+};
+
+template <class T> class Registry {
+ public:
+  void add(Entry<T> e);
+  const std::vector<Entry<T>>& entries() const { return entries_; }
+  // Throws InputError naming the known keys when there is no such entry.
+  const Entry<T>& find(const std::string& op, const std::string& form, const std::string& variant = "") const;
+  const Entry<T>* try_find(const std::string& op, const std::string& form, const std::string& variant = "") const;
+  const Entry<T>& reference(const std::string& op) const { return find(op, "reference", "spec"); }
+
+ private:
+  std::vector<Entry<T>> entries_;
+};
+
+// The process-wide registry for scalar T, built on first use from every kind of form.
+template <class T> const Registry<T>& registry();
+
+// Checks shapes, ranges and finiteness; throws InputError with a message that names the problem.
+template <class T> void validate(const Problem<T>& p, const Options& opt, const Caps& caps, const std::string& who);
+
+// The kinds register themselves; each is defined in its own folder's register.hpp.
+template <class T> void register_reference(Registry<T>&);
+template <class T> void register_serial(Registry<T>&);
+template <class T> void register_scan(Registry<T>&);
+template <class T> void register_chunked(Registry<T>&);
+
+}  // namespace hla

@@ -1,0 +1,84 @@
+// Template definitions behind core/registry.hpp; included only by the generated per-scalar TUs.
+#pragma once
+
+#include <algorithm>
+#include <sstream>
+
+#include "core/registry.hpp"
+
+namespace hla {
+
+template <class T> void validate(const Problem<T>& p, const Options& opt, const Caps& caps, const std::string& who) {
+  auto fail = [&](const std::string& what) { throw InputError(who + ": " + what); };
+  if (p.Q.rows() == 0) fail("n = 0: the sequence is empty");
+  if (p.Q.cols() == 0) fail("d = 0: queries and keys need at least one feature");
+  if (p.V.cols() == 0) fail("dv = 0: values need at least one feature");
+  if (p.K.rows() != p.Q.rows() || p.V.rows() != p.Q.rows())
+    fail("Q, K, V must have the same number of rows (tokens): got " + std::to_string(p.Q.rows()) + ", " +
+         std::to_string(p.K.rows()) + ", " + std::to_string(p.V.rows()));
+  if (p.K.cols() != p.Q.cols())
+    fail("Q and K must have the same width d: got " + std::to_string(p.Q.cols()) + " and " + std::to_string(p.K.cols()));
+  if (opt.gamma <= 0 || opt.gamma > 1) fail("decay gamma must lie in (0, 1]");
+  if (opt.eps < 0) fail("epsilon must be >= 0");
+  if (opt.ridge < 0) fail("ridge lambda must be >= 0");
+  if (opt.chunk < 1) fail("chunk width must be >= 1");
+  if (opt.threads < 1) fail("threads must be >= 1");
+  if (opt.gamma != 1 && !caps.decay) fail("this form does not define a decay gamma != 1");
+  if (opt.normalized && !caps.normalized) fail("this form does not define a normalized output");
+  if (opt.ridge != 0 && !caps.ridge) fail("this form does not define a ridge lambda");
+  for (const Mat<T>* m : {&p.Q, &p.K, &p.V})
+    for (Eigen::Index i = 0; i < m->size(); ++i)
+      if (!is_finite((*m)(i))) fail("inputs contain NaN or Inf");
+}
+
+template <class T>
+Run<T> Entry<T>::operator()(const Problem<T>& p, const Options& opt, const NamedState<T>* init) const {
+  validate(p, opt, caps, key());
+  if (init && !caps.state) throw InputError(key() + ": this form does not take an initial state");
+  Run<T> r = fn(p, opt, init);
+  for (Eigen::Index i = 0; i < r.O.size(); ++i)
+    if (!is_finite(r.O(i)))
+      throw NumericalError(key() + ": output is not finite at token " + std::to_string(i % r.O.rows()) +
+                           " (a normalizer den_t + eps near zero, or overflow)");
+  return r;
+}
+
+template <class T> void Registry<T>::add(Entry<T> e) {
+  if (try_find(e.op, e.form, e.variant)) throw std::logic_error("registered twice: " + e.key());
+  entries_.push_back(std::move(e));
+}
+
+// An empty variant means "the paper's formula, or the definition": the corrected variant is only
+// ever chosen by name.
+template <class T>
+const Entry<T>* Registry<T>::try_find(const std::string& op, const std::string& form, const std::string& variant) const {
+  for (const auto& e : entries_) {
+    if (e.op != op || e.form != form) continue;
+    if (variant.empty() ? (e.variant == "paper" || e.variant == "spec") : e.variant == variant) return &e;
+  }
+  return nullptr;
+}
+
+template <class T>
+const Entry<T>& Registry<T>::find(const std::string& op, const std::string& form, const std::string& variant) const {
+  if (const Entry<T>* e = try_find(op, form, variant)) return *e;
+  std::ostringstream msg;
+  msg << "no form '" << op << "/" << form << (variant.empty() ? "" : "/" + variant) << "' for scalar "
+      << scalar_name<T>() << "; known:";
+  for (const auto& e : entries_) msg << " " << e.key();
+  throw InputError(msg.str());
+}
+
+template <class T> const Registry<T>& registry() {
+  static const Registry<T> reg = [] {
+    Registry<T> r;
+    register_reference(r);
+    register_serial(r);
+    register_scan(r);
+    register_chunked(r);
+    return r;
+  }();
+  return reg;
+}
+
+}  // namespace hla

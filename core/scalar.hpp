@@ -1,0 +1,94 @@
+// The scalar types every form is generic over, and the exact conversions between them.
+//
+//   rational  exact rationals (GMP mpq): decide small identities, print counterexamples by hand
+//   fp61      the prime field Z/(2^61-1): decide identities exactly at any n
+//   mpfr256   MPFR at 256 bits: the high-precision reference that float/double errors are measured against
+//   double, float
+//
+// Expression templates are off for the multiprecision types: Eigen products then see plain values, and
+// binding a result to `auto` is safe (SPEC "Facts").
+#pragma once
+
+#include <boost/multiprecision/gmp.hpp>
+#include <boost/multiprecision/mpfr.hpp>
+#include <boost/multiprecision/eigen.hpp>
+#include <cmath>
+#include <string>
+#include <type_traits>
+
+#include "core/prime_field.hpp"
+
+namespace hla {
+
+namespace bmp = boost::multiprecision;
+using rational = bmp::number<bmp::gmp_rational, bmp::et_off>;
+// 78 decimal digits = 259 bits of mantissa: "MPFR at 256 bits", fixed at compile time so that OpenMP
+// threads need no per-thread default-precision setup.
+using mpfr256 = bmp::number<bmp::mpfr_float_backend<78>, bmp::et_off>;
+using fp61 = Fp;
+
+template <class T> inline constexpr bool is_exact_v = std::is_same_v<T, rational> || std::is_same_v<T, fp61>;
+template <class T> inline constexpr bool has_order_v = !std::is_same_v<T, fp61>;  // fields mod p are unordered
+template <class T> inline constexpr bool has_exp_v = std::is_floating_point_v<T> || std::is_same_v<T, mpfr256>;
+
+template <class T> std::string scalar_name();
+template <> inline std::string scalar_name<rational>() { return "rational"; }
+template <> inline std::string scalar_name<fp61>() { return "fp61"; }
+template <> inline std::string scalar_name<mpfr256>() { return "mpfr256"; }
+template <> inline std::string scalar_name<double>() { return "double"; }
+template <> inline std::string scalar_name<float>() { return "float"; }
+
+// Unit roundoff u of a floating type (0 for exact types).
+template <class T> double unit_roundoff() {
+  if constexpr (std::is_floating_point_v<T>) return std::numeric_limits<T>::epsilon() / 2;
+  else if constexpr (std::is_same_v<T, mpfr256>) return std::ldexp(1.0, -258);
+  else return 0.0;
+}
+
+// Exact conversion from a rational parameter or input into T (rounded once for floating types).
+template <class T> T from_rational(const rational& r) {
+  if constexpr (std::is_same_v<T, rational>) return r;
+  else if constexpr (std::is_same_v<T, fp61>) {
+    auto num = bmp::numerator(r), den = bmp::denominator(r);
+    auto reduce = [](const auto& z) {
+      using Z = std::decay_t<decltype(z)>;
+      Z m = z % Z(Fp::P);
+      if (m < 0) m += Z(Fp::P);
+      return Fp::from_raw(static_cast<std::uint64_t>(m.template convert_to<unsigned long long>()));
+    };
+    return reduce(num) / reduce(den);
+  } else if constexpr (std::is_same_v<T, mpfr256>) {
+    return mpfr256(bmp::numerator(r)) / mpfr256(bmp::denominator(r));
+  } else {
+    return static_cast<T>(mpfr256(bmp::numerator(r)) / mpfr256(bmp::denominator(r)));
+  }
+}
+
+// Every finite double is a dyadic rational, so this is exact for every T but float (which rounds).
+template <class T> T from_double(double x) {
+  if constexpr (std::is_same_v<T, rational>) return rational(x);
+  else if constexpr (std::is_same_v<T, fp61>) return from_rational<fp61>(rational(x));
+  else return T(x);
+}
+
+// Rounded value, for error measurement and display. Not defined for the prime field.
+template <class T> double to_double(const T& x) {
+  if constexpr (std::is_floating_point_v<T>) return static_cast<double>(x);
+  else if constexpr (std::is_same_v<T, fp61>) return static_cast<double>(x.raw());
+  else return x.template convert_to<double>();
+}
+
+template <class T> mpfr256 to_mpfr(const T& x) {
+  if constexpr (std::is_floating_point_v<T>) return mpfr256(x);
+  else if constexpr (std::is_same_v<T, mpfr256>) return x;
+  else if constexpr (std::is_same_v<T, rational>) return mpfr256(bmp::numerator(x)) / mpfr256(bmp::denominator(x));
+  else static_assert(!sizeof(T), "no MPFR value for a prime-field element");
+}
+
+template <class T> bool is_finite(const T& x) {
+  if constexpr (std::is_floating_point_v<T>) return std::isfinite(x);
+  else if constexpr (std::is_same_v<T, mpfr256>) return bmp::isfinite(x);
+  else return true;
+}
+
+}  // namespace hla

@@ -1,0 +1,35 @@
+// Registers every serial (streaming) form for scalar T.
+#pragma once
+
+#include "core/registry.hpp"
+#include "fast/serial/ahla.hpp"
+#include "fast/serial/hla2.hpp"
+#include "fast/serial/hla3.hpp"
+#include "fast/serial/linear.hpp"
+
+namespace hla {
+
+template <class T> void register_serial(Registry<T>& r) {
+  namespace f = hla::fast;
+  using P = Problem<T>;
+  using S = NamedState<T>;
+  const Caps second{.decay = true, .normalized = true, .ridge = true, .state = true};
+  const Caps third{.normalized = true, .state = true};
+  r.add({"hla2", "serial", "paper", "§3.1 online updates; §4.3 decayed updates; Alg. 1 (γ, λ, normalize)", second,
+         [](const P& p, const Options& o, const S* s) { return f::hla2_serial<T, true>(p, o, s, f::DecayRule::paper); }});
+  r.add({"hla2", "serial", "corrected", "§4.3 with G_t = γ²G_{t−1} + γ k_t k_tᵀ C_{t−1} (derived; see claims)", second,
+         [](const P& p, const Options& o, const S* s) { return f::hla2_serial<T, true>(p, o, s, f::DecayRule::corrected); }});
+  r.add({"hla2-unmasked", "serial", "paper", "eq. 3.1; eq. 3.2; §4.3 decayed S, C, m", second,
+         [](const P& p, const Options& o, const S* s) { return f::hla2_serial<T, false>(p, o, s, f::DecayRule::paper); }});
+  r.add({"ahla", "serial", "paper", "Alg. 2; §6.1 decay mechanism; Thm 6.1",
+         {.decay = true, .normalized = true, .state = true}, f::ahla_serial<T>});
+  r.add({"hla3", "serial", "paper", "Alg. 3; eqs. 7.1–7.3; Thm 7.1", third, f::hla3_alg3<T>});
+  r.add({"hla3", "serial-eq75", "paper", "eq. 7.4 state, eq. 7.5 recurrence", third, f::hla3_eq75<T>});
+  r.add({"hla3", "serial", "corrected", "F_t = F_{t−1} + S^K_t q_t q_tᵀ P_t (derived from SPEC hla3)", third,
+         f::hla3_corrected_serial<T>});
+  r.add({"hla3-unmasked", "serial", "paper", "§7.1 unmasked factorization", third, f::hla3_unmasked_serial<T>});
+  r.add({"linear", "serial", "paper", "§2.2 running sums, identity features",
+         {.decay = true, .normalized = true, .state = true}, f::linear_serial<T>});
+}
+
+}  // namespace hla
