@@ -1,5 +1,6 @@
 #include "core/parse.hpp"
 
+#include <algorithm>
 #include <regex>
 
 #include "core/types.hpp"
@@ -11,12 +12,21 @@ rational parse_rational(const std::string& text, const std::string& what) {
   static const std::regex decimal(R"(\s*([+-]?)(\d*)(?:\.(\d*))?(?:[eE]([+-]?\d+))?\s*)");
   std::smatch m;
   if (std::regex_match(text, m, fraction)) {
-    bmp::mpz_int num(m[1].str()), den(m[2].str());
+    // mpz_int reads a leading 0 as octal ("010" = 8): parse the decimal digits without leading zeros.
+    auto decimal_int = [](std::string digits) {
+      const bool neg = !digits.empty() && digits[0] == '-';
+      if (!digits.empty() && (digits[0] == '-' || digits[0] == '+')) digits.erase(0, 1);
+      digits.erase(0, std::min(digits.find_first_not_of('0'), digits.size() - 1));
+      return bmp::mpz_int(neg ? "-" + digits : digits);
+    };
+    bmp::mpz_int num = decimal_int(m[1].str()), den = decimal_int(m[2].str());
     if (den == 0) throw InputError(what + ": zero denominator in '" + text + "'");
     return rational(num, den);
   }
   if (std::regex_match(text, m, decimal) && (m[2].length() + m[3].length()) > 0 && m[4].length() <= 6) {
     std::string digits = m[2].str() + m[3].str();
+    // mpz_int reads a leading 0 as octal ("0125" = 85): drop leading zeros.
+    digits.erase(0, std::min(digits.find_first_not_of('0'), digits.size() - 1));
     long exponent = (m[4].matched ? std::stol(m[4].str()) : 0) - static_cast<long>(m[3].length());
     rational value{bmp::mpz_int(digits)};
     bmp::mpz_int ten_power = bmp::pow(bmp::mpz_int(10), static_cast<unsigned>(std::labs(exponent)));
