@@ -155,6 +155,24 @@ TEST_CASE("gradient of the initial state: reverse mode = forward mode through th
   }
 }
 
+TEST_CASE("exact in the prime field at larger n: serial = reference, chunked and scan = serial", "[gradients]") {
+  // Uniform elements of Z/(2^61−1): each gradient entry is a rational function of degree ≤ ~8 in the inputs,
+  // so one point wrongly passing an identity that is false has probability ≤ ~8/2^61 (Schwartz–Zippel).
+  const Eigen::Index n = 23, d = 3, dv = 2;
+  const Problem<fp61> p = field_problem({n, d, dv}, 71);
+  const Mat<fp61> dO = field_problem({n, d, dv}, 72).V;
+  for (const std::string op : {"hla2", "ahla", "linear"})
+    for (const int w : {5, 8}) {
+      const Options o = options(rational(3, 4), true);
+      INFO(op << " w=" << w);
+      const auto g = check_gradients(op, p, o, dO, w);
+      CHECK(g.serial_vs_reference.exact_equal);
+      CHECK(g.serial_vs_forward_mode.exact_equal);
+      CHECK(g.chunked_vs_serial.exact_equal);
+      if (op == "hla2") CHECK(g.scan_vs_serial.exact_equal);
+    }
+}
+
 namespace {
 // Deliberately wrong adjoints, to show that the checker fails when it should.
 // (a) treats S̄ as symmetric (dk += 2 S̄ k instead of (S̄ + S̄ᵀ) k);
