@@ -1,0 +1,335 @@
+// Sweep configs: TOML → Config (every problem is an InputError naming the file and the key), the
+// cartesian product of the axes, and sharding.
+#include <algorithm>
+#include <charconv>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <toml++/toml.h>
+
+#include "core/dispatch.hpp"
+#include "core/parse.hpp"
+#include "core/registry.hpp"
+#include "experiments/lib/sweep.hpp"
+
+namespace hla::sweep {
+namespace {
+
+struct Reader {
+  const std::string& source;
+  std::string prefix = "axes";
+  [[noreturn]] void fail(const std::string& key, const std::string& problem) const {
+    throw InputError(source + ": " + key + ": " + problem);
+  }
+
+  // A scalar or a list of scalars, each converted by `conv(node, key_for_messages)`.
+  template <class V, class Conv>
+  std::vector<V> axis(const toml::table& t, const std::string& key, std::vector<V> fallback, Conv conv) const {
+    const toml::node* node = t.get(key);
+    const std::string full = prefix + "." + key;
+    if (!node) return fallback;
+    std::vector<V> out;
+    if (const toml::array* arr = node->as_array()) {
+      if (arr->empty()) fail(full, "empty list (give at least one value)");
+      for (std::size_t i = 0; i < arr->size(); ++i) out.push_back(conv(*arr->get(i), full + "[" + std::to_string(i) + "]"));
+    } else {
+      out.push_back(conv(*node, full));
+    }
+    return out;
+  }
+
+  std::string str(const toml::node& n, const std::string& key) const {
+    if (auto s = n.value<std::string>()) return *s;
+    fail(key, "expected a string");
+  }
+  long integer(const toml::node& n, const std::string& key, long min) const {
+    if (!n.is_integer()) fail(key, "expected an integer");
+    const long v = static_cast<long>(*n.value<std::int64_t>());
+    if (v < min) fail(key, "must be >= " + std::to_string(min) + ", got " + std::to_string(v));
+    return v;
+  }
+  bool boolean(const toml::node& n, const std::string& key) const {
+    if (auto b = n.value<bool>()) return *b;
+    fail(key, "expected true or false");
+  }
+  // Numbers exactly: integers as they are, TOML floats through their shortest round-trip decimal (so
+  // 0.99 means 99/100, not the double nearest to it), strings such as "3/4" or "1e-6" parsed exactly.
+  rational number(const toml::node& n, const std::string& key) const {
+    std::string text;
+    if (n.is_integer()) text = std::to_string(*n.value<std::int64_t>());
+    else if (n.is_floating_point()) {
+      char buf[64];
+      auto res = std::to_chars(buf, buf + sizeof buf, *n.value<double>());
+      text.assign(buf, res.ptr);
+    } else if (auto s = n.value<std::string>()) text = *s;
+    else fail(key, "expected a number (e.g. 0.99, 1e-6 or \"3/4\")");
+    return parse_rational(text, source + ": " + key);
+  }
+};
+
+const std::set<std::string>& axis_keys() {
+  static const std::set<std::string> k{"operator", "form",  "variant", "scalar", "n",      "d",       "dv",      "gamma",
+                                       "eps",      "lambda", "normalized", "chunk", "threads", "seeds", "repeats"};
+  return k;
+}
+
+Axes parse_axes(const Reader& r, const toml::table& axes) {
+  Axes a;
+  for (const auto& [k, v] : axes)
+    if (!axis_keys().count(std::string(k.str())))
+      r.fail(r.prefix + "." + std::string(k.str()), "unknown axis (allowed: operator form variant scalar n d dv gamma eps lambda "
+                                            "normalized chunk threads seeds repeats)");
+  auto strs = [&](const char* key, std::vector<std::string> def) {
+    return r.axis<std::string>(axes, key, def, [&](const toml::node& n, const std::string& k) { return r.str(n, k); });
+  };
+  auto ints = [&](const char* key, std::vector<long> def, long min) {
+    return r.axis<long>(axes, key, def, [&](const toml::node& n, const std::string& k) { return r.integer(n, k, min); });
+  };
+  auto nums = [&](const char* key, std::vector<rational> def) {
+    return r.axis<rational>(axes, key, def, [&](const toml::node& n, const std::string& k) { return r.number(n, k); });
+  };
+  if (!axes.get("operator")) r.fail(r.prefix + ".operator", "missing (e.g. operator = \"hla2\")");
+  if (!axes.get("form")) r.fail(r.prefix + ".form", "missing (e.g. form = [\"serial\"])");
+  if (!axes.get("n")) r.fail(r.prefix + ".n", "missing (e.g. n = [64, 128])");
+  a.operators = strs("operator", {});
+  a.forms = strs("form", {});
+  a.variants = strs("variant", {"default"});
+  a.scalars = strs("scalar", {"double"});
+  a.n = ints("n", {}, 1);
+  a.d = ints("d", {8}, 1);
+  a.dv = ints("dv", {8}, 1);
+  a.gamma = nums("gamma", {rational(1)});
+  a.eps = nums("eps", {rational(0)});
+  a.lambda = nums("lambda", {rational(0)});
+  a.normalized = r.axis<bool>(axes, "normalized", {false},
+                              [&](const toml::node& n, const std::string& k) { return r.boolean(n, k); });
+  for (long v : ints("chunk", {16}, 1)) a.chunk.push_back(static_cast<int>(v));
+  for (long v : ints("threads", {1}, 1)) a.threads.push_back(static_cast<int>(v));
+  for (long v : ints("repeats", {3}, 1)) a.repeats.push_back(static_cast<int>(v));
+  for (long v : ints("seeds", {1}, 0)) a.seeds.push_back(static_cast<std::uint64_t>(v));
+
+  for (std::size_t i = 0; i < a.gamma.size(); ++i)
+    if (a.gamma[i] <= 0 || a.gamma[i] > 1) r.fail(r.prefix + ".gamma", "decay must lie in (0, 1], got " + format_rational(a.gamma[i]));
+  for (const auto& e : a.eps)
+    if (e < 0) r.fail(r.prefix + ".eps", "must be >= 0, got " + format_rational(e));
+  for (const auto& l : a.lambda)
+    if (l < 0) r.fail(r.prefix + ".lambda", "must be >= 0, got " + format_rational(l));
+  for (const auto& s : a.scalars)
+    if (s != "float" && s != "double" && s != "mpfr256")
+      r.fail(r.prefix + ".scalar", "'" + s + "' is not swept (use float, double, mpfr256; exact scalars are the ledger's job)");
+  for (long n : a.n)
+    if (n > (1L << 26)) r.fail(r.prefix + ".n", "n = " + std::to_string(n) + " is larger than 2^26");
+
+  return a;
+}
+
+}  // namespace
+
+Config parse_config(const std::string& text, const std::string& source) {
+  Reader r{source};
+  toml::table root;
+  try {
+    root = toml::parse(text, source);
+  } catch (const toml::parse_error& e) {
+    std::ostringstream msg;
+    msg << source << ":" << e.source().begin.line << ":" << e.source().begin.column << ": TOML syntax: " << e.description();
+    throw InputError(msg.str());
+  }
+  for (const auto& [k, v] : root) {
+    const std::string key(k.str());
+    if (key != "name" && key != "description" && key != "axes" && key != "reference")
+      r.fail(key, "unknown key (allowed: name, description, [axes], [reference])");
+  }
+  Config c;
+  c.source = source;
+  std::string stem = std::filesystem::path(source).stem().string();
+  c.name = root.get("name") ? r.str(*root.get("name"), "name") : stem;
+  if (c.name.empty() || c.name.find_first_of("/\\ \t") != std::string::npos || c.name == "." || c.name == "..")
+    r.fail("name", "must be a non-empty word without slashes or spaces, got '" + c.name + "'");
+  if (root.get("description")) c.description = r.str(*root.get("description"), "description");
+
+  const toml::node* axes_node = root.get("axes");
+  if (!axes_node) r.fail("axes", "missing table [axes] (or [[axes]] blocks)");
+  std::vector<std::pair<const toml::table*, std::string>> tables;
+  if (const toml::table* t = axes_node->as_table()) tables.emplace_back(t, "axes");
+  else if (const toml::array* a = axes_node->as_array()) {
+    if (a->empty()) r.fail("axes", "no [[axes]] blocks");
+    for (std::size_t i = 0; i < a->size(); ++i) {
+      const toml::table* t = a->get(i)->as_table();
+      if (!t) r.fail("axes[" + std::to_string(i) + "]", "must be a table");
+      tables.emplace_back(t, "axes[" + std::to_string(i) + "]");
+    }
+  } else {
+    r.fail("axes", "must be a table [axes] or blocks [[axes]]");
+  }
+  for (const auto& [axes, prefix] : tables) {
+    r.prefix = prefix;
+    c.blocks.push_back(parse_axes(r, *axes));
+  }
+
+  if (const toml::node* ref = root.get("reference")) {
+    const toml::table* t = ref->as_table();
+    if (!t) r.fail("reference", "must be a table [reference]");
+    for (const auto& [k, v] : *t) {
+      const std::string key(k.str()), full = "reference." + key;
+      if (key == "direct_max_n") c.limits.direct_max_n = r.integer(v, full, 0);
+      else if (key == "proxy_max_n") c.limits.proxy_max_n = r.integer(v, full, 0);
+      else if (key == "form_reference_max_n") c.limits.form_reference_max_n = r.integer(v, full, 0);
+      else r.fail(full, "unknown key (allowed: direct_max_n, proxy_max_n, form_reference_max_n)");
+    }
+  }
+  return c;
+}
+
+Config load_config(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) throw InputError(path.string() + ": cannot read the config file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_config(ss.str(), path.string());
+}
+
+Options Point::options() const {
+  Options o;
+  o.gamma = gamma;
+  o.eps = eps;
+  o.ridge = lambda;
+  o.normalized = normalized;
+  o.chunk = chunk;
+  o.threads = threads;
+  return o;
+}
+
+std::string Point::key() const {
+  std::ostringstream k;
+  k << op << "|" << form << "|" << variant << "|" << scalar << "|n=" << n << "|d=" << d << "|dv=" << dv
+    << "|g=" << format_rational(gamma) << "|eps=" << format_rational(eps) << "|lam=" << format_rational(lambda)
+    << "|norm=" << (normalized ? 1 : 0) << "|w=" << chunk << "|thr=" << threads << "|seed=" << seed << "|rep=" << repeats;
+  return k.str();
+}
+
+// The registry entry a point runs, or nullptr. "default" is the paper's formula or the definition.
+static const Entry<double>* lookup(const std::string& op, const std::string& form, const std::string& variant) {
+  return registry<double>().try_find(op, form, variant == "default" ? "" : variant);
+}
+
+// Whether the entry also exists for the point's scalar (fast paths may be float/double only).
+static bool registered_for(const std::string& scalar, const std::string& op, const std::string& form,
+                           const std::string& variant) {
+  return with_scalar(scalar, [&]<class T>() {
+    return registry<T>().try_find(op, form, variant == "default" ? "" : variant) != nullptr;
+  });
+}
+
+Enumeration enumerate(const Config& c) {
+  const auto& reg = registry<double>();
+  std::string known_forms;
+  std::set<std::string> forms_seen;
+  for (const auto& e : reg.entries())
+    if (forms_seen.insert(e.form).second) known_forms += " " + e.form;
+  Enumeration out;
+  auto skip = [&](const std::string& why) { ++out.skipped[why]; };
+  for (std::size_t b = 0; b < c.blocks.size(); ++b) {
+    const Axes& a = c.blocks[b];
+    const std::string prefix = c.blocks.size() == 1 ? "axes" : "axes[" + std::to_string(b) + "]";
+    auto fail = [&](const std::string& key, const std::string& problem) {
+      throw InputError(c.source + ": " + prefix + "." + key + ": " + problem);
+    };
+    for (const auto& op : a.operators)
+      if (std::find(operator_ids().begin(), operator_ids().end(), op) == operator_ids().end())
+        fail("operator", "unknown operator '" + op + "' (hla2 hla2-unmasked ahla hla3 hla3-unmasked linear softmax)");
+    for (const auto& f : a.forms) {
+      bool any = false;
+      for (const auto& op : a.operators)
+        for (const auto& e : reg.entries()) any = any || (e.op == op && e.form == f);
+      if (!any) fail("form", "no registered form '" + f + "' for the configured operators (registered:" + known_forms + ")");
+    }
+    for (const auto& v : a.variants) {
+      bool any = false;
+      for (const auto& op : a.operators)
+        for (const auto& f : a.forms) any = any || lookup(op, f, v) != nullptr;
+      if (!any) fail("variant", "no configured operator/form has variant '" + v + "' (use default, paper, corrected, spec)");
+    }
+    for (const auto& op : a.operators)
+      for (const auto& form : a.forms)
+        for (const auto& variant : a.variants)
+          for (const auto& scalar : a.scalars)
+            for (long n : a.n)
+              for (long d : a.d)
+                for (long dv : a.dv)
+                  for (const auto& gamma : a.gamma)
+                    for (const auto& eps : a.eps)
+                      for (const auto& lambda : a.lambda)
+                        for (bool normalized : a.normalized)
+                          for (int chunk : a.chunk)
+                            for (int threads : a.threads)
+                              for (auto seed : a.seeds)
+                                for (int repeats : a.repeats) {
+                                  ++out.combinations;
+                                  const Entry<double>* e = lookup(op, form, variant);
+                                  if (!e) { skip("no such operator/form/variant"); continue; }
+                                  if (!registered_for(scalar, op, form, variant)) { skip("form not registered for this scalar"); continue; }
+                                  if (gamma != 1 && !e->caps.decay) { skip("form has no decay"); continue; }
+                                  if (normalized && !e->caps.normalized) { skip("form has no normalized output"); continue; }
+                                  if (lambda != 0 && !e->caps.ridge) { skip("form has no ridge"); continue; }
+                                  if (!normalized && eps != a.eps.front()) { skip("eps unused (not normalized)"); continue; }
+                                  if (!e->caps.chunk && chunk != a.chunk.front()) { skip("chunk unused by form"); continue; }
+                                  if (!e->caps.threads && threads != a.threads.front()) { skip("threads unused by form"); continue; }
+                                  if (form == "reference" && n > c.limits.form_reference_max_n) {
+                                    skip("reference form above form_reference_max_n");
+                                    continue;
+                                  }
+                                  Point p;
+                                  p.op = op; p.form = form; p.variant = e->variant; p.scalar = scalar;
+                                  p.n = n; p.d = d; p.dv = dv;
+                                  p.gamma = gamma; p.eps = normalized ? eps : rational(0); p.lambda = lambda;
+                                  p.normalized = normalized;
+                                  p.chunk = e->caps.chunk ? chunk : a.chunk.front();
+                                  p.threads = e->caps.threads ? threads : a.threads.front();
+                                  p.seed = seed; p.repeats = repeats;
+                                  out.points.push_back(std::move(p));
+                                }
+  }
+  // Two config variants can name the same entry ("default" and "paper"), blocks can overlap: keep the first.
+  std::set<std::string> keys;
+  std::vector<Point> unique;
+  for (auto& p : out.points) {
+    if (!keys.insert(p.key()).second) { skip("duplicate of an earlier point"); continue; }
+    p.index = unique.size();
+    unique.push_back(std::move(p));
+  }
+  out.points = std::move(unique);
+  return out;
+}
+
+Shard parse_shard(const std::string& text) {
+  Shard s;
+  const auto slash = text.find('/');
+  try {
+    if (slash == std::string::npos) throw std::invalid_argument("no slash");
+    std::size_t used = 0;
+    s.index = std::stoi(text.substr(0, slash), &used);
+    if (used != slash) throw std::invalid_argument("junk");
+    s.count = std::stoi(text.substr(slash + 1), &used);
+    if (used != text.size() - slash - 1) throw std::invalid_argument("junk");
+  } catch (const std::exception&) {
+    throw InputError("--shard: expected i/N (e.g. 2/4), got '" + text + "'");
+  }
+  if (s.count < 1 || s.index < 1 || s.index > s.count)
+    throw InputError("--shard: need 1 <= i <= N, got '" + text + "'");
+  return s;
+}
+
+std::vector<Point> shard_points(const std::vector<Point>& points, Shard s) {
+  std::vector<Point> out;
+  for (const auto& p : points)
+    if (static_cast<int>(p.index % static_cast<std::size_t>(s.count)) == s.index - 1) out.push_back(p);
+  return out;
+}
+
+std::string shard_file_stem(Shard s) {
+  if (s.count == 1) return "points";
+  return "points-shard-" + std::to_string(s.index) + "-of-" + std::to_string(s.count);
+}
+
+}  // namespace hla::sweep

@@ -1,0 +1,186 @@
+// Sweep output: the column list, RFC 4180 CSV lines, JSON lines, reading a CSV back, and `hla merge`.
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <set>
+#include <sstream>
+
+#include "experiments/lib/sweep.hpp"
+
+namespace hla::sweep {
+
+const std::vector<std::string>& columns() {
+  static const std::vector<std::string> c{
+      "index", "key", "config", "operator", "form", "variant", "scalar", "n", "d", "dv", "gamma", "eps", "lambda",
+      "normalized", "chunk", "threads", "seed", "repeats",
+      "status", "note",
+      "time_median_s", "time_min_s", "time_max_s", "time_iqr_s", "tokens_per_s",
+      "peak_rss_delta_bytes", "state_numbers", "state_bytes",
+      "exact_fp61", "ref_method",
+      "err_max_abs", "err_max_rel", "err_normwise_rel", "err_units_u",
+      "bound_h", "bound_normwise_rel", "bound_units_u", "err_over_bound",
+      "commit", "compiler", "flags", "cpu", "date"};
+  return c;
+}
+
+static bool numeric_column(const std::string& name) {
+  static const std::set<std::string> s{"index", "n", "d", "dv", "normalized", "chunk", "threads", "seed", "repeats",
+                                       "time_median_s", "time_min_s", "time_max_s", "time_iqr_s", "tokens_per_s",
+                                       "peak_rss_delta_bytes", "state_numbers", "state_bytes", "err_max_abs",
+                                       "err_max_rel", "err_normwise_rel", "err_units_u", "bound_h",
+                                       "bound_normwise_rel", "bound_units_u", "err_over_bound"};
+  return s.count(name) > 0;
+}
+
+std::string csv_line(const std::vector<std::string>& fields) {
+  std::string out;
+  for (std::size_t i = 0; i < fields.size(); ++i) {
+    if (i) out += ',';
+    const std::string& f = fields[i];
+    if (f.find_first_of(",\"\n\r") == std::string::npos) {
+      out += f;
+    } else {
+      out += '"';
+      for (char ch : f) {
+        if (ch == '"') out += '"';
+        out += ch == '\n' || ch == '\r' ? ' ' : ch;  // one point = one physical line
+      }
+      out += '"';
+    }
+  }
+  out += '\n';
+  return out;
+}
+
+std::vector<std::string> parse_csv_line(const std::string& line) {
+  std::vector<std::string> out(1);
+  bool quoted = false;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const char ch = line[i];
+    if (quoted) {
+      if (ch == '"' && i + 1 < line.size() && line[i + 1] == '"') { out.back() += '"'; ++i; }
+      else if (ch == '"') quoted = false;
+      else out.back() += ch;
+    } else if (ch == '"') quoted = true;
+    else if (ch == ',') out.emplace_back();
+    else if (ch != '\n' && ch != '\r') out.back() += ch;
+  }
+  return out;
+}
+
+std::string json_line(const std::vector<std::string>& fields) {
+  nlohmann::ordered_json j;
+  const auto& cols = columns();
+  for (std::size_t i = 0; i < cols.size() && i < fields.size(); ++i) {
+    const std::string& f = fields[i];
+    if (numeric_column(cols[i])) {
+      if (f.empty()) { j[cols[i]] = nullptr; continue; }
+      if (f == "inf") { j[cols[i]] = "inf"; continue; }  // JSON has no infinity
+      std::size_t used = 0;
+      double v = 0;
+      try { v = std::stod(f, &used); } catch (const std::exception&) { used = 0; }
+      if (used == f.size()) {
+        if (f.find_first_of(".eE") == std::string::npos) j[cols[i]] = static_cast<long long>(v);
+        else j[cols[i]] = v;
+      } else {
+        j[cols[i]] = f;
+      }
+    } else {
+      j[cols[i]] = f;
+    }
+  }
+  return j.dump() + "\n";
+}
+
+CsvTable read_csv(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  if (!in) throw InputError(p.string() + ": cannot read");
+  CsvTable t;
+  std::string line;
+  bool first = true;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    if (first) { t.header = parse_csv_line(line); first = false; continue; }
+    t.rows.push_back(parse_csv_line(line));
+  }
+  return t;
+}
+
+std::size_t merge_outputs(const std::vector<std::filesystem::path>& inputs, const std::filesystem::path& out,
+                          std::ostream* report) {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> files;
+  for (const auto& in : inputs) {
+    if (fs::is_directory(in)) {
+      std::vector<fs::path> found;
+      for (const auto& entry : fs::directory_iterator(in)) {
+        const std::string name = entry.path().filename().string();
+        if (name.rfind("points", 0) == 0 && entry.path().extension() == ".csv") found.push_back(entry.path());
+      }
+      std::sort(found.begin(), found.end());
+      if (found.empty()) throw InputError(in.string() + ": no points*.csv in this directory");
+      files.insert(files.end(), found.begin(), found.end());
+    } else if (fs::is_regular_file(in)) {
+      files.push_back(in);
+    } else {
+      throw InputError(in.string() + ": no such file or directory");
+    }
+  }
+  const std::string expected = csv_line(columns());
+  std::map<long long, std::vector<std::string>> by_index;  // rows ordered by point index
+  std::map<std::string, long long> index_of_key;
+  std::size_t duplicates = 0, conflicts = 0;
+  const std::size_t key_col = 1, index_col = 0;
+  for (const auto& f : files) {
+    CsvTable t = read_csv(f);
+    if (csv_line(t.header) != expected)
+      throw InputError(f.string() + ": its columns differ from this version's (written by another version of hla?)");
+    for (auto& row : t.rows) {
+      if (row.size() != t.header.size()) {
+        if (report) *report << "merge: " << f.string() << ": skipping a malformed row\n";
+        continue;
+      }
+      const std::string& key = row[key_col];
+      long long idx = std::stoll(row[index_col]);
+      auto it = index_of_key.find(key);
+      if (it != index_of_key.end()) {
+        ++duplicates;
+        if (by_index[it->second] != row) ++conflicts;
+        continue;
+      }
+      if (by_index.count(idx)) {
+        // The same index with another key: the shards came from different configs.
+        throw InputError(f.string() + ": point index " + row[index_col] + " has key '" + key + "' here but '" +
+                         by_index[idx][key_col] + "' in an earlier file (outputs of different configs?)");
+      }
+      index_of_key.emplace(key, idx);
+      by_index.emplace(idx, std::move(row));
+    }
+  }
+  // Write both files next to each other, atomically (a merge that dies leaves the old outputs).
+  fs::path jsonl = out;
+  jsonl.replace_extension(".jsonl");
+  if (out.has_parent_path()) fs::create_directories(out.parent_path());
+  fs::path tmp_csv = out, tmp_jsonl = jsonl;
+  tmp_csv += ".tmp";
+  tmp_jsonl += ".tmp";
+  {
+    std::ofstream c(tmp_csv), j(tmp_jsonl);
+    c << expected;
+    for (const auto& [idx, row] : by_index) {
+      c << csv_line(row);
+      j << json_line(row);
+    }
+    if (!c || !j) throw std::runtime_error("merge: cannot write " + out.string());
+  }
+  fs::rename(tmp_csv, out);
+  fs::rename(tmp_jsonl, jsonl);
+  if (report)
+    *report << "merge: " << files.size() << " file(s) → " << out.string() << ": " << by_index.size() << " points ("
+            << duplicates << " duplicate rows dropped, " << conflicts << " of them with different measurements: kept the first)\n";
+  return by_index.size();
+}
+
+}  // namespace hla::sweep

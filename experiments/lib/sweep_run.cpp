@@ -1,0 +1,630 @@
+// Running a sweep: per point runtime, memory, state bytes, error against MPFR-256 and the rounding-error
+// bound; the reference cache; resumable, fsynced output. experiments/README.md explains the numbers.
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <ostream>
+#include <set>
+#include <sstream>
+
+#include "core/dispatch.hpp"
+#include "core/inputs.hpp"
+#include "core/parse.hpp"
+#include "core/registry.hpp"
+#include "experiments/lib/sweep.hpp"
+#include "verify/compare.hpp"
+
+namespace hla::sweep {
+namespace fs = std::filesystem;
+namespace {
+
+// ---- metadata ---------------------------------------------------------------------------------------
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) {
+      auto colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(line.find_first_not_of(" \t", colon + 1));
+    }
+  return "unknown";
+}
+std::string compiler() {
+#if defined(__clang__)
+  return std::string("clang ") + __clang_version__;
+#elif defined(__GNUC__)
+  return std::string("gcc ") + __VERSION__;
+#else
+  return "unknown";
+#endif
+}
+std::string utc_now() {
+  std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+std::string fmt_double(double v) {
+  if (std::isnan(v)) return "";
+  if (std::isinf(v)) return "inf";
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+// ---- memory: peak RSS of the work ------------------------------------------------------------------------
+long status_kb(const char* field) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  const std::size_t len = std::strlen(field);
+  while (std::getline(in, line))
+    if (line.compare(0, len, field) == 0) return std::atol(line.c_str() + len + 1);
+  return -1;
+}
+// Resets the kernel's peak-RSS counter (Linux ≥ 4.0: writing 5 to clear_refs), so VmHWM after the
+// work minus VmRSS before it is the work's own peak. Falls back to getrusage's lifetime maximum.
+struct PeakMeter {
+  long rss0_kb = -1;
+  bool reset = false;
+  void start() {
+    int fd = ::open("/proc/self/clear_refs", O_WRONLY);
+    reset = fd >= 0 && ::write(fd, "5", 1) == 1;
+    if (fd >= 0) ::close(fd);
+    rss0_kb = status_kb("VmRSS:");
+  }
+  long delta_bytes() const {
+    long hwm = status_kb("VmHWM:");
+    if (!reset || hwm < 0 || rss0_kb < 0) {
+      rusage ru{};
+      getrusage(RUSAGE_SELF, &ru);
+      hwm = ru.ru_maxrss;
+    }
+    return std::max(0L, hwm - rss0_kb) * 1024;
+  }
+};
+
+// ---- operators --------------------------------------------------------------------------------------------
+int order_of(const std::string& op) {
+  if (op == "linear") return 1;
+  if (op == "hla3" || op == "hla3-unmasked") return 3;
+  return 2;
+}
+// The operator whose value on |inputs| bounds the absolute sum of the monomials any form of `op` adds.
+std::string abs_operator(const std::string& op) {
+  if (op == "hla2") return "hla2-unmasked";
+  if (op == "hla3") return "hla3-unmasked";
+  return op;
+}
+Options base_options(const rational& gamma, const rational& lambda) {
+  Options o;
+  o.gamma = gamma;
+  o.ridge = lambda;
+  return o;
+}
+bool caps_allow(const Caps& c, const Options& o) {
+  return (o.gamma == 1 || c.decay) && (!o.normalized || c.normalized) && (o.ridge == 0 || c.ridge);
+}
+
+// ---- exactness in the prime field ---------------------------------------------------------------------------
+// Does entry (op, form, variant) compute exactly SPEC's operator with these options? Decided in
+// Z/(2^61−1) on one random input (Schwartz–Zippel: a false identity of degree D passes with probability
+// ≤ D/2^61). "n/a" when the form has no fp61 instance.
+class ExactnessOracle {
+ public:
+  std::string check(const std::string& op, const std::string& form, const std::string& variant, const Options& opt,
+                    long d, long dv) {
+    const long nc = std::min<long>(600, std::max<long>(24, 2L * opt.chunk + 3));
+    const long dc = std::min<long>(d, 16), dvc = std::min<long>(dv, 16);
+    std::ostringstream k;
+    k << op << "|" << form << "|" << variant << "|" << format_rational(opt.gamma) << "|" << format_rational(opt.eps)
+      << "|" << format_rational(opt.ridge) << "|" << opt.normalized << "|" << opt.chunk << "|" << opt.threads << "|"
+      << dc << "|" << dvc;
+    auto it = cache_.find(k.str());
+    if (it != cache_.end()) return it->second;
+    std::string verdict = "n/a";
+    const auto& reg = registry<fp61>();
+    if (const Entry<fp61>* e = reg.try_find(op, form, variant)) {
+      try {
+        const Problem<fp61> p = field_problem(Shape{nc, dc, dvc}, 0x5eed5eedULL);
+        const Mat<fp61> got = (*e)(p, opt).O;
+        const Mat<fp61> want = reg.reference(op)(p, opt).O;
+        verdict = got == want ? "yes" : "no";
+      } catch (const std::exception&) {
+        verdict = "n/a";
+      }
+    }
+    cache_.emplace(k.str(), verdict);
+    return verdict;
+  }
+
+  // The first streaming form of `op` (corrected variant first) that is exact for (γ, λ) unnormalized.
+  std::optional<std::pair<std::string, std::string>> proxy(const std::string& op, const rational& gamma,
+                                                          const rational& lambda) {
+    const Options o = base_options(gamma, lambda);
+    std::vector<const Entry<double>*> cands;
+    for (const auto& e : registry<double>().entries())
+      if (e.op == op && e.form.rfind("serial", 0) == 0 && caps_allow(e.caps, o)) cands.push_back(&e);
+    std::stable_sort(cands.begin(), cands.end(), [](auto* a, auto* b) {
+      auto rank = [](const Entry<double>* e) { return (e->form == "serial" ? 0 : 2) + (e->variant == "corrected" ? 0 : 1); };
+      return rank(a) < rank(b);
+    });
+    for (const Entry<double>* e : cands)
+      if (registry<mpfr256>().try_find(e->op, e->form, e->variant) && check(op, e->form, e->variant, o, 5, 3) == "yes")
+        return std::make_pair(e->form, e->variant);
+    return std::nullopt;
+  }
+
+ private:
+  std::map<std::string, std::string> cache_;
+};
+
+// ---- the MPFR reference of a point's inputs ----------------------------------------------------------------
+// For every operator but softmax the reference is computed once per (op, inputs, γ, λ) on V augmented
+// by a column of ones: the first dv columns are the unnormalized numerator, the last is den_t, so every
+// (normalized, ε) point reuses it: o_t = num_t / (den_t + ε) (SPEC "normalized").
+struct RefData {
+  std::string method;  // literal | mpfr-proxy:<form>/<variant> ; empty = none
+  std::string note;    // why there is none
+  Mat<mpfr256> num;    // n × (dv+1); softmax: n × dv outputs
+  Mat<double> abs;     // n × (dv+1): the abs operator on |Q|, |K|, [|V| 1] (empty: no bound)
+  std::string abs_method;
+};
+
+Problem<double> augmented(const Problem<double>& p, bool absolute) {
+  Problem<double> a;
+  a.Q = absolute ? Mat<double>(p.Q.cwiseAbs()) : p.Q;
+  a.K = absolute ? Mat<double>(p.K.cwiseAbs()) : p.K;
+  a.V.resize(p.V.rows(), p.V.cols() + 1);
+  a.V.leftCols(p.V.cols()) = absolute ? Mat<double>(p.V.cwiseAbs()) : p.V;
+  a.V.col(p.V.cols()).setOnes();
+  return a;
+}
+
+// A number of MPFR-256 stored exactly as the unevaluated sum of 5 doubles (5 × 53 ≥ 259 bits).
+constexpr int kParts = 5;
+void split(const mpfr256& x, double* out) {
+  mpfr256 r = x;
+  for (int i = 0; i < kParts; ++i) {
+    out[i] = r.convert_to<double>();
+    r -= mpfr256(out[i]);
+  }
+}
+mpfr256 join(const double* in) {
+  mpfr256 r(0);
+  for (int i = kParts - 1; i >= 0; --i) r += mpfr256(in[i]);
+  return r;
+}
+
+class ReferenceStore {
+ public:
+  ReferenceStore(fs::path dir, const ReferenceLimits& lim, ExactnessOracle& oracle) : dir_(std::move(dir)), lim_(lim), oracle_(oracle) {}
+
+  const RefData& get(const Point& pt, const Problem<double>& inputs) {
+    std::ostringstream k;
+    k << pt.op << "_n" << pt.n << "_d" << pt.d << "_dv" << pt.dv << "_s" << pt.seed << "_g" << format_rational(pt.gamma)
+      << "_l" << format_rational(pt.lambda);
+    std::string key = k.str();
+    std::replace(key.begin(), key.end(), '/', '_');
+    if (auto it = mem_.find(key); it != mem_.end()) return it->second;
+    if (mem_.size() > 8) mem_.clear();  // references of large n are big; keep few in memory
+    RefData r;
+    const fs::path file = dir_ / (key + ".bin");
+    if (!load(file, r)) {
+      r = compute(pt, inputs);
+      if (!r.method.empty()) store(file, r);
+    }
+    return mem_.emplace(key, std::move(r)).first->second;
+  }
+
+ private:
+  RefData compute(const Point& pt, const Problem<double>& inputs) {
+    RefData r;
+    const Options o = base_options(pt.gamma, pt.lambda);
+    if (pt.op == "softmax") {
+      if (pt.n <= lim_.direct_max_n) {
+        r.num = registry<mpfr256>().reference("softmax")(convert_problem<mpfr256>(inputs), Options{}).O;
+        r.method = "literal";
+      } else {
+        r.note = "reference too large (n > direct_max_n = " + std::to_string(lim_.direct_max_n) + ")";
+      }
+      return r;
+    }
+    const Problem<double> aug = augmented(inputs, false);
+    if (pt.n <= lim_.direct_max_n) {
+      r.num = registry<mpfr256>().reference(pt.op)(convert_problem<mpfr256>(aug), o).O;
+      r.method = "literal";
+    } else if (pt.n <= lim_.proxy_max_n) {
+      if (auto px = oracle_.proxy(pt.op, pt.gamma, pt.lambda)) {
+        r.num = registry<mpfr256>().find(pt.op, px->first, px->second)(convert_problem<mpfr256>(aug), o).O;
+        r.method = "mpfr-proxy:" + px->first + "/" + px->second;
+      } else {
+        r.note = "no streaming form is exact for these options (fp61), and n > direct_max_n";
+      }
+    } else {
+      r.note = "reference too large (n > proxy_max_n = " + std::to_string(lim_.proxy_max_n) + ")";
+    }
+    if (r.method.empty()) return r;
+    // The absolute computation, in double (all terms ≥ 0, so its own relative error is ≤ γ_h(double),
+    // which the 1e-9 inflation below covers for every n we sweep).
+    const std::string aop = abs_operator(pt.op);
+    const Problem<double> absin = augmented(inputs, true);
+    if (auto px = oracle_.proxy(aop, pt.gamma, pt.lambda)) {
+      r.abs = registry<double>().find(aop, px->first, px->second)(absin, o).O;
+      r.abs_method = aop + "/" + px->first + "/" + px->second;
+    } else if (pt.n <= 4 * lim_.direct_max_n) {
+      r.abs = registry<double>().reference(aop)(absin, o).O;
+      r.abs_method = aop + "/reference";
+    }
+    r.abs *= 1 + 1e-9;
+    return r;
+  }
+
+  bool load(const fs::path& file, RefData& r) {
+    std::ifstream in(file, std::ios::binary);
+    if (!in) return false;
+    std::string magic, method, abs_method;
+    long rows = 0, cols = 0, arows = 0, acols = 0;
+    std::getline(in, magic);
+    std::getline(in, method);
+    std::getline(in, abs_method);
+    in >> rows >> cols >> arows >> acols;
+    in.get();
+    if (magic != "HLAREF1" || !in || rows < 0 || cols < 0) return false;
+    std::vector<double> buf(static_cast<std::size_t>(rows * cols * kParts));
+    in.read(reinterpret_cast<char*>(buf.data()), static_cast<std::streamsize>(buf.size() * sizeof(double)));
+    Mat<double> a(arows, acols);
+    in.read(reinterpret_cast<char*>(a.data()), static_cast<std::streamsize>(a.size() * sizeof(double)));
+    if (!in) return false;
+    r.method = method;
+    r.abs_method = abs_method;
+    r.num.resize(rows, cols);
+    for (Eigen::Index i = 0; i < r.num.size(); ++i) r.num(i) = join(&buf[static_cast<std::size_t>(i) * kParts]);
+    r.abs = a;
+    return true;
+  }
+
+  void store(const fs::path& file, const RefData& r) {
+    fs::create_directories(dir_);
+    fs::path tmp = file;
+    tmp += ".tmp";
+    {
+      std::ofstream out(tmp, std::ios::binary);
+      out << "HLAREF1\n" << r.method << "\n" << r.abs_method << "\n"
+          << r.num.rows() << " " << r.num.cols() << " " << r.abs.rows() << " " << r.abs.cols() << "\n";
+      std::vector<double> buf(static_cast<std::size_t>(r.num.size()) * kParts);
+      for (Eigen::Index i = 0; i < r.num.size(); ++i) split(r.num(i), &buf[static_cast<std::size_t>(i) * kParts]);
+      out.write(reinterpret_cast<const char*>(buf.data()), static_cast<std::streamsize>(buf.size() * sizeof(double)));
+      out.write(reinterpret_cast<const char*>(r.abs.data()), static_cast<std::streamsize>(r.abs.size() * sizeof(double)));
+    }
+    fs::rename(tmp, file);
+  }
+
+  fs::path dir_;
+  ReferenceLimits lim_;
+  ExactnessOracle& oracle_;
+  std::map<std::string, RefData> mem_;
+};
+
+// ---- the rounding-error bound --------------------------------------------------------------------------------
+// Accumulation depth over tokens of one prefix sum (SPEC "Facts"): serial n − 1 (we use n), tree/Blelloch
+// 2⌈log₂ n⌉, chunked/two-level w + ⌈n/w⌉.
+long accumulation_depth(const std::string& form, long n, long w) {
+  if (form.rfind("scan-blelloch", 0) == 0 || form.rfind("scan-tree", 0) == 0)
+    return 2 * std::max<long>(1, static_cast<long>(std::ceil(std::log2(static_cast<double>(n)))));
+  if (form.rfind("scan-twolevel", 0) == 0 || form.rfind("chunked", 0) == 0) return w + (n + w - 1) / w;
+  return n;
+}
+// h of γ_h = h u / (1 − h u): p nested prefix sums (p = order), each with the form's depth; with decay
+// each step also multiplies by γ (one more rounding per level), and a γ that T cannot represent adds up
+// to n relative perturbations (γ̂^n); (p+1)·d for the inner products and read-out, +8 for the rest.
+template <class T> long bound_depth(const Point& pt) {
+  const long acc = accumulation_depth(pt.form, pt.n, pt.chunk);
+  long per_level = acc;
+  if (pt.gamma != 1) {
+    per_level += acc;
+    const T g = from_rational<T>(pt.gamma);
+    if (to_mpfr(g) != from_rational<mpfr256>(pt.gamma)) per_level += pt.n;
+  }
+  return order_of(pt.op) * per_level + (order_of(pt.op) + 1) * pt.d + 8;
+}
+
+struct Measured {
+  std::vector<std::string> fields;
+  bool failed = false;
+  std::string summary;  // for the progress line
+};
+
+template <class T>
+void evaluate_point(const Point& pt, const Problem<double>& inputs, const RefData& ref, const std::string& exact,
+                    std::map<std::string, std::string>& f) {
+  const Entry<T>& e = registry<T>().find(pt.op, pt.form, pt.variant);
+  const Problem<T> p = convert_problem<T>(inputs);
+  const Options opt = pt.options();
+  std::vector<double> times;
+  Run<T> run;
+  PeakMeter meter;
+  for (int r = 0; r < pt.repeats; ++r) {
+    if (r == 0) meter.start();
+    auto t0 = std::chrono::steady_clock::now();
+    run = e(p, opt);
+    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    if (r == 0) f["peak_rss_delta_bytes"] = std::to_string(meter.delta_bytes());
+  }
+  std::sort(times.begin(), times.end());
+  auto quantile = [&](double q) {
+    const double pos = q * static_cast<double>(times.size() - 1);
+    const std::size_t lo = static_cast<std::size_t>(std::floor(pos)), hi = std::min(lo + 1, times.size() - 1);
+    return times[lo] + (pos - static_cast<double>(lo)) * (times[hi] - times[lo]);
+  };
+  f["time_median_s"] = fmt_double(quantile(0.5));
+  f["time_min_s"] = fmt_double(times.front());
+  f["time_max_s"] = fmt_double(times.back());
+  f["time_iqr_s"] = fmt_double(quantile(0.75) - quantile(0.25));
+  f["tokens_per_s"] = fmt_double(static_cast<double>(pt.n) / quantile(0.5));
+  const std::size_t numbers = run.state.numbers();
+  const std::size_t bytes_per = std::is_same_v<T, mpfr256> ? sizeof(T) + 5 * 8 : sizeof(T);  // + MPFR limbs
+  f["state_numbers"] = std::to_string(numbers);
+  f["state_bytes"] = std::to_string(numbers * bytes_per);
+  f["exact_fp61"] = exact;
+  f["ref_method"] = ref.method.empty() ? "none" : ref.method;
+  if (ref.method.empty()) {
+    f["status"] = "no reference";
+    f["note"] = ref.note;
+    return;
+  }
+  // The reference output (MPFR) and the error.
+  const Eigen::Index n = pt.n, dv = pt.dv;
+  Mat<mpfr256> R(n, dv);
+  const mpfr256 eps = from_rational<mpfr256>(pt.eps);
+  for (Eigen::Index t = 0; t < n; ++t)
+    for (Eigen::Index c = 0; c < dv; ++c)
+      R(t, c) = pt.op == "softmax" ? ref.num(t, c) : pt.normalized ? mpfr256(ref.num(t, c) / (ref.num(t, dv) + eps)) : ref.num(t, c);
+  const ErrorStats es = compare_to(run.O, R);
+  const double u = unit_roundoff<T>();
+  f["err_max_abs"] = fmt_double(es.max_abs);
+  f["err_max_rel"] = fmt_double(es.max_rel);
+  f["err_normwise_rel"] = fmt_double(es.normwise_rel);
+  f["err_units_u"] = fmt_double(es.normwise_rel / u);
+  std::string status = "ok";
+  if (ref.abs.size() == 0 || pt.op == "softmax") {
+    f["note"] = "no error bound for this operator";
+  } else {
+    const long h = bound_depth<T>(pt);
+    f["bound_h"] = std::to_string(h);
+    const double hu = static_cast<double>(h) * u;
+    if (hu >= 0.5) {
+      f["note"] = "bound vacuous (h u >= 1/2)";
+    } else {
+      const double gam = hu / (1 - hu), epsd = from_rational<double>(pt.eps);
+      double max_b = 0, max_r = 0, ratio = 0;
+      long vacuous_rows = 0;
+      for (Eigen::Index t = 0; t < n; ++t) {
+        double lower = 1, dd = 0;
+        if (pt.normalized) {
+          const double D = abs(ref.num(t, dv) + eps).template convert_to<double>();
+          dd = gam * 2 * ref.abs(t, dv) + 2 * u * epsd;
+          lower = D - dd;
+          if (lower <= 0) { ++vacuous_rows; continue; }
+        }
+        for (Eigen::Index c = 0; c < dv; ++c) {
+          const double rv = abs(R(t, c)).template convert_to<double>();
+          const double err = abs(to_mpfr(run.O(t, c)) - R(t, c)).template convert_to<double>();
+          double b = gam * 2 * ref.abs(t, c);
+          if (pt.normalized) b = (b + rv * dd) / lower * (1 + u) + u * rv;
+          max_b = std::max(max_b, b);
+          max_r = std::max(max_r, rv);
+          if (err > 0) ratio = std::max(ratio, b > 0 ? err / b : INFINITY);
+        }
+      }
+      const double bn = vacuous_rows ? INFINITY : (max_r > 0 ? max_b / max_r : max_b);
+      f["bound_normwise_rel"] = fmt_double(bn);
+      f["bound_units_u"] = fmt_double(bn / u);
+      f["err_over_bound"] = fmt_double(ratio);
+      if (vacuous_rows) f["note"] = std::to_string(vacuous_rows) + " rows with den_t + eps within its error bound of 0";
+      if (ratio > 1) status = "exceeds bound";
+    }
+  }
+  if (exact == "no") status = "differs in exact arithmetic";
+  f["status"] = status;
+}
+
+// ---- output files ------------------------------------------------------------------------------------------------
+void write_all(int fd, const std::string& s, const fs::path& p) {
+  std::size_t done = 0;
+  while (done < s.size()) {
+    ssize_t w = ::write(fd, s.data() + done, s.size() - done);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      throw std::runtime_error("cannot write " + p.string() + ": " + std::strerror(errno));
+    }
+    done += static_cast<std::size_t>(w);
+  }
+  ::fsync(fd);
+}
+
+// Drops a torn last line (a crash mid-write) so the file ends at a complete line.
+void truncate_partial_line(const fs::path& p) {
+  if (!fs::exists(p)) return;
+  std::ifstream in(p, std::ios::binary);
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (all.empty() || all.back() == '\n') return;
+  const auto last = all.rfind('\n');
+  fs::resize_file(p, last == std::string::npos ? 0 : last + 1);
+}
+
+struct Outputs {
+  fs::path csv, jsonl;
+  int csv_fd = -1, jsonl_fd = -1;
+  std::set<std::string> done;
+  ~Outputs() {
+    if (csv_fd >= 0) ::close(csv_fd);
+    if (jsonl_fd >= 0) ::close(jsonl_fd);
+  }
+  void open(const fs::path& dir, const std::string& stem) {
+    csv = dir / (stem + ".csv");
+    jsonl = dir / (stem + ".jsonl");
+    const std::string header = csv_line(columns());
+    truncate_partial_line(csv);
+    truncate_partial_line(jsonl);
+    if (fs::exists(csv) && fs::file_size(csv) > 0) {
+      CsvTable t = read_csv(csv);
+      if (csv_line(t.header) != header)
+        throw InputError(csv.string() + ": exists with other columns (an older version of hla?); move it away to rerun");
+      for (const auto& row : t.rows)
+        if (row.size() == t.header.size()) done.insert(row[1]);
+    }
+    // The JSON lines are written before the CSV line of the same point: keep exactly the CSV's points.
+    if (fs::exists(jsonl)) {
+      std::ifstream in(jsonl);
+      std::string line, kept;
+      std::set<std::string> seen;
+      bool dropped = false;
+      while (std::getline(in, line)) {
+        std::string key;
+        try { key = nlohmann::json::parse(line).at("key").get<std::string>(); } catch (const std::exception&) {}
+        if (!key.empty() && done.count(key) && seen.insert(key).second) kept += line + "\n";
+        else dropped = true;
+      }
+      in.close();
+      if (dropped) {
+        fs::path tmp = jsonl;
+        tmp += ".tmp";
+        std::ofstream(tmp) << kept;
+        fs::rename(tmp, jsonl);
+      }
+    }
+    csv_fd = ::open(csv.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    jsonl_fd = ::open(jsonl.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (csv_fd < 0 || jsonl_fd < 0) throw std::runtime_error("cannot open " + csv.string() + " for appending");
+    if (fs::file_size(csv) == 0) write_all(csv_fd, header, csv);
+  }
+  void append(const std::vector<std::string>& fields) {
+    write_all(jsonl_fd, json_line(fields), jsonl);
+    write_all(csv_fd, csv_line(fields), csv);
+  }
+};
+
+std::string hms(double s) {
+  char buf[32];
+  const long t = static_cast<long>(s + 0.5);
+  std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", t / 3600, (t / 60) % 60, t % 60);
+  return buf;
+}
+
+}  // namespace
+
+SweepSummary run_sweep(const Config& c, const SweepOptions& o) {
+  const Enumeration en = enumerate(c);  // validates names before anything is written
+  const std::vector<Point> mine = shard_points(en.points, o.shard);
+  const fs::path dir = o.out_dir.empty() ? fs::path("results") / c.name : o.out_dir;
+  if (o.progress) {
+    *o.progress << "sweep " << c.name << ": " << en.combinations << " combinations, " << en.points.size() << " points";
+    std::size_t skipped = 0;
+    for (const auto& [why, k] : en.skipped) skipped += k;
+    *o.progress << " (" << skipped << " skipped";
+    for (const auto& [why, k] : en.skipped) *o.progress << "; " << k << " " << why;
+    *o.progress << ")";
+    if (o.shard.count > 1) *o.progress << "; shard " << o.shard.index << "/" << o.shard.count << ": " << mine.size() << " points";
+    *o.progress << "\n";
+  }
+  fs::create_directories(dir);
+  Outputs out;
+  out.open(dir, shard_file_stem(o.shard));
+  SweepSummary sum;
+  sum.points = mine.size();
+  sum.csv = out.csv;
+  sum.jsonl = out.jsonl;
+  std::vector<const Point*> todo;
+  for (const auto& p : mine)
+    if (!out.done.count(p.key())) todo.push_back(&p);
+  sum.already_done = mine.size() - todo.size();
+  if (o.progress && sum.already_done)
+    *o.progress << "resuming: " << sum.already_done << " of " << mine.size() << " points already in " << out.csv.string() << "\n";
+
+  ExactnessOracle oracle;
+  ReferenceStore refs(dir / "refcache", c.limits, oracle);
+  const std::string commit = HLA_GIT_COMMIT, comp = compiler(), flags = HLA_CXX_FLAGS, cpu = cpu_model();
+  const auto start = std::chrono::steady_clock::now();
+  std::string inputs_key;
+  Problem<double> inputs;
+  for (std::size_t i = 0; i < todo.size(); ++i) {
+    if (o.max_points && sum.ran >= o.max_points) break;
+    const Point& pt = *todo[i];
+    std::map<std::string, std::string> f;
+    f["index"] = std::to_string(pt.index);
+    f["key"] = pt.key();
+    f["config"] = c.name;
+    f["operator"] = pt.op;
+    f["form"] = pt.form;
+    f["variant"] = pt.variant;
+    f["scalar"] = pt.scalar;
+    f["n"] = std::to_string(pt.n);
+    f["d"] = std::to_string(pt.d);
+    f["dv"] = std::to_string(pt.dv);
+    f["gamma"] = format_rational(pt.gamma);
+    f["eps"] = format_rational(pt.eps);
+    f["lambda"] = format_rational(pt.lambda);
+    f["normalized"] = pt.normalized ? "1" : "0";
+    f["chunk"] = std::to_string(pt.chunk);
+    f["threads"] = std::to_string(pt.threads);
+    f["seed"] = std::to_string(pt.seed);
+    f["repeats"] = std::to_string(pt.repeats);
+    f["commit"] = commit;
+    f["compiler"] = comp;
+    f["flags"] = flags;
+    f["cpu"] = cpu;
+    try {
+      const std::string ik = std::to_string(pt.n) + "/" + std::to_string(pt.d) + "/" + std::to_string(pt.dv) + "/" + std::to_string(pt.seed);
+      if (ik != inputs_key) {
+        inputs = gaussian_problem(Shape{pt.n, pt.d, pt.dv}, pt.seed);
+        inputs_key = ik;
+      }
+      const RefData& ref = refs.get(pt, inputs);
+      const std::string exact = oracle.check(pt.op, pt.form, pt.variant, pt.options(), pt.d, pt.dv);
+      with_scalar(pt.scalar, [&]<class T>() {
+        if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, mpfr256>)
+          evaluate_point<T>(pt, inputs, ref, exact, f);
+        else
+          throw InputError("scalar " + pt.scalar + " is not swept");
+      });
+    } catch (const NumericalError& e) {
+      f["status"] = "non-finite";
+      f["note"] = e.what();
+      ++sum.failed;
+    } catch (const InputError& e) {
+      f["status"] = "rejected";
+      f["note"] = e.what();
+      ++sum.failed;
+    }
+    f["date"] = utc_now();
+    std::vector<std::string> fields;
+    for (const auto& col : columns()) fields.push_back(f.count(col) ? f[col] : "");
+    out.append(fields);
+    ++sum.ran;
+    if (o.progress) {
+      const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const double eta = el / static_cast<double>(i + 1) * static_cast<double>(todo.size() - i - 1);
+      *o.progress << "[" << (sum.already_done + i + 1) << "/" << mine.size() << "] " << pt.op << "/" << pt.form << "/"
+                  << pt.variant << " " << pt.scalar << " n=" << pt.n << " d=" << pt.d << " dv=" << pt.dv
+                  << " g=" << f["gamma"] << (pt.normalized ? " norm eps=" + f["eps"] : "")
+                  << (pt.lambda != 0 ? " lam=" + f["lambda"] : "") << " w=" << pt.chunk << " thr=" << pt.threads
+                  << ": " << f["time_median_s"] << " s, err " << (f["err_units_u"].empty() ? "-" : f["err_units_u"])
+                  << " u, err/bound " << (f["err_over_bound"].empty() ? "-" : f["err_over_bound"]) << ", " << f["status"]
+                  << " | elapsed " << hms(el) << ", ETA " << hms(eta) << "\n";
+      o.progress->flush();
+    }
+  }
+  return sum;
+}
+
+}  // namespace hla::sweep

@@ -1,0 +1,276 @@
+#!/usr/bin/env python3
+"""Plots of a sweep's points.csv (written by `hla sweep`), into the same directory, PNG and SVG:
+
+  runtime_vs_n     runtime (median over repeats, bars min..max) vs n, log-log, per operator; one line per
+                   form/variant/scalar/d/dv with the fitted slope of log time vs log n in the legend
+  error_vs_n       normwise relative error vs n per operator and option set; one line per form × precision,
+                   its rounding-error bound dashed in the same colour
+  speedup_vs_threads   time(1 thread) / time(p threads), when the config sweeps threads
+  runtime_vs_width runtime vs d and vs dv at fixed n, when the config sweeps them
+  memory_vs_n      bytes of state the form returns and peak-RSS delta of the work vs n
+
+Also writes summary.txt: the fitted runtime slopes, error growth exponents and worst err/bound ratios.
+
+Usage: python3 experiments/plot.py results/<config> [more dirs...]
+Needs python3-matplotlib and python3-numpy (scripts/install-deps.sh installs them).
+"""
+import csv
+import math
+import os
+import sys
+from collections import defaultdict
+from fractions import Fraction
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+
+def num(x):
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def load(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def fit_slope(xs, ys):
+    """Least-squares slope of log y vs log x over the points with y > 0 (None if fewer than 3)."""
+    pts = [(math.log(x), math.log(y)) for x, y in zip(xs, ys) if x > 0 and y > 0 and math.isfinite(y)]
+    if len(pts) < 3:
+        return None
+    a = np.array(pts)
+    return float(np.polyfit(a[:, 0], a[:, 1], 1)[0])
+
+
+def options_label(r):
+    parts = []
+    if Fraction(r["gamma"]) != 1:
+        parts.append(f"γ={float(Fraction(r['gamma'])):g}")
+    if r["normalized"] == "1":
+        parts.append(f"normalized ε={float(Fraction(r['eps'])):g}")
+    if Fraction(r["lambda"]) != 0:
+        parts.append(f"λ={float(Fraction(r['lambda'])):g}")
+    return ", ".join(parts) or "plain"
+
+
+def save(fig, outdir, stem):
+    fig.tight_layout()
+    for ext in ("png", "svg"):
+        fig.savefig(os.path.join(outdir, f"{stem}.{ext}"), dpi=110)
+    plt.close(fig)
+
+
+def runtime_plot(rows, outdir, summary):
+    ok = [r for r in rows if num(r["time_median_s"]) > 0]
+    if not ok:
+        return
+    min_thr = min(int(r["threads"]) for r in ok)
+    ok = [r for r in ok if int(r["threads"]) == min_thr]
+    ops = sorted({r["operator"] for r in ok})
+    fig, axes = plt.subplots(1, len(ops), figsize=(6.5 * len(ops), 5), squeeze=False)
+    summary.append(f"## Runtime vs n (threads={min_thr}; slope = fitted exponent of median time in n, over n >= 256 "
+                   "when there are 3 such points, else all n)")
+    for ax, op in zip(axes[0], ops):
+        series = defaultdict(lambda: defaultdict(list))
+        for r in ok:
+            if r["operator"] != op:
+                continue
+            label = f"{r['form']}/{r['variant']} {r['scalar']} d={r['d']} dv={r['dv']}"
+            if r["form"].startswith(("chunked", "scan-twolevel", "scan-blelloch")):
+                label += f" w={r['chunk']}"
+            if options_label(r) != "plain":
+                label += f" [{options_label(r)}]"
+            series[label][int(r["n"])].append(r)
+        for label in sorted(series):
+            ns = sorted(series[label])
+            med = [np.median([num(r["time_median_s"]) for r in series[label][n]]) for n in ns]
+            lo = [min(num(r["time_min_s"]) for r in series[label][n]) for n in ns]
+            hi = [max(num(r["time_max_s"]) for r in series[label][n]) for n in ns]
+            big = [(n, t) for n, t in zip(ns, med) if n >= 256]
+            slope = fit_slope(*zip(*big)) if len(big) >= 3 else fit_slope(ns, med)
+            tag = f" (slope {slope:.2f})" if slope is not None else ""
+            ax.errorbar(ns, med, yerr=[np.subtract(med, lo), np.subtract(hi, med)], marker="o", ms=3, capsize=2,
+                        label=label + tag)
+            summary.append(f"- {op} {label}: slope {slope:.3f}" if slope is not None else f"- {op} {label}: (too few n)")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("n (tokens)")
+        ax.set_ylabel("time per call, s (median; bars min..max)")
+        ax.set_title(f"{op}: runtime vs n")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=6)
+    save(fig, outdir, "runtime_vs_n")
+
+
+def error_plot(rows, outdir, summary):
+    ok = [r for r in rows if num(r["err_normwise_rel"]) >= 0]
+    if not ok:
+        return
+    panels = sorted({(r["operator"], options_label(r)) for r in ok})
+    cols = min(3, len(panels))
+    nrows = math.ceil(len(panels) / cols)
+    fig, axes = plt.subplots(nrows, cols, figsize=(6.2 * cols, 4.6 * nrows), squeeze=False)
+    summary.append("\n## Error vs n (normwise relative error, worst seed; exponent = fitted slope in n; "
+                   "err/bound = worst componentwise observed/bound)")
+    for idx, (op, opts) in enumerate(panels):
+        ax = axes[idx // cols][idx % cols]
+        series = defaultdict(lambda: defaultdict(list))
+        for r in ok:
+            if r["operator"] == op and options_label(r) == opts:
+                label = f"{r['form']}/{r['variant']} {r['scalar']}"
+                if r["form"].startswith(("chunked", "scan-twolevel")):
+                    label += f" w={r['chunk']}"
+                series[label][int(r["n"])].append(r)
+        for k, label in enumerate(sorted(series)):
+            ns = sorted(series[label])
+            err = [max(num(r["err_normwise_rel"]) for r in series[label][n]) for n in ns]
+            bnd = [max(num(r["bound_normwise_rel"]) for r in series[label][n]) for n in ns]
+            ratio = max((num(r["err_over_bound"]) for n in ns for r in series[label][n]), default=math.nan)
+            statuses = sorted({r["status"] for n in ns for r in series[label][n]})
+            color = f"C{k % 10}"
+            plot_err = [e if e > 0 else np.nan for e in err]
+            slope = fit_slope(ns, err)
+            tag = f" (exp {slope:.2f})" if slope is not None else ""
+            ax.plot(ns, plot_err, marker="o", ms=3, color=color, label=label + tag)
+            if any(math.isfinite(b) and b > 0 for b in bnd):
+                ax.plot(ns, [b if math.isfinite(b) and b > 0 else np.nan for b in bnd], ls="--", color=color, lw=0.8)
+            summary.append(f"- {op} [{opts}] {label}: err {min(err):.3g}..{max(err):.3g}, exponent "
+                           f"{'%.2f' % slope if slope is not None else '-'}, worst err/bound {ratio:.3g}, "
+                           f"status {', '.join(statuses)}")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("n (tokens)")
+        ax.set_ylabel("normwise relative error (dashed: bound)")
+        ax.set_title(f"{op} [{opts}]", fontsize=9)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=6)
+    for idx in range(len(panels), nrows * cols):
+        axes[idx // cols][idx % cols].axis("off")
+    save(fig, outdir, "error_vs_n")
+
+
+def speedup_plot(rows, outdir, summary):
+    ok = [r for r in rows if num(r["time_median_s"]) > 0]
+    groups = defaultdict(dict)
+    for r in ok:
+        key = (r["operator"], r["form"], r["variant"], r["scalar"], r["n"], r["d"], r["dv"], r["chunk"],
+               options_label(r))
+        groups[key].setdefault(int(r["threads"]), []).append(num(r["time_median_s"]))
+    groups = {k: v for k, v in groups.items() if len(v) > 1 and 1 in v}
+    if not groups:
+        return
+    fig, ax = plt.subplots(figsize=(6.5, 5))
+    summary.append("\n## Speedup vs threads")
+    maxp = 1
+    for key, v in sorted(groups.items()):
+        ps = sorted(v)
+        base = np.median(v[1])
+        sp = [base / np.median(v[p]) for p in ps]
+        maxp = max(maxp, ps[-1])
+        label = f"{key[0]} {key[1]}/{key[2]} {key[3]} n={key[4]} w={key[7]}"
+        ax.plot(ps, sp, marker="o", label=label)
+        summary.append(f"- {label}: " + ", ".join(f"{p} thr {s:.2f}x" for p, s in zip(ps, sp)))
+    ax.plot([1, maxp], [1, maxp], "k:", lw=0.8, label="ideal")
+    ax.set_xlabel("threads")
+    ax.set_ylabel("speedup over 1 thread")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=6)
+    save(fig, outdir, "speedup_vs_threads")
+
+
+def width_plot(rows, outdir, summary):
+    """Runtime vs d (fixed n, dv) and vs dv (fixed n, d), when a config sweeps them."""
+    ok = [r for r in rows if num(r["time_median_s"]) > 0]
+    panels = []
+    for axis, fixed in (("d", "dv"), ("dv", "d")):
+        groups = defaultdict(dict)
+        for r in ok:
+            key = (r["operator"], r["form"], r["variant"], r["scalar"], r["n"], r[fixed], r["chunk"], r["threads"],
+                   options_label(r))
+            groups[key].setdefault(int(r[axis]), []).append(num(r["time_median_s"]))
+        groups = {k: v for k, v in groups.items() if len(v) >= 3}
+        if groups:
+            panels.append((axis, fixed, groups))
+    if not panels:
+        return
+    fig, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 5), squeeze=False)
+    summary.append("\n## Runtime vs width (slope = fitted exponent of time in the width)")
+    for ax, (axis, fixed, groups) in zip(axes[0], panels):
+        for key, v in sorted(groups.items()):
+            ws = sorted(v)
+            t = [np.median(v[w]) for w in ws]
+            slope = fit_slope(ws, t)
+            label = f"{key[0]} {key[1]}/{key[2]} {key[3]} n={key[4]} {fixed}={key[5]}"
+            ax.plot(ws, t, marker="o", label=f"{label} (slope {slope:.2f})")
+            summary.append(f"- vs {axis}: {label}: slope {slope:.3f}; " +
+                           ", ".join(f"{axis}={w}: {x:.3g} s" for w, x in zip(ws, t)))
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel(axis)
+        ax.set_ylabel("time per call, s (median)")
+        ax.set_title(f"runtime vs {axis}")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=6)
+    save(fig, outdir, "runtime_vs_width")
+
+
+def memory_plot(rows, outdir, summary):
+    ok = [r for r in rows if r["state_bytes"] != ""]
+    if not ok:
+        return
+    fig, axes = plt.subplots(1, 2, figsize=(13, 5))
+    series = defaultdict(lambda: defaultdict(list))
+    for r in ok:
+        series[f"{r['operator']} {r['form']}/{r['variant']} {r['scalar']} d={r['d']} dv={r['dv']}"][int(r["n"])].append(r)
+    summary.append("\n## Memory (state bytes the form returns; peak-RSS delta of one call)")
+    for label in sorted(series):
+        ns = sorted(series[label])
+        st = [max(num(r["state_bytes"]) for r in series[label][n]) for n in ns]
+        rss = [max(num(r["peak_rss_delta_bytes"]) for r in series[label][n]) for n in ns]
+        axes[0].plot(ns, [s if s > 0 else np.nan for s in st], marker="o", ms=3, label=label)
+        axes[1].plot(ns, [m if m > 0 else np.nan for m in rss], marker="o", ms=3, label=label)
+        summary.append(f"- {label}: state {st[0]:.0f}..{st[-1]:.0f} B; peak RSS delta {min(rss):.0f}..{max(rss):.0f} B "
+                       f"(slope {fit_slope(ns, rss) or float('nan'):.2f})")
+    for ax, what in zip(axes, ("state bytes (Run.state.numbers() × sizeof)", "peak RSS delta of one call, bytes")):
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("n (tokens)")
+        ax.set_ylabel(what)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=6)
+    save(fig, outdir, "memory_vs_n")
+
+
+def main(argv):
+    if len(argv) < 2:
+        print(__doc__)
+        return 2
+    for outdir in argv[1:]:
+        path = os.path.join(outdir, "points.csv") if os.path.isdir(outdir) else outdir
+        outdir = os.path.dirname(path)
+        rows = load(path)
+        summary = [f"# {path}: {len(rows)} points", ""]
+        statuses = defaultdict(int)
+        for r in rows:
+            statuses[r["status"]] += 1
+        summary.append("status counts: " + ", ".join(f"{k}: {v}" for k, v in sorted(statuses.items())) + "\n")
+        runtime_plot(rows, outdir, summary)
+        error_plot(rows, outdir, summary)
+        speedup_plot(rows, outdir, summary)
+        width_plot(rows, outdir, summary)
+        memory_plot(rows, outdir, summary)
+        with open(os.path.join(outdir, "summary.txt"), "w") as f:
+            f.write("\n".join(summary) + "\n")
+        print("\n".join(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
