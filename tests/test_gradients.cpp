@@ -173,6 +173,38 @@ TEST_CASE("exact in the prime field at larger n: serial = reference, chunked and
     }
 }
 
+TEST_CASE("floating backward within its rounding-error bound against MPFR", "[gradients]") {
+  // Per entry |got − exact| ≤ γ_K · M, M and K from the same backward run on magnitudes
+  // (fast/backward/magnitude.hpp); the exact gradients are forward-mode duals in MPFR-256.
+  const Shape s{12, 3, 2};
+  const Problem<double> pd = gaussian_problem(s, 81);
+  const Mat<double> dOd = gaussian_problem(s, 82).V;
+  Options o;
+  o.gamma = rational(15, 16);  // exact in float and double
+  for (const std::string op : {"hla2", "ahla", "linear"}) {
+    INFO(op);
+    const auto gd = check_gradients(op, pd, o, dOd, 5);
+    for (const BoundCheck* b : {&gd.serial_bound, &gd.chunked_bound}) {
+      CHECK(b->checked);
+      CHECK(b->violations == 0);
+    }
+    if (op == "hla2") CHECK(gd.scan_bound.violations == 0);
+    CHECK(gd.serial_vs_forward_mode.in_units_of_u > 0);  // rounding happened: the check is not vacuous
+  }
+  const Problem<float> pf = convert_problem<float>(pd);
+  const Mat<float> dOf = dOd.cast<float>();
+  const auto gf = check_gradients("hla2", pf, o, dOf, 4);
+  CHECK(gf.serial_bound.violations == 0);
+  CHECK(gf.chunked_bound.violations == 0);
+  CHECK(gf.scan_bound.violations == 0);
+  // A gradient entry moved by twice its bound is caught.
+  const Problem<Magnitude> pm{magnitudes(pf.Q), magnitudes(pf.K), magnitudes(pf.V)};
+  const auto mag = backward_gradients("hla2", pm, o, nullptr, magnitudes(dOf), DecayRule::corrected, 0);
+  backward::Gradients<float> off = gf.serial;
+  off.dK(2, 1) += static_cast<float>(2 * mag.dK(2, 1).bound(unit_roundoff<float>()) + 1e-30);
+  CHECK(check_bounds(off, gf.forward_mode, mag).violations >= 1);
+}
+
 namespace {
 // Deliberately wrong adjoints, to show that the checker fails when it should.
 // (a) treats S̄ as symmetric (dk += 2 S̄ k instead of (S̄ + S̄ᵀ) k);

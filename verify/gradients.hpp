@@ -13,11 +13,13 @@
 //                      checkpointed at chunk boundaries (fast/backward/hla2.hpp).
 // Exact scalars: each pair is equal or not (ErrorStats::exact_equal, mismatches). Floating scalars: the
 // references are computed in MPFR-256 and each floating gradient's error against it is reported
-// (ErrorStats, in units of u).
+// (ErrorStats, in units of u); for unnormalized options also against a per-entry rounding-error bound
+// γ_K · M from the same backward run on magnitudes (fast/backward/magnitude.hpp).
 #pragma once
 
-// dual.hpp must precede the forms' headers (see its comment).
+// dual.hpp and magnitude.hpp must precede the forms' headers (see their comments).
 #include "fast/backward/dual.hpp"
+#include "fast/backward/magnitude.hpp"
 // clang-format off
 #include "reference/second_order.hpp"
 #include "fast/backward/ahla.hpp"
@@ -104,7 +106,8 @@ Gradients<T> serial_forward_mode_gradients(const std::string& op, const Problem<
 
 // Reverse mode: chunk ≤ 0 or ≥ n is the serial backward (all states stored), otherwise checkpointed.
 template <class T>
-Gradients<T> backward_gradients(const std::string& op, const Problem<T>& p, const Options& opt, const NamedState<T>* init,
+Gradients<T> backward_gradients(const std::string& op, const Problem<T>& p, const Options& opt,
+                                const std::type_identity_t<NamedState<T>>* init,
                                 const Mat<T>& dO, fast::DecayRule rule, Eigen::Index chunk) {
   if (op == "hla2") return backward::hla2_backward(p, opt, init, dO, rule, chunk);
   if (op == "ahla") return backward::recurrence_backward(backward::AhlaOps<T>(opt), p, init, dO, chunk);
@@ -147,6 +150,37 @@ template <class T> NamedState<T> zero_state(const std::string& op, Eigen::Index 
   throw InputError("no serial form with a backward for operator '" + op + "' (have hla2, ahla, linear)");
 }
 
+// Floating gradients against MPFR and against their per-entry bounds |got − ref| ≤ γ_K · M.
+struct BoundCheck {
+  bool checked = false;     // computed (floating T, unnormalized)
+  long violations = 0;      // entries over their bound
+  double max_ratio = 0;     // max |got − ref| / bound over entries with a nonzero bound
+  int max_depth = 0;        // largest K
+};
+
+template <class T, class R>
+BoundCheck check_bounds(const Gradients<T>& got, const Gradients<R>& ref, const Gradients<Magnitude>& mag) {
+  const Mat<T> a = flatten(got, true);
+  const Mat<R> b = flatten(ref, true);
+  const Mat<Magnitude> m = flatten(mag, true);
+  BoundCheck c;
+  c.checked = true;
+  if (a.size() != b.size() || a.size() != m.size()) { c.violations = -1; return c; }
+  const double u = unit_roundoff<T>();
+  for (Eigen::Index i = 0; i < a.size(); ++i) {
+    const double err = mpfr256(abs(to_mpfr(a(i)) - to_mpfr(b(i)))).template convert_to<double>();
+    const double bound = m(i).bound(u);
+    c.max_depth = std::max(c.max_depth, m(i).k);
+    if (err > bound) ++c.violations;
+    if (bound > 0) c.max_ratio = std::max(c.max_ratio, err / bound);
+  }
+  return c;
+}
+
+template <class T> Mat<Magnitude> magnitudes(const Mat<T>& m) {
+  return m.unaryExpr([](const T& x) { return Magnitude(to_double(x), 0); });
+}
+
 template <class T> using GradientRef = std::conditional_t<is_exact_v<T>, T, mpfr256>;
 
 template <class T> struct GradientCheck {
@@ -163,6 +197,7 @@ template <class T> struct GradientCheck {
   ErrorStats chunked_vs_serial;       // dQ, dK, dV, dX_0 (floating: both in T)
   ErrorStats scan_vs_serial;          // dQ, dK, dV, dX_0 (only if has_scan)
   ErrorStats chunked_vs_reference, scan_vs_reference;  // floating: errors of the other paths vs MPFR (forward mode)
+  BoundCheck serial_bound, chunked_bound, scan_bound;   // floating, unnormalized: vs γ_K · M per entry
 
   // Every available pair agrees exactly (exact T). For floating T, use the ErrorStats.
   bool all_equal() const {
@@ -220,6 +255,21 @@ GradientCheck<T> check_gradients(const std::string& op, const Problem<T>& p, con
   if constexpr (!is_exact_v<T>) {
     c.chunked_vs_reference = compare_gradients(c.chunked, c.forward_mode, true);
     if (c.has_scan) c.scan_vs_reference = compare_gradients(c.scan, c.forward_mode, true);
+    if (!opt.normalized) {
+      // The same backward programs on magnitudes (inputs are exact in T, so K counts arithmetic only).
+      const Problem<Magnitude> pm{magnitudes(p.Q), magnitudes(p.K), magnitudes(p.V)};
+      const Mat<Magnitude> dOm = magnitudes(dO);
+      std::optional<NamedState<Magnitude>> init_m;
+      if (init) {
+        init_m.emplace();
+        for (const auto& [name, m] : init->parts) init_m->parts.emplace_back(name, magnitudes(m));
+      }
+      const NamedState<Magnitude>* im = init_m ? &*init_m : nullptr;
+      c.serial_bound = check_bounds(c.serial, c.forward_mode, backward_gradients(op, pm, opt, im, dOm, rule, 0));
+      c.chunked_bound = check_bounds(c.chunked, c.forward_mode, backward_gradients(op, pm, opt, im, dOm, rule, chunk));
+      if (c.has_scan)
+        c.scan_bound = check_bounds(c.scan, c.forward_mode, backward::hla2_scan_backward(pm, opt, im, dOm, rule, chunk));
+    }
   }
   return c;
 }
