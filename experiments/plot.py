@@ -6,6 +6,7 @@
   error_vs_n       normwise relative error vs n per operator and option set; one line per form × precision,
                    its rounding-error bound dashed in the same colour
   speedup_vs_threads   time(1 thread) / time(p threads), when the config sweeps threads
+  runtime_cpu_vs_n the same with process CPU time (robust when the machine is shared)
   runtime_vs_width runtime vs d and vs dv at fixed n, when the config sweeps them
   memory_vs_n      bytes of state the form returns and peak-RSS delta of the work vs n
 
@@ -67,16 +68,17 @@ def save(fig, outdir, stem):
     plt.close(fig)
 
 
-def runtime_plot(rows, outdir, summary):
-    ok = [r for r in rows if num(r["time_median_s"]) > 0]
+def runtime_plot(rows, outdir, summary, column="time_median_s"):
+    cpu = column == "cpu_time_median_s"
+    ok = [r for r in rows if num(r.get(column)) > 0]
     if not ok:
         return
     min_thr = min(int(r["threads"]) for r in ok)
     ok = [r for r in ok if int(r["threads"]) == min_thr]
     ops = sorted({r["operator"] for r in ok})
     fig, axes = plt.subplots(1, len(ops), figsize=(6.5 * len(ops), 5), squeeze=False)
-    summary.append(f"## Runtime vs n (threads={min_thr}; slope = fitted exponent of median time in n, over n >= 256 "
-                   "when there are 3 such points, else all n)")
+    summary.append(f"\n## {'CPU' if cpu else 'Wall'} time vs n (threads={min_thr}; slope = fitted exponent of the median "
+                   "in n, over n >= 256 when there are 3 such points, else all n)")
     for ax, op in zip(axes[0], ops):
         series = defaultdict(lambda: defaultdict(list))
         for r in ok:
@@ -90,9 +92,9 @@ def runtime_plot(rows, outdir, summary):
             series[label][int(r["n"])].append(r)
         for label in sorted(series):
             ns = sorted(series[label])
-            med = [np.median([num(r["time_median_s"]) for r in series[label][n]]) for n in ns]
-            lo = [min(num(r["time_min_s"]) for r in series[label][n]) for n in ns]
-            hi = [max(num(r["time_max_s"]) for r in series[label][n]) for n in ns]
+            med = [np.median([num(r[column]) for r in series[label][n]]) for n in ns]
+            lo = [min(num(r[column if cpu else "time_min_s"]) for r in series[label][n]) for n in ns]
+            hi = [max(num(r[column if cpu else "time_max_s"]) for r in series[label][n]) for n in ns]
             big = [(n, t) for n, t in zip(ns, med) if n >= 256]
             slope = fit_slope(*zip(*big)) if len(big) >= 3 else fit_slope(ns, med)
             tag = f" (slope {slope:.2f})" if slope is not None else ""
@@ -102,11 +104,11 @@ def runtime_plot(rows, outdir, summary):
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("n (tokens)")
-        ax.set_ylabel("time per call, s (median; bars min..max)")
-        ax.set_title(f"{op}: runtime vs n")
+        ax.set_ylabel("CPU time per call, s (median)" if cpu else "wall time per call, s (median; bars min..max)")
+        ax.set_title(f"{op}: {'CPU' if cpu else 'wall'} time vs n")
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=6)
-    save(fig, outdir, "runtime_vs_n")
+    save(fig, outdir, "runtime_cpu_vs_n" if cpu else "runtime_vs_n")
 
 
 def error_plot(rows, outdir, summary):
@@ -138,7 +140,11 @@ def error_plot(rows, outdir, summary):
             plot_err = [e if e > 0 else np.nan for e in err]
             slope = fit_slope(ns, err)
             tag = f" (exp {slope:.2f})" if slope is not None else ""
-            ax.plot(ns, plot_err, marker="o", ms=3, color=color, label=label + tag)
+            differs = "differs in exact arithmetic" in statuses
+            if differs:
+                tag += " — differs in exact arithmetic"
+            ax.plot(ns, plot_err, marker="x" if differs else "o", ms=3, color=color, ls=":" if differs else "-",
+                    label=label + tag)
             if any(math.isfinite(b) and b > 0 for b in bnd):
                 ax.plot(ns, [b if math.isfinite(b) and b > 0 else np.nan for b in bnd], ls="--", color=color, lw=0.8)
             summary.append(f"- {op} [{opts}] {label}: err {min(err):.3g}..{max(err):.3g}, exponent "
@@ -262,6 +268,8 @@ def main(argv):
             statuses[r["status"]] += 1
         summary.append("status counts: " + ", ".join(f"{k}: {v}" for k, v in sorted(statuses.items())) + "\n")
         runtime_plot(rows, outdir, summary)
+        if rows and "cpu_time_median_s" in rows[0]:
+            runtime_plot(rows, outdir, summary, "cpu_time_median_s")
         error_plot(rows, outdir, summary)
         speedup_plot(rows, outdir, summary)
         width_plot(rows, outdir, summary)

@@ -16,19 +16,19 @@ const std::vector<std::string>& columns() {
       "index", "key", "config", "operator", "form", "variant", "scalar", "n", "d", "dv", "gamma", "eps", "lambda",
       "normalized", "chunk", "threads", "seed", "repeats",
       "status", "note",
-      "time_median_s", "time_min_s", "time_max_s", "time_iqr_s", "tokens_per_s",
+      "time_median_s", "time_min_s", "time_max_s", "time_iqr_s", "tokens_per_s", "cpu_time_median_s",
       "peak_rss_delta_bytes", "state_numbers", "state_bytes",
       "exact_fp61", "ref_method",
       "err_max_abs", "err_max_rel", "err_normwise_rel", "err_units_u",
       "bound_h", "bound_normwise_rel", "bound_units_u", "err_over_bound",
-      "commit", "compiler", "flags", "cpu", "date"};
+      "commit", "source_tree", "compiler", "flags", "cpu", "date"};
   return c;
 }
 
 static bool numeric_column(const std::string& name) {
   static const std::set<std::string> s{"index", "n", "d", "dv", "normalized", "chunk", "threads", "seed", "repeats",
                                        "time_median_s", "time_min_s", "time_max_s", "time_iqr_s", "tokens_per_s",
-                                       "peak_rss_delta_bytes", "state_numbers", "state_bytes", "err_max_abs",
+                                       "cpu_time_median_s", "peak_rss_delta_bytes", "state_numbers", "state_bytes", "err_max_abs",
                                        "err_max_rel", "err_normwise_rel", "err_units_u", "bound_h",
                                        "bound_normwise_rel", "bound_units_u", "err_over_bound"};
   return s.count(name) > 0;

@@ -1,6 +1,7 @@
 // Running a sweep: per point runtime, memory, state bytes, error against MPFR-256 and the rounding-error
 // bound; the reference cache; resumable, fsynced output. experiments/README.md explains the numbers.
 #include <fcntl.h>
+#include <malloc.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -48,6 +49,25 @@ std::string compiler() {
   return "unknown";
 #endif
 }
+// The source tree the sweep runs in, at run time: HEAD, "-dirty" when code folders have uncommitted or
+// untracked changes (the binary's own HLA_GIT_COMMIT is fixed when cmake configures, and can be older).
+std::string source_tree() {
+  auto run = [](const char* cmd) {
+    std::string out;
+    if (FILE* p = ::popen(cmd, "r")) {
+      char buf[256];
+      while (std::fgets(buf, sizeof buf, p)) out += buf;
+      ::pclose(p);
+    }
+    return out;
+  };
+  std::string head = run("git rev-parse --short=12 HEAD 2>/dev/null");
+  head.erase(head.find_last_not_of(" \n") + 1);
+  if (head.empty()) return "unknown";
+  const std::string dirty =
+      run("git status --porcelain -- core fast reference verify cli experiments CMakeLists.txt 2>/dev/null");
+  return dirty.empty() ? head : head + "-dirty";
+}
 std::string utc_now() {
   std::time_t t = std::time(nullptr);
   char buf[32];
@@ -72,11 +92,14 @@ long status_kb(const char* field) {
   return -1;
 }
 // Resets the kernel's peak-RSS counter (Linux ≥ 4.0: writing 5 to clear_refs), so VmHWM after the
-// work minus VmRSS before it is the work's own peak. Falls back to getrusage's lifetime maximum.
+// work minus VmRSS before it is the work's own peak. Falls back to getrusage's lifetime maximum. Pages
+// the allocator still holds from earlier work are first returned (malloc_trim) so that reuse of them
+// does not hide the work's memory; page granularity (4 KiB) remains.
 struct PeakMeter {
   long rss0_kb = -1;
   bool reset = false;
   void start() {
+    ::malloc_trim(0);  // hand freed heap pages back, so the work's allocations show up as new resident pages
     int fd = ::open("/proc/self/clear_refs", O_WRONLY);
     reset = fd >= 0 && ::write(fd, "5", 1) == 1;
     if (fd >= 0) ::close(fd);
@@ -350,16 +373,25 @@ void evaluate_point(const Point& pt, const Problem<double>& inputs, const RefDat
   const Entry<T>& e = registry<T>().find(pt.op, pt.form, pt.variant);
   const Problem<T> p = convert_problem<T>(inputs);
   const Options opt = pt.options();
-  std::vector<double> times;
+  std::vector<double> times, cpu_times;
   Run<T> run;
   PeakMeter meter;
+  auto cpu_now = [] {
+    timespec ts{};
+    ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+  };
   for (int r = 0; r < pt.repeats; ++r) {
     if (r == 0) meter.start();
+    const double c0 = cpu_now();
     auto t0 = std::chrono::steady_clock::now();
     run = e(p, opt);
     times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    cpu_times.push_back(cpu_now() - c0);
     if (r == 0) f["peak_rss_delta_bytes"] = std::to_string(meter.delta_bytes());
   }
+  std::sort(cpu_times.begin(), cpu_times.end());
+  f["cpu_time_median_s"] = fmt_double(cpu_times[cpu_times.size() / 2]);
   std::sort(times.begin(), times.end());
   auto quantile = [&](double q) {
     const double pos = q * static_cast<double>(times.size() - 1);
@@ -553,7 +585,8 @@ SweepSummary run_sweep(const Config& c, const SweepOptions& o) {
 
   ExactnessOracle oracle;
   ReferenceStore refs(dir / "refcache", c.limits, oracle);
-  const std::string commit = HLA_GIT_COMMIT, comp = compiler(), flags = HLA_CXX_FLAGS, cpu = cpu_model();
+  const std::string commit = HLA_GIT_COMMIT, tree = source_tree(), comp = compiler(), flags = HLA_CXX_FLAGS,
+                    cpu = cpu_model();
   const auto start = std::chrono::steady_clock::now();
   std::string inputs_key;
   Problem<double> inputs;
@@ -580,6 +613,7 @@ SweepSummary run_sweep(const Config& c, const SweepOptions& o) {
     f["seed"] = std::to_string(pt.seed);
     f["repeats"] = std::to_string(pt.repeats);
     f["commit"] = commit;
+    f["source_tree"] = tree;
     f["compiler"] = comp;
     f["flags"] = flags;
     f["cpu"] = cpu;
