@@ -1,0 +1,99 @@
+// What every scan operator shares: the read-out options, the operator "concept", and the generic helpers
+// the claims ledger uses to test associativity on random multi-token segments (segment summary of rows
+// [b, e), exact equality of two segment states, numbers per state).
+//
+// An operator Op (one per family and variant, in fast/scan/<family>.hpp) provides
+//   using Seg                      a segment state; Seg::st is the serial form's state struct
+//                                  (fast/serial/*.hpp), so an inclusive segment from the start of the
+//                                  sequence IS the serial state and is read out by the serial read-out
+//   Seg identity(d, dv)            the zero-length segment
+//   Seg token(q, k, v)             the single-token segment (inclusive of the token's own diagonal terms)
+//   Seg combine(A, B)              A ⊕ B, A precedes B in time
+//   Seg prefix(serial_state)       an initial state as a prefix segment (see each header for its ρ)
+//   void read(I, q, t, out)        the output of token t from its inclusive state I (serial read-out)
+//   static size_t numbers(d, dv)   numbers per segment state (the formula; Seg::named() counts them)
+#pragma once
+
+#include <exception>
+#include <mutex>
+
+#include "core/state.hpp"
+
+namespace hla::scan {
+
+// The read-out options every operator needs (converted once into T).
+template <class T> struct ReadOut {
+  T gamma, lambda, eps;
+  bool normalized;
+  explicit ReadOut(const Options& o)
+      : gamma(from_rational<T>(o.gamma)), lambda(from_rational<T>(o.ridge)), eps(from_rational<T>(o.eps)),
+        normalized(o.normalized) {}
+};
+
+// Which printed formula an operator follows.
+enum class Variant { paper, corrected };
+inline const char* variant_name(Variant v) { return v == Variant::paper ? "paper" : "corrected"; }
+
+// ρ-scaling that skips the multiply when ρ = 1 (γ = 1): then ρB X + Y is literally the undecayed X + Y.
+template <class T> Mat<T> scaled(const T& rho, const Mat<T>& X) { return rho == T(1) ? X : Mat<T>(rho * X); }
+
+// A token's rows as the column vectors / row vector the serial steps take.
+template <class T> struct TokenRows {
+  ColVec<T> q, k;
+  RowVec<T> v;
+  TokenRows(const Problem<T>& p, Eigen::Index t) : q(p.Q.row(t).transpose()), k(p.K.row(t).transpose()), v(p.V.row(t)) {}
+};
+
+// The summary of rows [b, e) of a problem: the left fold T_b ⊕ … ⊕ T_{e−1} of its token segments (for an
+// associative operator every bracketing gives the same; for a non-associative printed one this is the
+// serial reading). The identity for b = e.
+template <class Op, class T> typename Op::Seg segment(const Op& op, const Problem<T>& p, Eigen::Index b, Eigen::Index e) {
+  if (b >= e) return op.identity(p.d(), p.dv());
+  typename Op::Seg s = op.token(TokenRows<T>(p, b));
+  for (Eigen::Index t = b + 1; t < e; ++t) s = op.combine(s, op.token(TokenRows<T>(p, t)));
+  return s;
+}
+
+// A segment state as named parts: the serial state's parts, then the segment-only parts (for equality,
+// counting and printing counterexamples).
+template <class Serial, class T>
+NamedState<T> named_segment(const Serial& st, std::vector<std::pair<std::string, Mat<T>>> extra) {
+  NamedState<T> n = export_state<Serial, T>(st);
+  for (auto& part : extra) n.parts.push_back(std::move(part));
+  return n;
+}
+
+// Exact equality of two matrices, of two named states (part names, shapes, entries), of two segments.
+template <class T> bool same_matrix(const Mat<T>& x, const Mat<T>& y) {
+  if (x.rows() != y.rows() || x.cols() != y.cols()) return false;
+  for (Eigen::Index j = 0; j < x.size(); ++j)
+    if (!(x(j) == y(j))) return false;
+  return true;
+}
+template <class T> bool same_named(const NamedState<T>& a, const NamedState<T>& b) {
+  if (a.parts.size() != b.parts.size()) return false;
+  for (std::size_t i = 0; i < a.parts.size(); ++i)
+    if (a.parts[i].first != b.parts[i].first || !same_matrix(a.parts[i].second, b.parts[i].second)) return false;
+  return true;
+}
+template <class Seg> bool same_segment(const Seg& a, const Seg& b) { return same_named(a.named(), b.named()); }
+
+// Runs body(i) for i in [0, count) on `threads` OpenMP threads (static schedule: which thread runs an
+// index never changes what is computed). An exception inside the loop (e.g. a vanishing normalizer) is
+// carried out of the parallel region and rethrown, never left to terminate the process.
+template <class Body> void parallel_for(Eigen::Index count, int threads, Body&& body) {
+  std::exception_ptr error;
+  std::mutex guard;
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && count > 1)
+  for (Eigen::Index i = 0; i < count; ++i) {
+    try {
+      body(i);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(guard);
+      if (!error) error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
+}
+
+}  // namespace hla::scan
