@@ -28,6 +28,7 @@
 #pragma once
 
 #include "fast/backward/recurrence.hpp"
+#include "fast/scan/hla2.hpp"
 #include "fast/serial/hla2.hpp"
 
 namespace hla::backward {
@@ -149,31 +150,9 @@ Gradients<T> hla2_backward(const Problem<T>& p, const Options& opt, const std::t
 //             ∂L/∂X_0 = P̄_0.
 // Cost O(n·d²·dv) (a ⊕ per token for I_t and one for L_t) — a verification of the paper's statement, not
 // a fast kernel; memory O((n/w + w)·|X|).
-template <class T> struct Hla2Segment {
-  Hla2X<T> x;
-  T rho;
-};
-
-template <class T> Hla2Segment<T> hla2_token_segment(const Token<T>& tok, const T& gamma) {
-  Hla2X<T> x = Hla2X<T>::zero(tok.q.size(), tok.v.size());
-  x.S.noalias() = tok.k * tok.k.transpose();
-  x.C.noalias() = tok.q * tok.v;
-  x.m.col(0) = tok.q;
-  return {x, gamma};
-}
-
-template <class T> Hla2Segment<T> hla2_combine(const Hla2Segment<T>& a, const Hla2Segment<T>& b) {
-  const T rb = b.rho, rb2 = b.rho * b.rho;
-  Hla2Segment<T> r{b.x, T(a.rho * b.rho)};
-  r.x.S += rb * a.x.S;
-  r.x.C += rb * a.x.C;
-  r.x.m += rb * a.x.m;
-  r.x.G += rb2 * a.x.G;
-  r.x.G.noalias() += rb * (b.x.S * a.x.C);
-  r.x.h += rb2 * a.x.h;
-  r.x.h.noalias() += rb * (b.x.S * a.x.m);
-  return r;
-}
+// The operator itself is the scan forms' (fast/scan/hla2.hpp, Hla2Op, variant corrected): the backward
+// differentiates exactly the combine the forward scans apply.
+template <class T> using Hla2Segment = scan::Hla2Seg<T, true>;
 
 // ⊕*: accumulates into abar, bbar the adjoints of A and B given rbar = ∂L/∂(A ⊕ B) (see above).
 template <class T>
@@ -181,12 +160,12 @@ void hla2_combine_vjp(const Hla2Segment<T>& a, const Hla2Segment<T>& b, const Hl
   const T rb = b.rho, rb2 = b.rho * b.rho;
   abar.S += rb * rbar.S;
   bbar.S += rbar.S;
-  bbar.S.noalias() += rb * (rbar.G * a.x.C.transpose() + rbar.h * a.x.m.transpose());
+  bbar.S.noalias() += rb * (rbar.G * a.st.C.transpose() + rbar.h * a.st.m.transpose());
   abar.C += rb * rbar.C;
-  abar.C.noalias() += rb * (b.x.S.transpose() * rbar.G);
+  abar.C.noalias() += rb * (b.st.S.transpose() * rbar.G);
   bbar.C += rbar.C;
   abar.m += rb * rbar.m;
-  abar.m.noalias() += rb * (b.x.S.transpose() * rbar.h);
+  abar.m.noalias() += rb * (b.st.S.transpose() * rbar.h);
   bbar.m += rbar.m;
   abar.G += rb2 * rbar.G;
   bbar.G += rbar.G;
@@ -203,21 +182,22 @@ Gradients<T> hla2_scan_backward(const Problem<T>& p, const Options& opt, const s
                      "concatenation; use the corrected rule for gamma < 1");
   const Eigen::Index n = p.n(), d = p.d(), dv = p.dv();
   const Eigen::Index w = (chunk <= 0 || chunk > n) ? std::max<Eigen::Index>(n, 1) : chunk;
-  const T gamma = from_rational<T>(opt.gamma), lambda = from_rational<T>(opt.ridge), eps = from_rational<T>(opt.eps);
+  const T lambda = from_rational<T>(opt.ridge), eps = from_rational<T>(opt.eps);
+  const scan::Hla2Op<T, true> op(opt, scan::Variant::corrected);
   const Hla2X<T> zero = Hla2X<T>::zero(d, dv);
   // Forward across chunks: the carries P_c (checkpoints).
-  std::vector<Hla2Segment<T>> carry{{load_state<Hla2X<T>>(init, d, dv), T(1)}};
+  std::vector<Hla2Segment<T>> carry{op.prefix(load_state<Hla2X<T>>(init, d, dv))};
   auto local_prefixes = [&](Eigen::Index begin, Eigen::Index end) {
     std::vector<Hla2Segment<T>> L;
     for (Eigen::Index t = begin; t < end; ++t) {
-      Hla2Segment<T> tok = hla2_token_segment(Token<T>(p, t), gamma);
-      L.push_back(L.empty() ? tok : hla2_combine(L.back(), tok));
+      Hla2Segment<T> tok = op.token(Token<T>(p, t));
+      L.push_back(L.empty() ? tok : op.combine(L.back(), tok));
     }
     return L;
   };
   const Eigen::Index chunks = (n + w - 1) / w;
   for (Eigen::Index c = 0; c + 1 < chunks; ++c)
-    carry.push_back(hla2_combine(carry.back(), local_prefixes(c * w, std::min(n, c * w + w)).back()));
+    carry.push_back(op.combine(carry.back(), local_prefixes(c * w, std::min(n, c * w + w)).back()));
   // Reverse scan.
   Gradients<T> g = zero_gradients(p);
   Hla2X<T> pbar_next = zero;  // P̄_{c+1}
@@ -232,10 +212,10 @@ Gradients<T> hla2_scan_backward(const Problem<T>& p, const Options& opt, const s
       const Token<T> tok(p, t);
       TokenGrad<T> tg(d, dv);
       Hla2X<T> ibar = zero;
-      hla2_out_vjp(hla2_combine(carry[c], L[s]).x, tok, RowVec<T>(dO.row(t)), lambda, opt.normalized, eps, t, ibar, tg);
+      hla2_out_vjp(op.combine(carry[c], L[s]).st, tok, RowVec<T>(dO.row(t)), lambda, opt.normalized, eps, t, ibar, tg);
       hla2_combine_vjp(carry[c], L[s], ibar, pbar, Lbar[s]);
       Hla2X<T> tbar = zero;
-      if (s > 0) hla2_combine_vjp(L[s - 1], hla2_token_segment(tok, gamma), Lbar[s], Lbar[s - 1], tbar);
+      if (s > 0) hla2_combine_vjp(L[s - 1], op.token(tok), Lbar[s], Lbar[s - 1], tbar);
       else tbar = Lbar[s];
       hla2_delta_vjp(tbar, tok, tg);
       g.dQ.row(t) += tg.dq.transpose();

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/state.hpp"
+#include "fast/scan/common.hpp"
 
 namespace hla::backward {
 
@@ -40,12 +41,8 @@ template <class T> void check_upstream(const Problem<T>& p, const Mat<T>& dO) {
                      ", expected " + std::to_string(p.n()) + "x" + std::to_string(p.dv()));
 }
 
-// The token's inputs as the serial forms take them.
-template <class T> struct Token {
-  ColVec<T> q, k;
-  RowVec<T> v;
-  Token(const Problem<T>& p, Eigen::Index t) : q(p.Q.row(t).transpose()), k(p.K.row(t).transpose()), v(p.V.row(t)) {}
-};
+// The token's inputs as the serial forms take them (the scan forms' TokenRows).
+template <class T> using Token = scan::TokenRows<T>;
 
 // Token t's gradient rows, accumulated by the Ops' vjp functions.
 template <class T> struct TokenGrad {
