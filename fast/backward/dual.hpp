@@ -4,7 +4,7 @@
 // (fast/serial/) in Dual<T> with one tangent direction per input entry; L = Σ ⟨dO, O⟩ then has
 // tangent ∂L/∂x for the seeded entry x. This is the yardstick of every hand-written backward.
 //
-// INCLUDE THIS HEADER BEFORE reference/*.hpp and fast/serial/*.hpp. The forms convert parameters with
+// INCLUDE THIS HEADER BEFORE reference/*.hpp, fast/serial/*.hpp and fast/scan/*.hpp. The forms convert parameters with
 // `from_rational<T>(r)` (core/scalar.hpp); the overload below is found by ordinary lookup only if it is
 // declared before those templates are defined (the argument is a boost rational, so ADL cannot find it
 // later). If the include order is wrong the call resolves to core's generic version, whose fall-back

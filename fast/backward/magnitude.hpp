@@ -11,7 +11,7 @@
 // Counting every operation (also 0 + x, and a·b + c as two) only over-counts K. Division is not supported
 // (normalized forms are not division-free): it throws.
 //
-// Like dual.hpp, include before reference/ and fast/serial/ headers (from_rational overload below).
+// Like dual.hpp, include before reference/, fast/serial/ and fast/scan/ headers (from_rational overload below).
 #pragma once
 
 #include <algorithm>
