@@ -6,6 +6,8 @@
 // compute outputs from their inclusive state "the same way the serial form does".
 #pragma once
 
+#include <utility>
+
 #include "core/state.hpp"
 
 namespace hla::fast {
@@ -54,13 +56,11 @@ void hla2_step(Hla2State<T, Masked>& st, const Vec& q, const Vec& k, const RowVe
   st.m.col(0) += q;
 }
 
-// Algorithm 1 lines 7–15 from an inclusive state: u = q_tᵀ(S_t + λI); num = u C_t − q_tᵀ G_t;
-// den = u m_t − q_tᵀ h_t + ε (unmasked: without the G, h terms). Writes o_t into `out`.
+// Algorithm 1 lines 9–15 given u = q_tᵀ S_eff: num = u C_t − q_tᵀ G_t; den = u m_t − q_tᵀ h_t + ε
+// (unmasked: without the G, h terms). Writes o_t into `out`.
 template <class T, bool Masked, class Vec, class Out>
-void hla2_output(const Hla2State<T, Masked>& st, const Vec& q, const T& lambda, bool normalize, const T& eps,
-                 Eigen::Index t, Out&& out) {
-  RowVec<T> u = q.transpose() * st.S;
-  if (lambda != T(0)) u += lambda * q.transpose();
+void hla2_output_from_u(const Hla2State<T, Masked>& st, const Vec& q, const RowVec<T>& u, bool normalize, const T& eps,
+                        Eigen::Index t, Out&& out) {
   RowVec<T> num = u * st.C;
   if constexpr (Masked) num.noalias() -= q.transpose() * st.G;
   if (normalize) {
@@ -69,6 +69,15 @@ void hla2_output(const Hla2State<T, Masked>& st, const Vec& q, const T& lambda, 
     divide_by_normalizer(num, T(den + eps), t);
   }
   out = num;
+}
+
+// Algorithm 1 lines 7–15 from an inclusive state: S_eff = S_t + λI, u = q_tᵀ S_eff, then the read-out.
+template <class T, bool Masked, class Vec, class Out>
+void hla2_output(const Hla2State<T, Masked>& st, const Vec& q, const T& lambda, bool normalize, const T& eps,
+                 Eigen::Index t, Out&& out) {
+  RowVec<T> u = q.transpose() * st.S;
+  if (lambda != T(0)) u += lambda * q.transpose();
+  hla2_output_from_u(st, q, u, normalize, eps, t, std::forward<Out>(out));
 }
 
 // The serial form: one pass over the tokens from an initial (or zero) state.

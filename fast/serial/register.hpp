@@ -4,6 +4,7 @@
 #include "core/registry.hpp"
 #include "fast/serial/ahla.hpp"
 #include "fast/serial/hla2.hpp"
+#include "fast/serial/hla2_variants.hpp"
 #include "fast/serial/hla3.hpp"
 #include "fast/serial/linear.hpp"
 
@@ -19,6 +20,8 @@ template <class T> void register_serial(Registry<T>& r) {
          [](const P& p, const Options& o, const S* s) { return f::hla2_serial<T, true>(p, o, s, f::DecayRule::paper); }});
   r.add({"hla2", "serial", "corrected", "§4.3 with G_t = γ²G_{t−1} + γ k_t k_tᵀ C_{t−1} (derived; see claims)", second,
          [](const P& p, const Options& o, const S* s) { return f::hla2_serial<T, true>(p, o, s, f::DecayRule::corrected); }});
+  r.add({"hla2", "serial-packed", "corrected", "§5.2 packed symmetric S (upper triangle) over the corrected serial form", second,
+         [](const P& p, const Options& o, const S* s) { return f::hla2_packed_serial<T>(p, o, s, f::DecayRule::corrected); }});
   r.add({"hla2-unmasked", "serial", "paper", "eq. 3.1; eq. 3.2; §4.3 decayed S, C, m", second,
          [](const P& p, const Options& o, const S* s) { return f::hla2_serial<T, false>(p, o, s, f::DecayRule::paper); }});
   r.add({"ahla", "serial", "paper", "Alg. 2; §6.1 decay mechanism; Thm 6.1",

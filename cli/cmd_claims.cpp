@@ -1,0 +1,67 @@
+// `hla claims`: decides every claim of the paper by computation and writes results/claims.{json,md}.
+#include <fmt/core.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "cli/commands.hpp"
+#include "core/types.hpp"
+#include "verify/claims.hpp"
+
+namespace hla::cli {
+namespace {
+
+struct ClaimsArgs {
+  std::vector<std::string> ids;
+  std::uint64_t seed = 20251031;
+  std::string out = "results";
+  bool list = false, quick = false;
+};
+
+// Writes to a temporary file in the same folder, then renames: a reader never sees half a ledger.
+void write_atomically(const std::filesystem::path& path, const std::string& text) {
+  std::filesystem::create_directories(path.parent_path().empty() ? "." : path.parent_path());
+  const std::filesystem::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream f(tmp);
+    if (!f) throw InputError("cannot write " + tmp.string());
+    f << text;
+    if (!f.flush()) throw InputError("cannot write " + tmp.string());
+  }
+  std::filesystem::rename(tmp, path);
+}
+
+void run_claims(const ClaimsArgs& a) {
+  if (a.list) {
+    for (const auto& c : verify::all_claims()) fmt::print("{:<42} {:<34} {}\n", c.id, c.paper, c.statement);
+    return;
+  }
+  verify::LedgerContext ctx;
+  ctx.seed = a.seed;
+  ctx.quick = a.quick;
+  auto results = verify::run_ledger(ctx, a.ids);
+  int holds = 0, fails = 0, other = 0;
+  for (const auto& r : results) (r.verdict == "holds" ? holds : r.verdict == "fails" ? fails : other)++;
+  // A partial run (--id) or a quick run never overwrites the full ledger.
+  const bool full = a.ids.empty() && !a.quick;
+  const std::filesystem::path dir(a.out);
+  const std::string stem = full ? "claims" : "claims-partial";
+  write_atomically(dir / (stem + ".json"), verify::ledger_json(results, ctx).dump(2) + "\n");
+  write_atomically(dir / (stem + ".md"), verify::ledger_markdown(results, ctx));
+  fmt::print("{} claims: {} hold, {} fail, {} inconclusive -> {}/{}.{{json,md}}\n", results.size(), holds, fails, other,
+             a.out, stem);
+}
+
+const CommandRegistrar registrar([](CLI::App& app) {
+  auto args = std::make_shared<ClaimsArgs>();
+  auto* sub = app.add_subcommand("claims", "Decide every claim of the paper by computation; write results/claims.{json,md}");
+  sub->add_option("--id", args->ids, "check only these claim ids (writes claims-partial.*)");
+  sub->add_option("--seed", args->seed, "seed of the random points (same seed -> same verdicts)");
+  sub->add_option("--out", args->out, "output folder");
+  sub->add_flag("--list", args->list, "list the claim ids and exit");
+  sub->add_flag("--quick", args->quick, "fewer shapes and shorter timings (writes claims-partial.*)");
+  sub->callback([args] { run_claims(*args); });
+});
+
+}  // namespace
+}  // namespace hla::cli

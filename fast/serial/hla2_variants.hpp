@@ -1,0 +1,112 @@
+// Second-order variants of §3 and §5.2 that change how the state is stored or shared, not the algebra:
+//   - identity metric (§3 "Connection with linear attention"): eq. 3.2 with S_t replaced by I;
+//   - multi-query (§5.2): K, V shared across h heads, S^K stored once, (C, m, G, h) per head;
+//   - packed symmetric S (§5.2): only the upper triangle of S, d(d+1)/2 numbers.
+#pragma once
+
+#include <vector>
+
+#include "fast/serial/hla2.hpp"
+
+namespace hla::fast {
+
+// §3: "Setting S_t = I yields num_t = q_tᵀ C_t, den_t = q_tᵀ m_t" (unmasked, eq. 3.2), with the §4.3 decay.
+template <class T> Mat<T> hla2_identity_metric(const Problem<T>& p, const Options& opt) {
+  const T gamma = from_rational<T>(opt.gamma), eps = from_rational<T>(opt.eps);
+  Mat<T> C = Mat<T>::Zero(p.d(), p.dv()), O(p.n(), p.dv());
+  ColVec<T> m = ColVec<T>::Zero(p.d());
+  for (Eigen::Index t = 0; t < p.n(); ++t) {
+    ColVec<T> q = p.Q.row(t).transpose();
+    C = gamma * C + q * p.V.row(t);
+    m = gamma * m + q;
+    RowVec<T> num = q.transpose() * C;
+    if (opt.normalized) divide_by_normalizer(num, T(q.dot(m) + eps), t);
+    O.row(t) = num;
+  }
+  return O;
+}
+
+// §5.2 multi-query: one S^K (from the shared keys) and per-head (C, m, G, h). Returns each head's outputs
+// and the number of state numbers held: d² + h(2d·dv + 2d) instead of h(d² + 2d·dv + 2d).
+template <class T> struct MultiQueryRun {
+  std::vector<Mat<T>> outputs;
+  std::size_t state_numbers = 0;
+};
+
+template <class T>
+MultiQueryRun<T> hla2_multiquery_serial(const std::vector<Mat<T>>& Qs, const Mat<T>& K, const Mat<T>& V,
+                                        const Options& opt, DecayRule rule) {
+  const T gamma = from_rational<T>(opt.gamma), lambda = from_rational<T>(opt.ridge), eps = from_rational<T>(opt.eps);
+  const Eigen::Index d = K.cols(), dv = V.cols(), n = K.rows();
+  // Per-head states carry (C, m, G, h); their S slot stays 0×0 in spirit (kept zero here) because the one
+  // shared S is authoritative and is read through hla2_output_from_u.
+  Mat<T> shared_S = Mat<T>::Zero(d, d);
+  std::vector<Hla2State<T, true>> heads(Qs.size(), Hla2State<T, true>::zero(d, dv));
+  MultiQueryRun<T> out;
+  for (std::size_t h = 0; h < Qs.size(); ++h) out.outputs.emplace_back(n, dv);
+  for (Eigen::Index t = 0; t < n; ++t) {
+    ColVec<T> k = K.row(t).transpose();
+    shared_S = gamma * shared_S + k * k.transpose();  // once per token, for every head
+    for (std::size_t h = 0; h < Qs.size(); ++h) {
+      ColVec<T> q = Qs[h].row(t).transpose();
+      heads[h].S.setZero();
+      hla2_step(heads[h], q, k, RowVec<T>(V.row(t)), gamma, rule);
+      RowVec<T> u = q.transpose() * shared_S;
+      if (lambda != T(0)) u += lambda * q.transpose();
+      hla2_output_from_u(heads[h], q, u, opt.normalized, eps, t, out.outputs[h].row(t));
+    }
+  }
+  // Counted from the parts actually carried between tokens: the shared S and each head's (C, m, G, h).
+  // (Each head's S slot is scratch for hla2_step, zeroed every token, and not state.)
+  out.state_numbers = static_cast<std::size_t>(shared_S.size());
+  for (const auto& hs : heads) out.state_numbers += static_cast<std::size_t>(hs.C.size() + hs.m.size() + hs.G.size() + hs.h.size());
+  return out;
+}
+
+// §5.2 packed symmetric S: the upper triangle, row by row (d(d+1)/2 numbers). u = q_tᵀ S_t is formed from
+// the packed entries directly; everything else is the serial form's update and read-out.
+template <class T> struct PackedSymmetric {
+  Eigen::Index d = 0;
+  ColVec<T> upper;  // (i, j), i ≤ j, at index i·d − i(i−1)/2 + (j − i)
+  explicit PackedSymmetric(Eigen::Index dim) : d(dim), upper(ColVec<T>::Zero(dim * (dim + 1) / 2)) {}
+  Eigen::Index index(Eigen::Index i, Eigen::Index j) const { return i * d - i * (i - 1) / 2 + (j - i); }
+  void decay_add_outer(const ColVec<T>& k, const T& gamma) {
+    for (Eigen::Index i = 0; i < d; ++i)
+      for (Eigen::Index j = i; j < d; ++j) upper(index(i, j)) = gamma * upper(index(i, j)) + k(i) * k(j);
+  }
+  RowVec<T> left_multiply(const ColVec<T>& q) const {  // qᵀ S
+    RowVec<T> u = RowVec<T>::Zero(d);
+    for (Eigen::Index i = 0; i < d; ++i)
+      for (Eigen::Index j = i; j < d; ++j) {
+        const T& s = upper(index(i, j));
+        u(j) += q(i) * s;
+        if (i != j) u(i) += q(j) * s;
+      }
+    return u;
+  }
+};
+
+template <class T>
+Run<T> hla2_packed_serial(const Problem<T>& p, const Options& opt, const NamedState<T>* init, DecayRule rule) {
+  const T gamma = from_rational<T>(opt.gamma), lambda = from_rational<T>(opt.ridge), eps = from_rational<T>(opt.eps);
+  auto st = load_state<Hla2State<T, true>>(init, p.d(), p.dv());
+  PackedSymmetric<T> packed(p.d());
+  for (Eigen::Index i = 0; i < p.d(); ++i)
+    for (Eigen::Index j = i; j < p.d(); ++j) packed.upper(packed.index(i, j)) = st.S(i, j);
+  Mat<T> O(p.n(), p.dv());
+  for (Eigen::Index t = 0; t < p.n(); ++t) {
+    ColVec<T> q = p.Q.row(t).transpose(), k = p.K.row(t).transpose();
+    // The full-storage S is kept at zero so hla2_step's S work is trivial; the packed copy is the metric.
+    st.S.setZero();
+    hla2_step(st, q, k, RowVec<T>(p.V.row(t)), gamma, rule);
+    packed.decay_add_outer(k, gamma);
+    RowVec<T> u = packed.left_multiply(q);
+    if (lambda != T(0)) u += lambda * q.transpose();
+    hla2_output_from_u(st, q, u, opt.normalized, eps, t, O.row(t));
+  }
+  for (Eigen::Index i = 0; i < p.d(); ++i)
+    for (Eigen::Index j = i; j < p.d(); ++j) st.S(i, j) = st.S(j, i) = packed.upper(packed.index(i, j));
+  return {O, export_state<Hla2State<T, true>, T>(st)};
+}
+
+}  // namespace hla::fast

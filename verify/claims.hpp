@@ -1,0 +1,43 @@
+// The claims ledger: every claim of the paper (SPEC "Claims ledger"), with a verdict computed here.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace hla::verify {
+
+struct ClaimResult {
+  std::string id, paper, statement;
+  std::string verdict;        // holds | fails | inconclusive
+  std::string method;         // how the verdict was computed
+  std::string bound;          // e.g. "≤ 2^-112 (N=..., D=..., S=2^61-1, T=...)"; empty for measured claims
+  nlohmann::json evidence;    // numbers a reviewer can re-derive
+  nlohmann::json counterexample;  // null unless the claim fails
+  double seconds = 0;
+};
+
+struct LedgerContext {
+  std::uint64_t seed = 20251031;
+  bool quick = false;  // fewer shapes and shorter timings (tests)
+};
+
+struct Claim {
+  std::string id, paper, statement;
+  std::function<ClaimResult(const LedgerContext&)> check;
+};
+
+// Every claim, in SPEC's order, followed by the ones this harness added (.corrected and new findings).
+const std::vector<Claim>& all_claims();
+
+// Runs the claims (all, or those whose id is in `only`), printing progress to stderr.
+std::vector<ClaimResult> run_ledger(const LedgerContext& ctx, const std::vector<std::string>& only);
+
+nlohmann::json ledger_json(const std::vector<ClaimResult>& results, const LedgerContext& ctx);
+std::string ledger_markdown(const std::vector<ClaimResult>& results, const LedgerContext& ctx);
+
+// Build/run metadata recorded in every result file.
+nlohmann::json run_metadata();
+
+}  // namespace hla::verify
