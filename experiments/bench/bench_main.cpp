@@ -1,0 +1,173 @@
+// Google Benchmark for the fast forms: every registered non-reference form of the float and double
+// registries (iterated, not hard-coded, so new forms are benchmarked), plus the machine's roofline —
+// Eigen's square matrix product.
+//
+//   names     <operator>/<form>/<scalar>/n:<n>/d:<d>/dv:<dv>/threads:<t>   (variant: the registry's one per
+//             (op, form); a second variant of the same form gets "/<variant>" after the form)
+//             roofline/gemm/<scalar>/threads:<t>
+//   counters  tokens_per_s; gflops = useful flops / s, with useful flops counted by the *serial* formula
+//             per token (useful_flops_per_token below), whatever the form actually executes; chunk
+//
+// Sets: the default one (n = 65536, d = dv = 64, threads 1 and 2) — scripts/bench.sh filters it further;
+// HLA_BENCH_FULL=1 (or --full) adds n = 2^10, 2^12, ..., 2^20 and d = dv ∈ {16, 64, 128}. Chunk width from
+// HLA_BENCH_CHUNK (default 64).
+#include <benchmark/benchmark.h>
+#include <fmt/core.h>
+#include <omp.h>
+
+#include <Eigen/Core>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "core/inputs.hpp"
+#include "core/registry.hpp"
+
+using namespace hla;
+
+namespace {
+
+// Useful flops per token of the serial recurrence (multiply and add counted separately; O(d) terms
+// dropped):
+//   hla2           4d² + 10·d·dv   S += k kᵀ (2d²), u = qᵀS (2d²); C += q vᵀ, G += k (kᵀC) (2+2+2), u C, qᵀG
+//   hla2-unmasked  4d² + 4·d·dv    S, u = qᵀS; C += q vᵀ, u C
+//   ahla           8·d·dv          P += k vᵀ, r = qᵀP, E += k r, o = qᵀE
+//   hla3           4d² + 8·d·dv    S^K += k kᵀ, S^K q; P += k vᵀ, qᵀP, F += (S^K q)(qᵀP), o = qᵀF
+//   hla3-unmasked  8d² + 4·d·dv    S^K, S^Q updates, S^Q S^K q; P += k vᵀ, zᵀP
+//   linear         4·d·dv          S += k vᵀ, o = qᵀS
+double useful_flops_per_token(const std::string& op, double d, double dv) {
+  if (op == "hla2") return 4 * d * d + 10 * d * dv;
+  if (op == "hla2-unmasked") return 4 * d * d + 4 * d * dv;
+  if (op == "ahla") return 8 * d * dv;
+  if (op == "hla3") return 4 * d * d + 8 * d * dv;
+  if (op == "hla3-unmasked") return 8 * d * d + 4 * d * dv;
+  if (op == "linear") return 4 * d * dv;
+  return 0;
+}
+
+// Inputs shared by every benchmark of one shape (generated on first use, in double; float rounds once).
+const Problem<double>& inputs(Eigen::Index n, Eigen::Index d, Eigen::Index dv) {
+  static std::mutex mu;
+  static std::map<std::tuple<Eigen::Index, Eigen::Index, Eigen::Index>, std::unique_ptr<Problem<double>>> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  auto& slot = cache[{n, d, dv}];
+  if (!slot) {
+    cache.clear();  // one shape at a time: the large ones are hundreds of MB
+    auto& fresh = cache[{n, d, dv}];
+    fresh = std::make_unique<Problem<double>>(gaussian_problem({n, d, dv}, 1));
+    return *fresh;
+  }
+  return *slot;
+}
+
+template <class T> void bench_form(benchmark::State& state, const Entry<T>* e, Eigen::Index n, Eigen::Index d,
+                                   Eigen::Index dv, int threads, int chunk) {
+  const Problem<T> p = convert_problem<T>(inputs(n, d, dv));
+  Options opt;
+  opt.threads = threads;
+  opt.chunk = chunk;
+  Eigen::setNbThreads(1);  // forms parallelize themselves (opt.threads)
+  for (auto _ : state) {
+    Run<T> r = e->fn(p, opt, nullptr);
+    benchmark::DoNotOptimize(r.O.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["tokens_per_s"] = benchmark::Counter(double(n), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["gflops"] = benchmark::Counter(double(n) * useful_flops_per_token(e->op, double(d), double(dv)) / 1e9,
+                                                benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["chunk"] = chunk;
+}
+
+template <class T> void bench_gemm(benchmark::State& state, int size, int threads) {
+  const Mat<T> A = Mat<T>::Random(size, size), B = Mat<T>::Random(size, size);
+  Mat<T> C(size, size);
+  Eigen::setNbThreads(threads);
+  for (auto _ : state) {
+    C.noalias() = A * B;
+    benchmark::DoNotOptimize(C.data());
+    benchmark::ClobberMemory();
+  }
+  Eigen::setNbThreads(1);
+  state.counters["gflops"] =
+      benchmark::Counter(2.0 * size * size * size / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["size"] = size;
+}
+
+template <class T> void register_forms(const std::vector<std::array<Eigen::Index, 3>>& shapes, int chunk) {
+  const std::string scalar = scalar_name<T>();
+  std::map<std::string, int> seen;
+  for (const Entry<T>& e : registry<T>().entries()) {
+    if (e.form == "reference") continue;
+    const std::string form = seen[e.op + "/" + e.form]++ ? e.form + "/" + e.variant : e.form;
+    for (const auto& [n, d, dv] : shapes)
+      for (int t : e.caps.threads ? std::vector<int>{1, 2} : std::vector<int>{1}) {
+        const std::string name = fmt::format("{}/{}/{}/n:{}/d:{}/dv:{}/threads:{}", e.op, form, scalar, n, d, dv, t);
+        const Entry<T>* ep = &e;
+        benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) { bench_form<T>(s, ep, n, d, dv, t, chunk); })
+            ->UseRealTime()
+            ->Unit(benchmark::kMillisecond)
+            ->MinTime(0.2);
+      }
+  }
+}
+
+template <class T> void register_roofline() {
+  for (int t : {1, 2}) {
+    const std::string name = fmt::format("roofline/gemm/{}/threads:{}", scalar_name<T>(), t);
+    benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) { bench_gemm<T>(s, 1024, t); })
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond)
+        ->MinTime(0.5);
+  }
+}
+
+void describe_build() {
+  const std::string simd = Eigen::SimdInstructionSetsInUse();
+  const int float_lanes = Eigen::internal::packet_traits<float>::size;
+  const std::pair<std::string, std::string> info[] = {
+      {"hla_compiler", "GCC " __VERSION__},
+      {"hla_cxx_flags", HLA_CXX_FLAGS},
+      {"hla_build_type", HLA_BUILD_TYPE},
+      {"hla_simd", fmt::format("{} ({} float lanes, {}-bit)", simd, float_lanes, 32 * float_lanes)},
+      {"hla_openmp_max_threads", std::to_string(omp_get_max_threads())},
+      {"hla_git_commit", HLA_GIT_COMMIT},
+      {"hla_eigen", fmt::format("{}.{}.{}", EIGEN_WORLD_VERSION, EIGEN_MAJOR_VERSION, EIGEN_MINOR_VERSION)},
+  };
+  for (const auto& [k, v] : info) {
+    fmt::print("{:<24} {}\n", k, v);
+    benchmark::AddCustomContext(k, v);
+  }
+  fmt::print("\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool full = std::getenv("HLA_BENCH_FULL") && std::strcmp(std::getenv("HLA_BENCH_FULL"), "0") != 0;
+  std::vector<char*> args;
+  for (int i = 0; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--full") == 0) full = true;
+    else args.push_back(argv[i]);
+  }
+  int nargs = static_cast<int>(args.size());
+  const int chunk = std::getenv("HLA_BENCH_CHUNK") ? std::atoi(std::getenv("HLA_BENCH_CHUNK")) : 64;
+
+  describe_build();
+  std::vector<std::array<Eigen::Index, 3>> shapes{{65536, 64, 64}};
+  if (full)
+    for (Eigen::Index d : {16, 64, 128})
+      for (Eigen::Index n = 1 << 10; n <= (1 << 20); n <<= 2)
+        if (!(n == 65536 && d == 64)) shapes.push_back({n, d, d});
+  register_forms<float>(shapes, chunk);
+  register_forms<double>(shapes, chunk);
+  register_roofline<float>();
+  register_roofline<double>();
+
+  benchmark::Initialize(&nargs, args.data());
+  if (benchmark::ReportUnrecognizedArguments(nargs, args.data())) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,136 @@
+// Shared machinery of the chunked (matrix) forms: the chunk plan, decay-weight matrices, the
+// two-level parallel schedule and the carry across chunks.
+//
+// Every chunked form runs the same two-level scheme (SPEC "chunked"; paper §5.2 "two-level" chunking):
+//   1. chunk-local work, in parallel over chunks: intra-chunk outputs with matrix–matrix products and
+//      each chunk's own contribution T^(k) to the state (from a zero incoming state);
+//   2. the carry: S^(k) = S^(k−1) ⊕ T^(k) as a prefix over chunks. Every part of every state here is an
+//      affine recurrence x_k = g_k x_{k−1} + b_k once the products that couple parts (S_B C_A, ...) are
+//      formed in parallel beforehand, so the prefix runs in parallel over the *entries* of the state;
+//   3. carry-dependent outputs, in parallel over chunks, from the state entering each chunk.
+// Work per chunk is matrix–matrix (Eigen GEMMs into per-thread workspaces allocated once per call, not
+// per chunk). The same template runs in exact rationals (tests decide the algebra) and in float/double
+// (the fast path that is benchmarked).
+#pragma once
+
+#include <omp.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "core/state.hpp"
+
+namespace hla::fast::chunked {
+
+// Chunks [k·w, k·w + len(k)) of a sequence of n tokens; the last one may be shorter.
+struct ChunkPlan {
+  Eigen::Index n, w, count;
+  ChunkPlan(Eigen::Index n_, int chunk) : n(n_), w(std::min<Eigen::Index>(chunk, n_)), count((n_ + w - 1) / w) {}
+  Eigen::Index begin(Eigen::Index k) const { return k * w; }
+  Eigen::Index len(Eigen::Index k) const { return std::min(w, n - k * w); }
+};
+
+// Powers of γ and the decay-weighted causal mask of one chunk. For local positions a (output) and b
+// (source) in a chunk: D_{ab} = γ^{a−b} for b ≤ a, else 0 (at γ = 1, D = L). Everything a chunk of length
+// len needs is a prefix/segment of these (D depends on a − b only, so a short chunk uses its top-left
+// corner).
+template <class T> struct Decay {
+  T gamma;
+  bool decays;
+  ColVec<T> pw;  // pw(i) = γ^i, i = 0 .. 2w + 2
+  Mat<T> D;      // w×w
+  Decay(const T& g, Eigen::Index w) : gamma(g), decays(g != T(1)), pw(2 * w + 3), D(Mat<T>::Zero(w, w)) {
+    pw(0) = T(1);
+    for (Eigen::Index i = 1; i < pw.size(); ++i) pw(i) = pw(i - 1) * gamma;
+    for (Eigen::Index a = 0; a < w; ++a)
+      for (Eigen::Index b = 0; b <= a; ++b) D(a, b) = pw(a - b);
+  }
+  // γ^{len}: what a whole chunk does to the incoming state.
+  T chunk_factor(Eigen::Index len) const { return pw(len); }
+  // x(a) = γ^{s·(a+1)} for a < len (s = 1: incoming state seen from local position a; s = 2: squared).
+  template <class V> void after_start(Eigen::Index len, int s, V&& x) const {
+    for (Eigen::Index a = 0; a < len; ++a) x(a) = pw(s * (a + 1));
+  }
+  // x(b) = γ^{len−1−b}: token b of the chunk seen from the chunk's last position.
+  template <class V> void to_end(Eigen::Index len, V&& x) const {
+    for (Eigen::Index b = 0; b < len; ++b) x(b) = pw(len - 1 - b);
+  }
+};
+
+// Rows of X times the weights x (X ← diag(x) X), skipped when there is no decay.
+template <class T, class X, class W> void scale_rows(X&& m, const W& x, bool decays) {
+  if (decays) m.array().colwise() *= x.array();
+}
+
+// body(k) for every chunk, over `threads` OpenMP threads. `make_workspace()` runs once per thread; the
+// body receives it, so nothing is allocated per chunk.
+template <class MakeWs, class Body> void for_chunks(Eigen::Index count, int threads, MakeWs&& make_workspace, Body&& body) {
+  const int th = static_cast<int>(std::min<Eigen::Index>(threads, count));
+#pragma omp parallel num_threads(th) if (th > 1)
+  {
+    // The chunks are the parallelism: Eigen's own OpenMP GEMM threading stays off inside (this sets the
+    // region's task ICV only; a global Eigen::setNbThreads would still win).
+    omp_set_num_threads(1);
+    auto ws = make_workspace();
+#pragma omp for schedule(static)
+    for (Eigen::Index k = 0; k < count; ++k) body(ws, k);
+  }
+}
+
+// Chunks are processed in groups: the per-chunk state blocks of one group stay in cache, and the
+// carried state flows from one group to the next. Each phase of a group runs in parallel.
+inline Eigen::Index group_chunks(Eigen::Index count, int threads) {
+  return std::min<Eigen::Index>(count, std::max(16, 8 * threads));
+}
+
+// The carry across `count` chunks for one state part X (rows×cols). On entry, block k of `blocks`
+// (columns [k·cols, (k+1)·cols)) holds chunk k's contribution b_k and `state` the state entering chunk 0;
+// on return block k holds the state entering chunk k and `state` the state after the last one, where
+// x_k = factor[k]·x_{k−1} + b_k. Entries are independent, so the columns run in parallel.
+template <class T>
+void carry(Mat<T>& blocks, Mat<T>& state, const T* factor, Eigen::Index count, bool decays, int threads) {
+  const Eigen::Index cols = state.cols();
+  const int th = static_cast<int>(std::min<Eigen::Index>(threads, cols));
+#pragma omp parallel num_threads(th) if (th > 1)
+  {
+    ColVec<T> x(state.rows()), b(state.rows());
+#pragma omp for schedule(static)
+    for (Eigen::Index c = 0; c < cols; ++c) {
+      x = state.col(c);
+      for (Eigen::Index k = 0; k < count; ++k) {
+        auto blk = blocks.col(k * cols + c);
+        b = blk;
+        blk = x;
+        if (decays) x *= factor[k];
+        x += b;
+      }
+      state.col(c) = x;
+    }
+  }
+}
+
+// [V 1]: the values with a column of ones appended, so that one product yields the numerator and
+// (last column) the normalizer's sum with v_j → 1, and the state's vector parts (m, h, z, ...) ride
+// along as the last column of the matrix parts.
+template <class T, class Src, class Dst> void values_with_ones(const Src& V, Dst&& out) {
+  out.leftCols(V.cols()) = V;
+  out.col(V.cols()).setOnes();
+}
+
+// Output rows from the augmented result: num = first dv columns, den = last; divides when normalized.
+template <class T> Mat<T> finish_outputs(const Mat<T>& aug, bool normalized, const T& eps) {
+  const Eigen::Index dv = aug.cols() - 1;
+  Mat<T> O = aug.leftCols(dv);
+  if (normalized)
+    for (Eigen::Index t = 0; t < O.rows(); ++t) divide_by_normalizer(O.row(t), T(aug(t, dv) + eps), t);
+  return O;
+}
+
+// Joins a matrix part and its vector part ([C m], [G h], ...) and splits them back.
+template <class T> Mat<T> join(const Mat<T>& M, const Mat<T>& v) {
+  Mat<T> out(M.rows(), M.cols() + 1);
+  out << M, v;
+  return out;
+}
+
+}  // namespace hla::fast::chunked

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# `make bench`: the quick default benchmark subset -> results/bench.json (Google Benchmark JSON).
+#   hla2 and linear chunked, float and double, n = 65536, d = dv = 64, threads 1 and 2, and the roofline
+#   (Eigen's square matrix product). Chunk width: HLA_BENCH_CHUNK (default 64).
+# Larger set: HLA_BENCH_FULL=1 scripts/bench.sh <build>  (n = 2^10..2^20, d = dv in {16, 64, 128}, every
+# registered fast form), written to results/bench-full.json instead.
+set -euo pipefail
+build=${1:-build}
+root=$(cd "$(dirname "$0")/.." && pwd)
+mkdir -p "$root/results"
+if [[ "${HLA_BENCH_FULL:-0}" != "0" ]]; then
+  out="$root/results/bench-full.json"
+  filter='.'
+else
+  out="$root/results/bench.json"
+  filter='^((hla2|linear)/chunked/(float|double)/n:65536/d:64/dv:64/threads:[12])|^roofline/'
+fi
+"$build/bin/hla_bench" --benchmark_filter="$filter" --benchmark_repetitions="${HLA_BENCH_REPS:-3}" \
+  --benchmark_report_aggregates_only=true --benchmark_out="$out" --benchmark_out_format=json \
+  --benchmark_counters_tabular=true
+echo "wrote $out"

@@ -1,0 +1,209 @@
+// Chunked matrix forms (fast/chunked/): exact agreement with SPEC's references in rationals and in the
+// prime field for every chunk width (1, 2, 3, 5, n, > n), decay, normalization and ridge; split-and-carry
+// exactness and agreement of the final state with the serial forms'; the drawn figure formulas
+// implemented as printed (with their exact, derived deviation from the reference); and the float/double
+// fast path against MPFR within a tolerance derived from a rounding-error bound.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "core/inputs.hpp"
+#include "core/registry.hpp"
+#include "verify/compare.hpp"
+
+using namespace hla;
+
+namespace {
+
+// The chunked forms that claim SPEC-exact algebra, with the serial form whose state they share.
+struct ExactForm {
+  std::string op, form, variant, serial_variant;
+  bool decay, ridge;
+};
+const std::vector<ExactForm>& exact_forms() {
+  static const std::vector<ExactForm> f{
+      {"hla2", "chunked", "corrected", "corrected", true, true},
+      {"ahla", "chunked", "paper", "paper", true, false},
+      {"hla3", "chunked", "corrected", "corrected", false, false},
+      {"linear", "chunked", "paper", "paper", true, false},
+  };
+  return f;
+}
+
+Options make_options(const rational& gamma, bool normalized, int chunk, int threads = 1, const rational& ridge = 0) {
+  Options o;
+  o.gamma = gamma;
+  o.normalized = normalized;
+  o.eps = normalized ? rational(1, 8) : rational(0);
+  o.ridge = ridge;
+  o.chunk = chunk;
+  o.threads = threads;
+  return o;
+}
+
+template <class T> void require_same_state(const NamedState<T>& a, const NamedState<T>& b) {
+  REQUIRE(a.parts.size() == b.parts.size());
+  for (std::size_t i = 0; i < a.parts.size(); ++i) {
+    INFO("state part " << a.parts[i].first);
+    REQUIRE(a.parts[i].first == b.parts[i].first);
+    REQUIRE(compare_exact(a.parts[i].second, b.parts[i].second).exact_equal);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("chunked forms equal the reference exactly in rationals for every chunk width", "[chunked]") {
+  const Eigen::Index n = 7;
+  const Problem<rational> p = convert_problem<rational>(gaussian_problem({n, 3, 2}, 11));
+  for (const auto& f : exact_forms()) {
+    const Entry<rational>& e = registry<rational>().find(f.op, f.form, f.variant);
+    for (int w : {1, 2, 3, 5, int(n), int(n) + 3})
+      for (const rational& gamma : {rational(1), rational(3, 4)})
+        for (bool normalized : {false, true})
+          for (const rational& ridge : {rational(0), rational(1, 2)}) {
+            if ((gamma != 1 && !f.decay) || (ridge != 0 && !f.ridge)) continue;
+            const Options o = make_options(gamma, normalized, w, 1, ridge);
+            INFO(e.key() << " w=" << w << " gamma=" << gamma << " normalized=" << normalized << " ridge=" << ridge);
+            const Mat<rational> ref = registry<rational>().reference(f.op)(p, o).O;
+            REQUIRE(compare_exact(e(p, o).O, ref).exact_equal);
+          }
+  }
+}
+
+TEST_CASE("chunked forms split and carried equal one call, and end in the serial form's state", "[chunked]") {
+  const Eigen::Index n = 9;
+  const Problem<rational> p = convert_problem<rational>(gaussian_problem({n, 3, 2}, 12));
+  for (const auto& f : exact_forms()) {
+    const Entry<rational>& e = registry<rational>().find(f.op, f.form, f.variant);
+    const Entry<rational>& serial = registry<rational>().find(f.op, "serial", f.serial_variant);
+    for (const rational& gamma : {rational(1), rational(3, 4)}) {
+      if (gamma != 1 && !f.decay) continue;
+      for (int w : {2, 3, 4}) {
+        const Options o = make_options(gamma, true, w, 2);
+        INFO(e.key() << " w=" << w << " gamma=" << gamma);
+        const Run<rational> whole = e(p, o);
+        require_same_state(whole.state, serial(p, o).state);
+        for (Eigen::Index split : {1, 4, 5}) {
+          INFO("split at " << split);
+          const Run<rational> first = e(slice_rows(p, 0, split), o);
+          const Run<rational> second = e(slice_rows(p, split, n), o, &first.state);
+          REQUIRE(compare_exact(Mat<rational>(first.O), Mat<rational>(whole.O.topRows(split))).exact_equal);
+          REQUIRE(compare_exact(Mat<rational>(second.O), Mat<rational>(whole.O.bottomRows(n - split))).exact_equal);
+          require_same_state(second.state, whole.state);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("chunked forms equal the reference exactly in the prime field at larger n, in parallel", "[chunked]") {
+  const Problem<fp61> p = field_problem({45, 4, 3}, 13);
+  for (const auto& f : exact_forms()) {
+    const Entry<fp61>& e = registry<fp61>().find(f.op, f.form, f.variant);
+    for (int w : {4, 7, 16}) {
+      const Options o = make_options(f.decay ? rational(3, 4) : rational(1), true, w, 2, f.ridge ? rational(1, 3) : rational(0));
+      INFO(e.key() << " w=" << w);
+      REQUIRE(compare_exact(e(p, o).O, registry<fp61>().reference(f.op)(p, o).O).exact_equal);
+    }
+  }
+}
+
+// Figure 1(C) as drawn omits the pairs (i in earlier chunks, j in the current chunk): derived in
+// fast/chunked/figures.hpp, figure1c_t = hla2_t − q_tᵀ S^{K,(k−1)} Σ_{c≤j≤t} q_j v_jᵀ.
+TEST_CASE("Figure 1(C) is implemented as drawn: exact on one chunk, off by the derived cross term", "[chunked]") {
+  const Eigen::Index n = 8;
+  const Problem<rational> p = convert_problem<rational>(gaussian_problem({n, 3, 2}, 14));
+  const Entry<rational>& fig = registry<rational>().find("hla2", "chunk-figure1c", "paper");
+  const Entry<rational>& ref = registry<rational>().reference("hla2");
+  const Mat<rational> expected = ref(p, Options{}).O;
+  for (int w : {int(n), int(n) + 2}) REQUIRE(compare_exact(fig(p, make_options(1, false, w)).O, expected).exact_equal);
+  for (int w : {1, 2, 3, 5}) {
+    INFO("w=" << w);
+    const Mat<rational> got = fig(p, make_options(1, false, w)).O;
+    Mat<rational> fixed = got;
+    for (Eigen::Index t = 0; t < n; ++t) {
+      const Eigen::Index c = (t / w) * w;
+      Mat<rational> S0 = Mat<rational>::Zero(3, 3), Cin = Mat<rational>::Zero(3, 2);
+      for (Eigen::Index i = 0; i < c; ++i) S0 += p.K.row(i).transpose() * p.K.row(i);
+      for (Eigen::Index j = c; j <= t; ++j) Cin += p.Q.row(j).transpose() * p.V.row(j);
+      fixed.row(t) += p.Q.row(t) * S0 * Cin;
+    }
+    REQUIRE(compare_exact(fixed, expected).exact_equal);
+    REQUIRE_FALSE(compare_exact(got, expected).exact_equal);  // the omitted term is nonzero here
+  }
+}
+
+// Figure 2(C): R^{KQ}_{≤t} gives SPEC's ahla; the literal R^{KQ}_{<t} misses (q_t·k_t) q_tᵀ P^{(k−1)}.
+TEST_CASE("Figure 2(C) is implemented as drawn under both readings of R_<t", "[chunked]") {
+  const Eigen::Index n = 8;
+  const Problem<rational> p = convert_problem<rational>(gaussian_problem({n, 3, 2}, 15));
+  const Entry<rational>& lt = registry<rational>().find("ahla", "chunk-figure2c-lt", "paper");
+  const Entry<rational>& le = registry<rational>().find("ahla", "chunk-figure2c-le", "paper");
+  const Mat<rational> expected = registry<rational>().reference("ahla")(p, Options{}).O;
+  for (int w : {1, 2, 3, 5, int(n), int(n) + 2}) {
+    INFO("w=" << w);
+    const Options o = make_options(1, false, w);
+    REQUIRE(compare_exact(le(p, o).O, expected).exact_equal);
+    const Mat<rational> got = lt(p, o).O;
+    if (w >= n) {
+      REQUIRE(compare_exact(got, expected).exact_equal);  // one chunk from the zero state: P^{(0)} = 0
+      continue;
+    }
+    Mat<rational> fixed = got;
+    for (Eigen::Index t = 0; t < n; ++t) {
+      Mat<rational> P0 = Mat<rational>::Zero(3, 2);
+      for (Eigen::Index j = 0; j < (t / w) * w; ++j) P0 += p.K.row(j).transpose() * p.V.row(j);
+      fixed.row(t) += p.Q.row(t).dot(p.K.row(t)) * (p.Q.row(t) * P0);
+    }
+    REQUIRE(compare_exact(fixed, expected).exact_equal);
+    REQUIRE_FALSE(compare_exact(got, expected).exact_equal);
+  }
+  // Split and carry: the figure forms hand over the state the serial Algorithm 2 would have.
+  const Options o = make_options(1, false, 3);
+  REQUIRE(compare_exact(le(p, o).state.at("E"), registry<rational>().find("ahla", "serial", "paper")(p, o).state.at("E")).exact_equal);
+}
+
+// Rounding error of the float/double fast path. Each output entry is computed as a signed sum of
+// products of inputs in which every product passes through at most h roundings (dot products of length d,
+// intra-chunk sums of length ≤ w, the carry over n/w chunks, and the state products of length d), so
+// |ô − o| ≤ γ_h Σ|terms| (Higham, Thm 3.1 / §3.5). Σ|terms| is the same computation on |Q|, |K|, |V|:
+// for linear, ahla, hla3 the chunked form only adds, so it is the reference on absolute inputs; hla2 forms
+// q_tᵀ(S0 C0 − G0), whose terms are all pairs (i, j) ≤ t, so it is at most 2 × hla2-unmasked on |inputs|.
+template <class T> double worst_ratio(const Mat<T>& got, const Mat<mpfr256>& ref, const Mat<mpfr256>& mag, double factor,
+                                      double h, const std::string& what) {
+  const double u = unit_roundoff<T>(), gamma_h = h * u / (1 - h * u);
+  double worst = 0;
+  for (Eigen::Index i = 0; i < got.size(); ++i) {
+    const double err = abs(to_mpfr(got(i)) - ref(i)).template convert_to<double>();
+    const double bound = gamma_h * factor * mag(i).template convert_to<double>();
+    worst = std::max(worst, err / bound);
+    INFO(what << " " << scalar_name<T>() << " entry " << i << " err " << err << " bound " << bound);
+    REQUIRE(err <= bound);
+  }
+  return worst;
+}
+
+void check_rounding(const std::string& op, const std::string& variant, bool decay) {
+  const Shape shape{120, 8, 4};
+  const Problem<double> in = gaussian_problem(shape, 16);
+  const Problem<double> absin{in.Q.cwiseAbs(), in.K.cwiseAbs(), in.V.cwiseAbs()};
+  for (int w : {7, 32}) {
+    const Options o = make_options(decay ? rational(3, 4) : rational(1), false, w, 2);
+    const std::string what = op + " w=" + std::to_string(w);
+    const Mat<mpfr256> ref = registry<mpfr256>().reference(op)(convert_problem<mpfr256>(in), o).O;
+    const std::string abs_op = op == "hla2" ? "hla2-unmasked" : op;
+    const Mat<mpfr256> mag = registry<mpfr256>().reference(abs_op)(convert_problem<mpfr256>(absin), o).O;
+    const double h = 3.0 * shape.d + 3.0 * w + std::ceil(double(shape.n) / w) + 8, factor = op == "hla2" ? 2.0 : 1.0;
+    const double wd = worst_ratio(registry<double>().find(op, "chunked", variant)(in, o).O, ref, mag, factor, h, what);
+    const double wf = worst_ratio(registry<float>().find(op, "chunked", variant)(convert_problem<float>(in), o).O, ref,
+                                  mag, factor, h, what);
+    // Errors are real (nonzero), so the check is not vacuous.
+    INFO(what << " worst err/bound double " << wd << " float " << wf);
+    CHECK(wd > 0);
+    CHECK(wf > 0);
+  }
+}
+
+TEST_CASE("chunked float/double fast path is within the rounding-error bound of MPFR", "[chunked]") {
+  for (const auto& f : exact_forms()) check_rounding(f.op, f.variant, f.decay);
+}
