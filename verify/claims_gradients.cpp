@@ -1,11 +1,15 @@
 // Gradient claims (§4.2 "Backward for gradients"), decided like the forward identities: reverse-mode
 // gradients (serial, checkpointed chunks, and hla2's reverse scan under the adjoint ⊕*) against the exact
 // gradients of the reference, at random prime-field points, several shapes and chunk widths.
+// verify/gradients.hpp first: its dual-number overloads must be declared before any form's header
+// (fast/backward/dual.hpp explains the include order).
+// clang-format off
+#include "verify/gradients.hpp"
+// clang-format on
 #include <fmt/core.h>
 
 #include "verify/claims_gradients.hpp"
 #include "verify/claims_support.hpp"
-#include "verify/gradients.hpp"
 
 namespace hla::verify {
 
