@@ -17,10 +17,11 @@ using namespace hla::verify;
 namespace {
 
 // A monoid built for the test: (S, C, G) with G_AB = G_A + G_B + S_B C_A (eq. 4.1's shape, associative),
-// and a deliberately broken one with G_AB = G_A + G_B + S_A C_B (the cross-term the wrong way round).
+// and a deliberately broken one with G_AB = G_A + G_B + S_B² C_A: (A⊕B)⊕C and A⊕(B⊕C) then differ by
+// (S_B S_C + S_C S_B) C_A. (Reversing the cross-term, S_A C_B, would still be associative.)
 template <class T> struct ToySeg { Mat<T> S, C, G; };
 template <class T> ToySeg<T> toy_combine(const ToySeg<T>& A, const ToySeg<T>& B, bool broken) {
-  return {A.S + B.S, A.C + B.C, A.G + B.G + (broken ? Mat<T>(A.S * B.C) : Mat<T>(B.S * A.C))};
+  return {A.S + B.S, A.C + B.C, A.G + B.G + (broken ? Mat<T>(B.S * B.S * A.C) : Mat<T>(B.S * A.C))};
 }
 template <class T> ToySeg<T> toy_segment(const Problem<T>& p, Eigen::Index b, Eigen::Index e, bool broken) {
   ToySeg<T> s{Mat<T>::Zero(p.d(), p.d()), Mat<T>::Zero(p.d(), p.dv()), Mat<T>::Zero(p.d(), p.dv())};
@@ -39,7 +40,7 @@ template <class T> std::pair<Mat<T>, Mat<T>> toy_assoc(const Problem<T>& p, bool
 IdentityPlan toy_plan() {
   IdentityPlan plan;
   plan.shapes = {{6, 2, 1}, {9, 3, 2}};
-  plan.degree = [](const Shape&) { return 4; };
+  plan.degree = [](const Shape&) { return 6; };
   return plan;
 }
 

@@ -174,7 +174,15 @@ TEMPLATE_TEST_CASE("split-and-carry: a sequence split in two gives identical out
   }();
   for (const auto& e : registry<TestType>().entries()) {
     if (!e.caps.state) continue;
+    // Not expected to split: the figure formulas as drawn (not SPEC's operator once there is more than one
+    // chunk), and tree scans under the paper's decayed hla2/AHLA concatenations, which the ledger finds
+    // non-associative (hla2.monoid.masked-decay.assoc, ahla.monoid-decay.assoc): their result depends on
+    // the combine tree, which a split changes.
+    if (e.form.rfind("chunk-figure", 0) == 0) continue;
+    const bool paper_decayed_tree_scan = e.variant == "paper" && (e.op == "hla2" || e.op == "ahla") &&
+                                         (e.form == "scan-blelloch" || e.form == "scan-twolevel");
     for (const Options& o : option_grid(e.caps)) {
+      if (paper_decayed_tree_scan && o.gamma != 1) continue;
       for (Eigen::Index cut : {1, 4, 8}) {
         INFO(e.key() << " cut=" << cut << " gamma=" << o.gamma << " normalized=" << o.normalized);
         Run<TestType> whole = e(p, o);
