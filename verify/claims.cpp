@@ -9,6 +9,7 @@
 #include <sys/utsname.h>
 
 #include <chrono>
+#include <cstdio>
 #include <ctime>
 #include <fstream>
 #include <optional>
@@ -26,7 +27,19 @@ namespace hla::verify {
 
 nlohmann::json run_metadata() {
   nlohmann::json m;
-  m["commit"] = HLA_GIT_COMMIT;
+  // The commit of the source tree being run, asked of git at run time (the configure-time value goes
+  // stale as soon as a later commit is built in the same build folder).
+  std::string commit = HLA_GIT_COMMIT;
+  if (FILE* pipe = popen("git rev-parse --short=12 HEAD 2>/dev/null", "r")) {
+    char buf[64] = {0};
+    if (fgets(buf, sizeof buf, pipe)) {
+      std::string s(buf);
+      while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
+      if (!s.empty()) commit = s;
+    }
+    pclose(pipe);
+  }
+  m["commit"] = commit;
   m["compiler"] = fmt::format("g++ {}.{}.{}", __GNUC__, __GNUC_MINOR__, __GNUC_PATCHLEVEL__);
   m["flags"] = HLA_CXX_FLAGS;
   m["build_type"] = HLA_BUILD_TYPE;
