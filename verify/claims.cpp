@@ -17,6 +17,7 @@
 #include "core/inputs.hpp"
 #include "core/parse.hpp"
 #include "core/registry.hpp"
+#include "core/build_info.hpp"
 #include "verify/claims_support.hpp"
 #include "verify/compare.hpp"
 #include "verify/counterexample.hpp"
@@ -27,31 +28,13 @@ namespace hla::verify {
 
 nlohmann::json run_metadata() {
   nlohmann::json m;
-  // The commit of the source tree being run, asked of git at run time (the configure-time value goes
-  // stale as soon as a later commit is built in the same build folder).
-  std::string commit = HLA_GIT_COMMIT;
-  if (FILE* pipe = popen("git rev-parse --short=12 HEAD 2>/dev/null", "r")) {
-    char buf[64] = {0};
-    if (fgets(buf, sizeof buf, pipe)) {
-      std::string s(buf);
-      while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
-      if (!s.empty()) commit = s;
-    }
-    pclose(pipe);
-  }
-  m["commit"] = commit;
-  m["compiler"] = fmt::format("g++ {}.{}.{}", __GNUC__, __GNUC_MINOR__, __GNUC_PATCHLEVEL__);
-  m["flags"] = HLA_CXX_FLAGS;
-  m["build_type"] = HLA_BUILD_TYPE;
-  std::string cpu = "unknown";
-  std::ifstream info("/proc/cpuinfo");
-  for (std::string line; std::getline(info, line);)
-    if (line.rfind("model name", 0) == 0) { cpu = line.substr(line.find(':') + 2); break; }
-  m["cpu"] = cpu;
-  std::time_t now = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-  m["date"] = buf;
+  m["commit"] = build_info::head_commit();
+  m["source_tree"] = build_info::source_tree();
+  m["compiler"] = build_info::compiler();
+  m["flags"] = build_info::cxx_flags();
+  m["build_type"] = build_info::build_type();
+  m["cpu"] = build_info::cpu_model();
+  m["date"] = build_info::utc_now();
   return m;
 }
 

@@ -22,6 +22,7 @@
 #include <memory>
 #include <mutex>
 
+#include "core/build_info.hpp"
 #include "core/inputs.hpp"
 #include "core/registry.hpp"
 
@@ -127,12 +128,12 @@ void describe_build() {
   const std::string simd = Eigen::SimdInstructionSetsInUse();
   const int float_lanes = Eigen::internal::packet_traits<float>::size;
   const std::pair<std::string, std::string> info[] = {
-      {"hla_compiler", "GCC " __VERSION__},
-      {"hla_cxx_flags", HLA_CXX_FLAGS},
-      {"hla_build_type", HLA_BUILD_TYPE},
+      {"hla_compiler", build_info::compiler()},
+      {"hla_cxx_flags", build_info::cxx_flags()},
+      {"hla_build_type", build_info::build_type()},
       {"hla_simd", fmt::format("{} ({} float lanes, {}-bit)", simd, float_lanes, 32 * float_lanes)},
       {"hla_openmp_max_threads", std::to_string(omp_get_max_threads())},
-      {"hla_git_commit", HLA_GIT_COMMIT},
+      {"hla_git_commit", build_info::source_tree()},
       {"hla_eigen", fmt::format("{}.{}.{}", EIGEN_WORLD_VERSION, EIGEN_MAJOR_VERSION, EIGEN_MINOR_VERSION)},
   };
   for (const auto& [k, v] : info) {

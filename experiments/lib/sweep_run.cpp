@@ -22,6 +22,7 @@
 #include "core/inputs.hpp"
 #include "core/parse.hpp"
 #include "core/registry.hpp"
+#include "core/build_info.hpp"
 #include "experiments/lib/sweep.hpp"
 #include "verify/compare.hpp"
 
@@ -29,51 +30,11 @@ namespace hla::sweep {
 namespace fs = std::filesystem;
 namespace {
 
-// ---- metadata ---------------------------------------------------------------------------------------
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("model name", 0) == 0) {
-      auto colon = line.find(':');
-      if (colon != std::string::npos) return line.substr(line.find_first_not_of(" \t", colon + 1));
-    }
-  return "unknown";
-}
-std::string compiler() {
-#if defined(__clang__)
-  return std::string("clang ") + __clang_version__;
-#elif defined(__GNUC__)
-  return std::string("gcc ") + __VERSION__;
-#else
-  return "unknown";
-#endif
-}
-// The source tree the sweep runs in, at run time: HEAD, "-dirty" when code folders have uncommitted or
-// untracked changes (the binary's own HLA_GIT_COMMIT is fixed when cmake configures, and can be older).
-std::string source_tree() {
-  auto run = [](const char* cmd) {
-    std::string out;
-    if (FILE* p = ::popen(cmd, "r")) {
-      char buf[256];
-      while (std::fgets(buf, sizeof buf, p)) out += buf;
-      ::pclose(p);
-    }
-    return out;
-  };
-  std::string head = run("git rev-parse --short=12 HEAD 2>/dev/null");
-  head.erase(head.find_last_not_of(" \n") + 1);
-  if (head.empty()) return "unknown";
-  const std::string dirty =
-      run("git status --porcelain -- core fast reference verify cli experiments CMakeLists.txt 2>/dev/null");
-  return dirty.empty() ? head : head + "-dirty";
-}
-std::string utc_now() {
-  std::time_t t = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return buf;
-}
+// ---- metadata: core/build_info.hpp ---------------------------------------------------------------------
+using build_info::compiler;
+using build_info::cpu_model;
+using build_info::source_tree;
+using build_info::utc_now;
 std::string fmt_double(double v) {
   if (std::isnan(v)) return "";
   if (std::isinf(v)) return "inf";
@@ -585,7 +546,7 @@ SweepSummary run_sweep(const Config& c, const SweepOptions& o) {
 
   ExactnessOracle oracle;
   ReferenceStore refs(dir / "refcache", c.limits, oracle);
-  const std::string commit = HLA_GIT_COMMIT, tree = source_tree(), comp = compiler(), flags = HLA_CXX_FLAGS,
+  const std::string commit = build_info::head_commit(), tree = source_tree(), comp = compiler(), flags = build_info::cxx_flags(),
                     cpu = cpu_model();
   const auto start = std::chrono::steady_clock::now();
   std::string inputs_key;
