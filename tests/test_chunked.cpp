@@ -9,6 +9,7 @@
 
 #include "core/inputs.hpp"
 #include "core/registry.hpp"
+#include "fast/chunked/hla2.hpp"
 #include "verify/compare.hpp"
 
 using namespace hla;
@@ -23,6 +24,7 @@ struct ExactForm {
 const std::vector<ExactForm>& exact_forms() {
   static const std::vector<ExactForm> f{
       {"hla2", "chunked", "corrected", "corrected", true, true},
+      {"hla2", "chunked-monoid", "corrected", "corrected", true, true},
       {"ahla", "chunked", "paper", "paper", true, false},
       {"hla3", "chunked", "corrected", "corrected", false, false},
       {"linear", "chunked", "paper", "paper", true, false},
@@ -206,4 +208,36 @@ void check_rounding(const std::string& op, const std::string& variant, bool deca
 
 TEST_CASE("chunked float/double fast path is within the rounding-error bound of MPFR", "[chunked]") {
   for (const auto& f : exact_forms()) check_rounding(f.op, f.variant, f.decay);
+}
+
+TEST_CASE("multi-query chunked (shared K, V, one S) equals the per-head reference exactly, in parallel", "[chunked]") {
+  // §5.2: heads with their own queries share keys and values, hence S. Every head's output and final
+  // state must be the single-head reference's / serial form's for that head's queries.
+  const int heads = 3;
+  const Eigen::Index n = 11;
+  const Problem<rational> base = convert_problem<rational>(gaussian_problem({n, 3, 2}, 5));
+  std::vector<Mat<rational>> Qs;
+  for (int h = 0; h < heads; ++h) Qs.push_back(convert_problem<rational>(gaussian_problem({n, 3, 2}, 40 + h)).Q);
+  std::vector<const Mat<rational>*> qptr;
+  for (const auto& q : Qs) qptr.push_back(&q);
+  for (const rational& gamma : {rational(1), rational(3, 4)})
+    for (bool normalized : {false, true})
+      for (int chunk : {1, 3, 4, 16})
+        for (int threads : {1, 2}) {
+          const Options o = make_options(gamma, normalized, chunk, threads, rational(1, 5));
+          INFO("gamma " << gamma << " normalized " << normalized << " chunk " << chunk << " threads " << threads);
+          const auto runs = fast::chunked::hla2_chunked_heads<rational>(qptr, base.K, base.V, o, {});
+          REQUIRE(runs.size() == std::size_t(heads));
+          for (int h = 0; h < heads; ++h) {
+            const Problem<rational> ph{Qs[h], base.K, base.V};
+            CHECK(compare_exact(runs[h].O, registry<rational>().find("hla2", "reference", "spec")(ph, o).O).exact_equal);
+            require_same_state(runs[h].state, registry<rational>().find("hla2", "serial", "corrected")(ph, o).state);
+          }
+        }
+  // Heads that disagree about the shared S are refused, not silently merged.
+  const Problem<rational> p0{Qs[0], base.K, base.V}, p1{Qs[1], base.K.reverse().eval(), base.V};
+  const Options o = make_options(1, false, 4);
+  const auto s0 = registry<rational>().find("hla2", "serial", "corrected")(p0, o).state;
+  const auto s1 = registry<rational>().find("hla2", "serial", "corrected")(p1, o).state;
+  CHECK_THROWS_AS(fast::chunked::hla2_chunked_heads<rational>(qptr, base.K, base.V, o, {&s0, &s1, &s0}), InputError);
 }

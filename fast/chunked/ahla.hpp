@@ -113,7 +113,7 @@ template <class T> Run<T> ahla_chunked(const Problem<T>& p, const Options& opt, 
 
   }
   St fin{P.leftCols(dv), P.rightCols(1), E.leftCols(dv), E.rightCols(1)};
-  return {finish_outputs<T>(Out, opt.normalized, eps), export_state<St, T>(fin)};
+  return {finish_outputs<T>(std::move(Out), opt.normalized, eps), export_state<St, T>(fin)};
 }
 
 }  // namespace hla::fast::chunked

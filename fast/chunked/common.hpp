@@ -109,6 +109,23 @@ void carry(Mat<T>& blocks, Mat<T>& state, const T* factor, Eigen::Index count, b
   }
 }
 
+// Aᵀ diag(x) B over the rows of A (n×p) and B (n×q) — x empty means no weights — as `threads` partial
+// sums over contiguous row ranges, each one large matrix product, added in a fixed order.
+template <class T, class XA, class XB>
+Mat<T> weighted_gram(const XA& A, const ColVec<T>& x, const XB& B, int threads) {
+  const Eigen::Index n = A.rows();
+  const int parts = static_cast<int>(std::max<Eigen::Index>(1, std::min<Eigen::Index>(threads, n)));
+  std::vector<Mat<T>> partial(parts, Mat<T>::Zero(A.cols(), B.cols()));
+#pragma omp parallel for num_threads(parts) if (parts > 1) schedule(static)
+  for (int s = 0; s < parts; ++s) {
+    const Eigen::Index b = n * s / parts, e = n * (s + 1) / parts;
+    if (x.size()) partial[s].noalias() = A.middleRows(b, e - b).transpose() * (x.segment(b, e - b).asDiagonal() * B.middleRows(b, e - b));
+    else partial[s].noalias() = A.middleRows(b, e - b).transpose() * B.middleRows(b, e - b);
+  }
+  for (int s = 1; s < parts; ++s) partial[0] += partial[s];
+  return partial[0];
+}
+
 // [V 1]: the values with a column of ones appended, so that one product yields the numerator and
 // (last column) the normalizer's sum with v_j → 1, and the state's vector parts (m, h, z, ...) ride
 // along as the last column of the matrix parts.
@@ -118,12 +135,14 @@ template <class T, class Src, class Dst> void values_with_ones(const Src& V, Dst
 }
 
 // Output rows from the augmented result: num = first dv columns, den = last; divides when normalized.
-template <class T> Mat<T> finish_outputs(const Mat<T>& aug, bool normalized, const T& eps) {
+// Column-major, so the first dv columns are a prefix of the storage: dropping the last column shrinks the
+// allocation in place instead of copying n×dv numbers into a second one.
+template <class T> Mat<T> finish_outputs(Mat<T>&& aug, bool normalized, const T& eps) {
   const Eigen::Index dv = aug.cols() - 1;
-  Mat<T> O = aug.leftCols(dv);
   if (normalized)
-    for (Eigen::Index t = 0; t < O.rows(); ++t) divide_by_normalizer(O.row(t), T(aug(t, dv) + eps), t);
-  return O;
+    for (Eigen::Index t = 0; t < aug.rows(); ++t) divide_by_normalizer(aug.row(t).head(dv), T(aug(t, dv) + eps), t);
+  aug.conservativeResize(Eigen::NoChange, dv);
+  return std::move(aug);
 }
 
 // Joins a matrix part and its vector part ([C m], [G h], ...) and splits them back.

@@ -71,7 +71,10 @@ void hla2_chunk_local(const Problem<T>& p, Eigen::Index c, Eigen::Index len, con
   Gb.noalias() = Kd.transpose() * Y;
 }
 
-template <class T> Run<T> hla2_chunked(const Problem<T>& p, const Options& opt, const NamedState<T>* init) {
+// The chunked form that carries the paper's semidirect-product state (S, [C m], [G h]) across chunks — the
+// chunk-level version of the eq. 4.1 monoid (form "chunked-monoid"). hla2_chunked below is the faster
+// factorisation; this one stays beside it because it exercises the paper's state and its carry.
+template <class T> Run<T> hla2_chunked_monoid(const Problem<T>& p, const Options& opt, const NamedState<T>* init) {
   using St = Hla2State<T, true>;
   const T gamma = from_rational<T>(opt.gamma), lambda = from_rational<T>(opt.ridge), eps = from_rational<T>(opt.eps);
   const bool ridge = opt.ridge != 0;
@@ -146,7 +149,210 @@ template <class T> Run<T> hla2_chunked(const Problem<T>& p, const Options& opt, 
 
   }
   St fin{S, C.leftCols(dv), C.rightCols(1), G.leftCols(dv), G.rightCols(1)};
-  return {finish_outputs<T>(Out, opt.normalized, eps), export_state<St, T>(fin)};
+  return {finish_outputs<T>(std::move(Out), opt.normalized, eps), export_state<St, T>(fin)};
+}
+
+
+// ---- the fast chunked form: hla2 as linear attention over the keys u_j = S_j q_j ---------------------------
+//
+// Group SPEC's weight γ^{(t−i)+(t−j)} = γ^{2(t−j)} · γ^{j−i}: the inner sum over i ≤ j is
+// u_j = S_j q_j with S_j = Σ_{i≤j} γ^{j−i} k_i k_iᵀ (the serial S), so
+//   o_t = Σ_{j≤t} γ^{2(t−j)} (q_t·u_j) v_j  [+ λ Σ_{j≤t} γ^{t−j} (q_t·q_j) v_j]
+// — first-order linear attention with keys u_j and decay γ², whose state is C'_t = Σ_{j≤t} γ^{2(t−j)} u_j v_jᵀ.
+// In the serial state's terms C' = S C − G (and m' = S m − h): with the corrected rule,
+// S_t C_t − G_t = γ²(S C − G)_{t−1} + S_t q_t v_tᵀ, so q_tᵀ C'_t is Algorithm 1's numerator.
+// Per chunk (local positions a, b < len; D_γ, D_γ² the decay-weighted causal masks; S0, C'0, C0 entering):
+//   U   = diag(γ^{a+1}) Q S0 + ((Q Kᵀ) ⊙ D_γ) K                    rows u_{c+a}
+//   out = ((Q Uᵀ) ⊙ D_γ²) [V 1] + diag(γ^{2(a+1)}) Q C'0
+//         [+ λ ((Q Qᵀ) ⊙ D_γ) [V 1] + λ diag(γ^{a+1}) Q C0]
+//   S  ← γ^len S0 + Kᵀ diag(γ^{len−1−b}) K
+//   C' ← γ^{2len} C'0 + Uᵀ diag(γ^{2(len−1−b)}) [V 1],   C ← γ^len C0 + Qᵀ diag(γ^{len−1−b}) [V 1]
+// (C only with ridge; otherwise once at the end, for the exported state)
+// Three phases per group of chunks, each parallel over chunks: (A) the chunks' own S_B; carry S;
+// (B) U and the chunks' own C'_B, C_B; carry C' and C; (C) the outputs. 8 matrix products per chunk
+// (2 of them triangular) instead of the monoid form's 12, and no d×d×dv product per chunk.
+// The final state is exported in the serial form's terms: G = S C − C', h = S m − m'.
+//
+// Multi-query (§5.2): heads with their own queries and shared keys and values share S — phase (A) and
+// the S carry run once for all heads, phases (B) and (C) in parallel over (head, chunk) pairs. The
+// one-head case is the registered form.
+template <class T> struct Hla2UWorkspace {
+  Mat<T> Vd, Kd, Qs, W, P;
+  ColVec<T> x;
+  Hla2UWorkspace(Eigen::Index w, Eigen::Index d, Eigen::Index da)
+      : Vd(w, da), Kd(w, d), Qs(w, d), W(w, w), P(w, w), x(w) {}
+};
+
+// Heads' queries Qs[h] (n×d each) with shared K (n×d) and V (n×dv); init[h] the state of head h (or null
+// for zero). The heads' states share S: a head whose initial S differs from head 0's is an input error.
+template <class T>
+std::vector<Run<T>> hla2_chunked_heads(const std::vector<const Mat<T>*>& Qs, const Mat<T>& K, const Mat<T>& V,
+                                       const Options& opt, const std::vector<const NamedState<T>*>& init) {
+  using St = Hla2State<T, true>;
+  const T gamma = from_rational<T>(opt.gamma), lambda = from_rational<T>(opt.ridge), eps = from_rational<T>(opt.eps);
+  const bool ridge = opt.ridge != 0;
+  const Eigen::Index H = static_cast<Eigen::Index>(Qs.size()), n = K.rows(), d = K.cols(), dv = V.cols(), da = dv + 1;
+  const ChunkPlan plan(n, opt.chunk);
+  const Eigen::Index M = plan.count, w = plan.w;
+  const Decay<T> dec(gamma, w), dec2(T(gamma * gamma), w);
+  const bool decays = dec.decays;
+  const int threads = opt.threads;
+  const Eigen::Index NG = group_chunks(M, threads);
+
+  Mat<T> S;
+  std::vector<Mat<T>> C(H), Cp(H), Cb(H), Cpb(H), Ub(H), Out(H);
+  for (Eigen::Index h = 0; h < H; ++h) {
+    const St st0 = load_state<St>(init.empty() ? nullptr : init[h], d, dv);
+    if (h == 0) S = st0.S;
+    else if (st0.S != S) throw InputError("multi-query heads share S: head " + std::to_string(h) + "'s initial S differs from head 0's");
+    C[h] = join(st0.C, st0.m);
+    Cp[h] = S * C[h] - join(st0.G, st0.h);  // C' = S C − G entering token 0
+    // Per group: the chunks' C'_B, C_B (then the states entering them) and U rows.
+    Cpb[h].resize(d, NG * da);
+    Cb[h].resize(d, NG * da);
+    Ub[h].resize(NG * w, d);
+    Out[h].resize(n, da);
+  }
+  // Per group, shared by the heads: the chunks' S_B (then S entering them) and [V 1] rows.
+  Mat<T> Sb(d, NG * d), Vb(NG * w, da);
+  std::vector<T> g(M), g2(M);
+  for (Eigen::Index k = 0; k < M; ++k) {
+    g[k] = dec.chunk_factor(plan.len(k));
+    g2[k] = g[k] * g[k];
+  }
+  auto make_ws = [&] { return Hla2UWorkspace<T>(w, d, da); };
+
+  for (Eigen::Index k0 = 0; k0 < M; k0 += NG) {
+    const Eigen::Index cnt = std::min(NG, M - k0);
+    // (A) S_B = Kᵀ diag(γ^{len−1−b}) K, and [V 1]: once for every head.
+    for_chunks(cnt, threads, make_ws, [&](Hla2UWorkspace<T>& ws, Eigen::Index kk) {
+      const Eigen::Index c = plan.begin(k0 + kk), len = plan.len(k0 + kk);
+      const auto Kc = K.middleRows(c, len);
+      values_with_ones<T>(V.middleRows(c, len), Vb.middleRows(kk * w, len));
+      auto Sk = Sb.middleCols(kk * d, d);
+      if (decays) {
+        auto x = ws.x.head(len);
+        dec.to_end(len, x);
+        auto Kd = ws.Kd.topRows(len);
+        Kd = Kc;
+        scale_rows<T>(Kd, x, true);
+        Sk.noalias() = Kd.transpose() * Kc;
+      } else {
+        Sk.noalias() = Kc.transpose() * Kc;
+      }
+    });
+    carry(Sb, S, g.data() + k0, cnt, decays, threads);
+
+    // (B) U = diag(γ^{a+1}) Q S0 + ((Q Kᵀ) ⊙ D_γ) K; C'_B = Uᵀ diag(γ^{2(len−1−b)}) [V 1]; C_B likewise with Q, γ.
+    for_chunks(H * cnt, threads, make_ws, [&](Hla2UWorkspace<T>& ws, Eigen::Index i) {
+      const Eigen::Index h = i / cnt, kk = i % cnt;
+      const Eigen::Index c = plan.begin(k0 + kk), len = plan.len(k0 + kk);
+      const auto Q = Qs[h]->middleRows(c, len);
+      const auto Kc = K.middleRows(c, len);
+      const auto Va = Vb.middleRows(kk * w, len);
+      auto U = Ub[h].middleRows(kk * w, len);
+      auto W = ws.W.topLeftCorner(len, len);
+      W.noalias() = Q * Kc.transpose();
+      if (decays) W = W.cwiseProduct(dec.D.topLeftCorner(len, len));
+      U.noalias() = W.template triangularView<Eigen::Lower>() * Kc;
+      const auto S0 = Sb.middleCols(kk * d, d);
+      auto Cpk = Cpb[h].middleCols(kk * da, da);
+      auto Ck = Cb[h].middleCols(kk * da, da);
+      if (decays) {
+        auto Qs_ = ws.Qs.topRows(len);
+        auto x = ws.x.head(len);
+        auto Vd = ws.Vd.topRows(len);
+        Qs_ = Q;
+        dec.after_start(len, 1, x);
+        scale_rows<T>(Qs_, x, true);
+        U.noalias() += Qs_ * S0;
+        dec2.to_end(len, x);
+        Vd = Va;
+        scale_rows<T>(Vd, x, true);
+        Cpk.noalias() = U.transpose() * Vd;
+        if (ridge) {
+          dec.to_end(len, x);
+          Vd = Va;
+          scale_rows<T>(Vd, x, true);
+          Ck.noalias() = Q.transpose() * Vd;
+        }
+      } else {
+        U.noalias() += Q * S0;
+        Cpk.noalias() = U.transpose() * Va;
+        if (ridge) Ck.noalias() = Q.transpose() * Va;
+      }
+    });
+    for (Eigen::Index h = 0; h < H; ++h) {
+      carry(Cpb[h], Cp[h], g2.data() + k0, cnt, decays, threads);
+      if (ridge) carry(Cb[h], C[h], g.data() + k0, cnt, decays, threads);
+    }
+
+    // (C) out = ((Q Uᵀ) ⊙ D_γ²) [V 1] + diag(γ^{2(a+1)}) Q C'0 [+ ridge terms].
+    for_chunks(H * cnt, threads, make_ws, [&](Hla2UWorkspace<T>& ws, Eigen::Index i) {
+      const Eigen::Index h = i / cnt, kk = i % cnt;
+      const Eigen::Index c = plan.begin(k0 + kk), len = plan.len(k0 + kk);
+      const auto Q = Qs[h]->middleRows(c, len);
+      const auto U = Ub[h].middleRows(kk * w, len);
+      const auto Va = Vb.middleRows(kk * w, len);
+      auto out = Out[h].middleRows(c, len);
+      auto P = ws.P.topLeftCorner(len, len);
+      P.noalias() = Q * U.transpose();
+      if (decays) P = P.cwiseProduct(dec2.D.topLeftCorner(len, len));
+      if (ridge) {
+        auto W = ws.W.topLeftCorner(len, len);
+        W.noalias() = Q * Q.transpose();
+        if (decays) W = W.cwiseProduct(dec.D.topLeftCorner(len, len));
+        P += lambda * W;
+      }
+      out.noalias() = P.template triangularView<Eigen::Lower>() * Va;
+      const auto Cp0 = Cpb[h].middleCols(kk * da, da);
+      auto Qs_ = ws.Qs.topRows(len);
+      auto x = ws.x.head(len);
+      if (decays) {
+        Qs_ = Q;
+        dec.after_start(len, 2, x);
+        scale_rows<T>(Qs_, x, true);
+        out.noalias() += Qs_ * Cp0;
+      } else {
+        out.noalias() += Q * Cp0;
+      }
+      if (ridge) {
+        Qs_ = Q;
+        dec.after_start(len, 1, x);
+        scale_rows<T>(Qs_, x, decays);
+        out.noalias() += lambda * (Qs_ * Cb[h].middleCols(kk * da, da));
+      }
+    });
+  }
+  // Without ridge no output reads C, so it is not carried chunk by chunk: the final C (for the exported
+  // state) is one weighted sum over the whole sequence, C = γ^n C_init + Qᵀ diag(γ^{n−1−j}) [V 1].
+  if (!ridge) {
+    ColVec<T> x;  // γ^{n−1−j}; empty (no weights) without decay
+    T gn(1);
+    if (decays) {
+      x.resize(n);
+      x(n - 1) = T(1);
+      for (Eigen::Index j = n - 1; j > 0; --j) x(j - 1) = x(j) * gamma;
+      gn = x(0) * gamma;
+    }
+    Mat<T> ones = Mat<T>::Ones(n, 1);
+    for (Eigen::Index h = 0; h < H; ++h) {
+      if (decays) C[h] *= gn;
+      C[h].leftCols(dv) += weighted_gram<T>(*Qs[h], x, V, threads);
+      C[h].col(dv) += weighted_gram<T>(*Qs[h], x, ones, threads);
+    }
+  }
+  std::vector<Run<T>> runs;
+  for (Eigen::Index h = 0; h < H; ++h) {
+    Mat<T> G = S * C[h] - Cp[h];  // back to the serial state's terms (exact in rationals)
+    St fin{S, C[h].leftCols(dv), C[h].rightCols(1), G.leftCols(dv), G.rightCols(1)};
+    runs.push_back({finish_outputs<T>(std::move(Out[h]), opt.normalized, eps), export_state<St, T>(fin)});
+  }
+  return runs;
+}
+
+template <class T> Run<T> hla2_chunked(const Problem<T>& p, const Options& opt, const NamedState<T>* init) {
+  return std::move(hla2_chunked_heads<T>({&p.Q}, p.K, p.V, opt, {init}).front());
 }
 
 }  // namespace hla::fast::chunked

@@ -93,7 +93,7 @@ template <class T> Run<T> hla3_chunked(const Problem<T>& p, const Options& opt, 
 
   }
   St fin{SK, P.leftCols(dv), P.rightCols(1), F.leftCols(dv), F.rightCols(1)};
-  return {finish_outputs<T>(Out, opt.normalized, eps), export_state<St, T>(fin)};
+  return {finish_outputs<T>(std::move(Out), opt.normalized, eps), export_state<St, T>(fin)};
 }
 
 }  // namespace hla::fast::chunked

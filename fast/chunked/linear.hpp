@@ -66,7 +66,7 @@ template <class T> Run<T> linear_chunked(const Problem<T>& p, const Options& opt
 
   }
   St fin{S.leftCols(dv), S.rightCols(1)};
-  return {finish_outputs<T>(Out, opt.normalized, eps), export_state<St, T>(fin)};
+  return {finish_outputs<T>(std::move(Out), opt.normalized, eps), export_state<St, T>(fin)};
 }
 
 }  // namespace hla::fast::chunked

@@ -24,8 +24,11 @@ template <class T> void register_chunked(Registry<T>& r) {
   const Caps third{.normalized = true, .state = true, .chunk = true, .threads = true};
   const Caps figure{.state = true, .chunk = true};
   r.add({"hla2", "chunked", "corrected",
-         "Fig. 1(C) chunk form re-derived from SPEC hla2: decay-weighted masks, corrected decayed G (γ, λ, normalize)",
+         "derived from SPEC hla2: linear attention over keys u_j = S_j q_j with decay γ² (C' = S C − G), chunk matrix form (γ, λ, normalize)",
          second, c::hla2_chunked<T>});
+  r.add({"hla2", "chunked-monoid", "corrected",
+         "Fig. 1(C) chunk form re-derived from SPEC hla2, carrying the eq. 4.1 state (S, C, G) with the corrected decay (γ, λ, normalize)",
+         second, c::hla2_chunked_monoid<T>});
   r.add({"ahla", "chunked", "paper", "Fig. 2(C) with R^{KQ}_{≤t}, eq. 6.2 carry, §6.1 decay (derived matrix form)",
          decayed, c::ahla_chunked<T>});
   r.add({"hla3", "chunked", "corrected", "F_t = F_{t−1} + S^K_t q_t q_tᵀ P_t in chunk matrix form (derived)", third,
