@@ -13,7 +13,7 @@ if [[ "${HLA_BENCH_FULL:-0}" != "0" ]]; then
   filter='.'
 else
   out="$root/results/bench.json"
-  filter='^((hla2|linear)/chunked/(float|double)/n:65536/d:64/dv:64/threads:[12])|^roofline/'
+  filter='^((hla2|linear)/chunked/(float|double)/n:65536/d:64/dv:64/threads:[12])|^hla2/chunked-multiquery/(float|double)/n:65536/|^roofline/'
 fi
 "$build/bin/hla_bench" --benchmark_filter="$filter" --benchmark_repetitions="${HLA_BENCH_REPS:-3}" \
   --benchmark_report_aggregates_only=true --benchmark_out="$out" --benchmark_out_format=json \

@@ -25,6 +25,7 @@
 #include "core/build_info.hpp"
 #include "core/inputs.hpp"
 #include "core/registry.hpp"
+#include "fast/chunked/hla2.hpp"
 
 using namespace hla;
 
@@ -114,6 +115,44 @@ template <class T> void register_forms(const std::vector<std::array<Eigen::Index
   }
 }
 
+// §5.2 multi-query: h heads with their own queries and shared K, V (one S), fast::chunked::hla2_chunked_heads,
+// named hla2/chunked-multiquery/<scalar>/n/d/dv/threads/heads:<h>. Counters as the single-head entries, for
+// all heads together (useful flops = h × the single-head count), so tokens_per_s and gflops compare
+// directly with h single-head calls; `heads` is the counter to read them by.
+template <class T> void bench_multiquery(benchmark::State& state, Eigen::Index n, Eigen::Index d, Eigen::Index dv, int threads,
+                                         int chunk, int heads) {
+  const Problem<T> p = convert_problem<T>(inputs(n, d, dv));
+  std::vector<Mat<T>> Qs;
+  for (int h = 0; h < heads; ++h) Qs.push_back(p.Q * T(h + 1));  // distinct queries per head (timing only)
+  std::vector<const Mat<T>*> qptr;
+  for (const auto& q : Qs) qptr.push_back(&q);
+  Options opt;
+  opt.threads = threads;
+  opt.chunk = chunk;
+  Eigen::setNbThreads(1);
+  for (auto _ : state) {
+    auto runs = fast::chunked::hla2_chunked_heads<T>(qptr, p.K, p.V, opt, {});
+    benchmark::DoNotOptimize(runs.front().O.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["tokens_per_s"] = benchmark::Counter(double(n) * heads, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["gflops"] = benchmark::Counter(double(n) * heads * useful_flops_per_token("hla2", double(d), double(dv)) / 1e9,
+                                                benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["chunk"] = chunk;
+  state.counters["heads"] = heads;
+}
+
+template <class T> void register_multiquery(const std::vector<std::array<Eigen::Index, 3>>& shapes, int chunk) {
+  for (const auto& [n, d, dv] : shapes)
+    for (int t : {1, 2}) {
+      const std::string name = fmt::format("hla2/chunked-multiquery/{}/n:{}/d:{}/dv:{}/threads:{}/heads:4", scalar_name<T>(), n, d, dv, t);
+      benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) { bench_multiquery<T>(s, n, d, dv, t, chunk, 4); })
+          ->UseRealTime()
+          ->Unit(benchmark::kMillisecond)
+          ->MinTime(0.2);
+    }
+}
+
 template <class T> void register_roofline() {
   for (int t : {1, 2}) {
     const std::string name = fmt::format("roofline/gemm/{}/threads:{}", scalar_name<T>(), t);
@@ -163,6 +202,8 @@ int main(int argc, char** argv) {
         if (!(n == 65536 && d == 64)) shapes.push_back({n, d, d});
   register_forms<float>(shapes, chunk);
   register_forms<double>(shapes, chunk);
+  register_multiquery<float>(shapes, chunk);
+  register_multiquery<double>(shapes, chunk);
   register_roofline<float>();
   register_roofline<double>();
 

@@ -56,20 +56,12 @@ void ahla_chunk_local(const Problem<T>& p, Eigen::Index c, Eigen::Index len, con
 
 template <class T> Run<T> ahla_chunked(const Problem<T>& p, const Options& opt, const NamedState<T>* init) {
   using St = AhlaState<T>;
-  const T gamma = from_rational<T>(opt.gamma), eps = from_rational<T>(opt.eps);
-  const Eigen::Index d = p.d(), dv = p.dv(), da = dv + 1;
-  const ChunkPlan plan(p.n(), opt.chunk);
-  const Eigen::Index M = plan.count, w = plan.w;
-  const Decay<T> dec(gamma, w);
-  const bool decays = dec.decays;
-  const int threads = opt.threads;
-  const Eigen::Index NG = group_chunks(M, threads);  // chunks per group (common.hpp)
+  const ChunkSetup<T> setup(p, opt);
+  [[maybe_unused]] const auto& [n, d, dv, da, plan, M, w, NG, threads, gamma, eps, dec, decays, g] = setup;
 
   const St st0 = load_state<St>(init, d, dv);
   Mat<T> P = join(st0.P, st0.m), E = join(st0.E, st0.n);
   Mat<T> Pb(d, NG * da), Eb(d, NG * da), Out(p.n(), da);
-  std::vector<T> g(M);
-  for (Eigen::Index k = 0; k < M; ++k) g[k] = dec.chunk_factor(plan.len(k));
 
   auto make_ws = [&] { return AhlaWorkspace<T>(w, da); };
 

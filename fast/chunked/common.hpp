@@ -83,6 +83,27 @@ inline Eigen::Index group_chunks(Eigen::Index count, int threads) {
   return std::min<Eigen::Index>(count, std::max(16, 8 * threads));
 }
 
+// What every chunked form fixes before its first chunk: the sizes, the chunk plan and its groups, the
+// decay weights, and g[k] = γ^{len(k)} (what a whole chunk does to a carried state). Forms unpack it with
+// one structured binding.
+template <class T> struct ChunkSetup {
+  Eigen::Index n, d, dv, da;  // da = dv + 1: the values with the normalizer's column of ones, [V 1]
+  ChunkPlan plan;
+  Eigen::Index M, w, NG;      // chunks, chunk width, chunks per group
+  int threads;
+  T gamma, eps;
+  Decay<T> dec;
+  bool decays;
+  std::vector<T> g;
+  ChunkSetup(Eigen::Index n_, Eigen::Index d_, Eigen::Index dv_, const Options& opt)
+      : n(n_), d(d_), dv(dv_), da(dv_ + 1), plan(n_, opt.chunk), M(plan.count), w(plan.w), NG(group_chunks(M, opt.threads)),
+        threads(opt.threads), gamma(from_rational<T>(opt.gamma)), eps(from_rational<T>(opt.eps)), dec(gamma, w),
+        decays(dec.decays), g(M) {
+    for (Eigen::Index k = 0; k < M; ++k) g[k] = dec.chunk_factor(plan.len(k));
+  }
+  explicit ChunkSetup(const Problem<T>& p, const Options& opt) : ChunkSetup(p.n(), p.d(), p.dv(), opt) {}
+};
+
 // The carry across `count` chunks for one state part X (rows×cols). On entry, block k of `blocks`
 // (columns [k·cols, (k+1)·cols)) holds chunk k's contribution b_k and `state` the state entering chunk 0;
 // on return block k holds the state entering chunk k and `state` the state after the last one, where

@@ -76,24 +76,16 @@ void hla2_chunk_local(const Problem<T>& p, Eigen::Index c, Eigen::Index len, con
 // factorisation; this one stays beside it because it exercises the paper's state and its carry.
 template <class T> Run<T> hla2_chunked_monoid(const Problem<T>& p, const Options& opt, const NamedState<T>* init) {
   using St = Hla2State<T, true>;
-  const T gamma = from_rational<T>(opt.gamma), lambda = from_rational<T>(opt.ridge), eps = from_rational<T>(opt.eps);
+  const ChunkSetup<T> setup(p, opt);
+  [[maybe_unused]] const auto& [n, d, dv, da, plan, M, w, NG, threads, gamma, eps, dec, decays, g] = setup;
+  const T lambda = from_rational<T>(opt.ridge);
   const bool ridge = opt.ridge != 0;
-  const Eigen::Index d = p.d(), dv = p.dv(), da = dv + 1;
-  const ChunkPlan plan(p.n(), opt.chunk);
-  const Eigen::Index M = plan.count, w = plan.w;
-  const Decay<T> dec(gamma, w);
-  const bool decays = dec.decays;
-  const int threads = opt.threads;
-  const Eigen::Index NG = group_chunks(M, threads);  // chunks per group (common.hpp)
 
   const St st0 = load_state<St>(init, d, dv);
   Mat<T> S = st0.S, C = join(st0.C, st0.m), G = join(st0.G, st0.h);
   Mat<T> Sb(d, NG * d), Cb(d, NG * da), Gb(d, NG * da), Out(p.n(), da);
-  std::vector<T> g(M), g2(M);
-  for (Eigen::Index k = 0; k < M; ++k) {
-    g[k] = dec.chunk_factor(plan.len(k));
-    g2[k] = g[k] * g[k];
-  }
+  std::vector<T> g2(M);
+  for (Eigen::Index k = 0; k < M; ++k) g2[k] = g[k] * g[k];
 
   auto make_ws = [&] { return Hla2Workspace<T>(w, d, da); };
 
@@ -189,15 +181,12 @@ template <class T>
 std::vector<Run<T>> hla2_chunked_heads(const std::vector<const Mat<T>*>& Qs, const Mat<T>& K, const Mat<T>& V,
                                        const Options& opt, const std::vector<const NamedState<T>*>& init) {
   using St = Hla2State<T, true>;
-  const T gamma = from_rational<T>(opt.gamma), lambda = from_rational<T>(opt.ridge), eps = from_rational<T>(opt.eps);
+  const ChunkSetup<T> setup(K.rows(), K.cols(), V.cols(), opt);
+  [[maybe_unused]] const auto& [n, d, dv, da, plan, M, w, NG, threads, gamma, eps, dec, decays, g] = setup;
+  const T lambda = from_rational<T>(opt.ridge);
   const bool ridge = opt.ridge != 0;
-  const Eigen::Index H = static_cast<Eigen::Index>(Qs.size()), n = K.rows(), d = K.cols(), dv = V.cols(), da = dv + 1;
-  const ChunkPlan plan(n, opt.chunk);
-  const Eigen::Index M = plan.count, w = plan.w;
-  const Decay<T> dec(gamma, w), dec2(T(gamma * gamma), w);
-  const bool decays = dec.decays;
-  const int threads = opt.threads;
-  const Eigen::Index NG = group_chunks(M, threads);
+  const Eigen::Index H = static_cast<Eigen::Index>(Qs.size());
+  const Decay<T> dec2(T(gamma * gamma), w);
 
   Mat<T> S;
   std::vector<Mat<T>> C(H), Cp(H), Cb(H), Cpb(H), Ub(H), Out(H);
@@ -215,11 +204,8 @@ std::vector<Run<T>> hla2_chunked_heads(const std::vector<const Mat<T>*>& Qs, con
   }
   // Per group, shared by the heads: the chunks' S_B (then S entering them) and [V 1] rows.
   Mat<T> Sb(d, NG * d), Vb(NG * w, da);
-  std::vector<T> g(M), g2(M);
-  for (Eigen::Index k = 0; k < M; ++k) {
-    g[k] = dec.chunk_factor(plan.len(k));
-    g2[k] = g[k] * g[k];
-  }
+  std::vector<T> g2(M);
+  for (Eigen::Index k = 0; k < M; ++k) g2[k] = g[k] * g[k];
   auto make_ws = [&] { return Hla2UWorkspace<T>(w, d, da); };
 
   for (Eigen::Index k0 = 0; k0 < M; k0 += NG) {

@@ -12,20 +12,12 @@ namespace hla::fast::chunked {
 
 template <class T> Run<T> linear_chunked(const Problem<T>& p, const Options& opt, const NamedState<T>* init) {
   using St = LinearState<T>;
-  const T gamma = from_rational<T>(opt.gamma), eps = from_rational<T>(opt.eps);
-  const Eigen::Index d = p.d(), dv = p.dv(), da = dv + 1;
-  const ChunkPlan plan(p.n(), opt.chunk);
-  const Eigen::Index M = plan.count, w = plan.w;
-  const Decay<T> dec(gamma, w);
-  const bool decays = dec.decays;
-  const int threads = opt.threads;
-  const Eigen::Index NG = group_chunks(M, threads);  // chunks per group (common.hpp)
+  const ChunkSetup<T> setup(p, opt);
+  [[maybe_unused]] const auto& [n, d, dv, da, plan, M, w, NG, threads, gamma, eps, dec, decays, g] = setup;
 
   const St st0 = load_state<St>(init, d, dv);
   Mat<T> S = join(st0.S, st0.z);
   Mat<T> Sb(d, NG * da), Out(p.n(), da);
-  std::vector<T> g(M);
-  for (Eigen::Index k = 0; k < M; ++k) g[k] = dec.chunk_factor(plan.len(k));
 
   struct Ws {
     Mat<T> V, W, Y;
