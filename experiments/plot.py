@@ -372,13 +372,15 @@ def backward_plots(rows, outdir, summary):
                 statuses = sorted({r["status"] for n in ns for r in series[label][n]})
                 differs = "differs in exact arithmetic" in statuses
                 color = f"C{k % 10}"
+                slope = fit_slope(ns, e)
+                tag = f" (exp {slope:.2f})" if slope is not None else ""
                 ax.plot(ns, [x if x > 0 else np.nan for x in e], marker="x" if differs else "o", ms=3, color=color,
-                        ls=":" if differs else "-", label=label + (" — differs in exact arithmetic" if differs else ""))
+                        ls=":" if differs else "-", label=label + tag + (" — differs in exact arithmetic" if differs else ""))
                 if any(math.isfinite(x) and x > 0 for x in b):
                     ax.plot(ns, [x if math.isfinite(x) and x > 0 else np.nan for x in b], ls="--", color=color, lw=0.8)
                 eu = [max(num(r["err_units_u"]) for r in series[label][n]) for n in ns]
                 summary.append(f"- {op} {label}: err {min(e):.3g}..{max(e):.3g} ({min(eu):.3g}..{max(eu):.3g} u), "
-                               f"worst err/bound {ratio:.3g}, status {', '.join(statuses)}")
+                               f"growth exponent {'%.2f' % slope if slope is not None else '-'}, worst err/bound {ratio:.3g}, status {', '.join(statuses)}")
             loglog(ax, "n (tokens)", "gradient normwise relative error (dashed: bound)", f"{op}: gradient error")
         save(fig, outdir, "gradient_error_vs_n")
     # Memory vs the checkpoint width, at each n where w is swept.
