@@ -10,6 +10,15 @@
   runtime_vs_width runtime vs d and vs dv at fixed n, when the config sweeps them
   memory_vs_n      bytes of state the form returns and peak-RSS delta of the work vs n
 
+Backward points (column `backward` ≠ none; configs/backward.toml) get their own plots, the forward
+points of the same config drawn beside them as the yardstick:
+
+  backward_time_vs_n      CPU and wall time per call vs n, one panel per operator, fitted slopes
+  backward_memory_vs_n    peak-RSS delta and stored-state bytes (what the pass keeps) vs n, fitted slopes
+  gradient_error_vs_n     normwise relative error of the gradients vs the MPFR-256 reference gradient,
+                          the gradient bound dashed (unnormalized points)
+  memory_vs_chunk         stored bytes and peak RSS vs the checkpoint width w at fixed n, when swept
+
 Also writes summary.txt: the fitted runtime slopes, error growth exponents and worst err/bound ratios.
 
 Usage: python3 experiments/plot.py results/<config> [more dirs...]
@@ -59,6 +68,18 @@ def options_label(r):
     if Fraction(r["lambda"]) != 0:
         parts.append(f"λ={float(Fraction(r['lambda'])):g}")
     return ", ".join(parts) or "plain"
+
+
+def loglog(ax, xlabel, ylabel, title=None, base=2):
+    """The axes style of every plot here: log-log (x in powers of `base`), grid, small legend."""
+    ax.set_xscale("log", base=base)
+    ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=6)
 
 
 def save(fig, outdir, stem):
@@ -245,13 +266,144 @@ def memory_plot(rows, outdir, summary):
         summary.append(f"- {label}: state {st[0]:.0f}..{st[-1]:.0f} B; peak RSS delta {min(rss):.0f}..{max(rss):.0f} B "
                        f"(slope {fit_slope(ns, rss) or float('nan'):.2f})")
     for ax, what in zip(axes, ("state bytes (Run.state.numbers() × sizeof)", "peak RSS delta of one call, bytes")):
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xlabel("n (tokens)")
-        ax.set_ylabel(what)
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=6)
+        loglog(ax, "n (tokens)", what)
     save(fig, outdir, "memory_vs_n")
+
+
+def is_backward(r):
+    return r.get("backward", "none") not in ("", "none")
+
+
+def pass_label(r):
+    """The pass and its parameters: 'forward', 'serial', 'checkpointed w=64', 'scan w=64'."""
+    if not is_backward(r):
+        return "forward"
+    return r["backward"] + ("" if r["backward"] == "serial" else f" w={r['chunk']}")
+
+
+def series_by_pass(rows, op, fixed_chunk=True):
+    """label → n → rows for one operator: every pass, option set and scalar as its own line. With
+    fixed_chunk, each pass keeps only its most common w (a w sweep at one n is memory_vs_chunk's)."""
+    mine = [r for r in rows if r["operator"] == op]
+    if fixed_chunk:
+        common = {}
+        for b in {r.get("backward", "none") for r in mine}:
+            ws = [r["chunk"] for r in mine if r.get("backward", "none") == b]
+            common[b] = max(set(ws), key=ws.count)
+        mine = [r for r in mine if not is_backward(r) or r["backward"] == "serial" or r["chunk"] == common[r["backward"]]]
+    series = defaultdict(lambda: defaultdict(list))
+    for r in mine:
+        label = f"{pass_label(r)} {r['form']}/{r['variant']} {r['scalar']} d={r['d']} dv={r['dv']}"
+        if options_label(r) != "plain":
+            label += f" [{options_label(r)}]"
+        series[label][int(r["n"])].append(r)
+    return series
+
+
+def fitted(ns, ys, min_n=1024):
+    """Slope over n >= min_n when there are 3 such points, else over all."""
+    big = [(n, y) for n, y in zip(ns, ys) if n >= min_n and y > 0]
+    return fit_slope(*zip(*big)) if len(big) >= 3 else fit_slope(ns, ys)
+
+
+def backward_plots(rows, outdir, summary):
+    bw = [r for r in rows if is_backward(r)]
+    if not bw:
+        return
+    ops = sorted({r["operator"] for r in bw})
+    timed = [r for r in rows if r["operator"] in ops and num(r["cpu_time_median_s"]) > 0]
+    # Time vs n.
+    fig, axes = plt.subplots(2, len(ops), figsize=(6.5 * len(ops), 9.5), squeeze=False)
+    summary.append("\n## Backward: time vs n (median per call; a backward call includes its forward; "
+                   "slope = fitted exponent over n >= 1024)")
+    for j, op in enumerate(ops):
+        series = series_by_pass(timed, op)
+        for i, (column, what) in enumerate((("cpu_time_median_s", "CPU"), ("time_median_s", "wall"))):
+            ax = axes[i][j]
+            for k, label in enumerate(sorted(series)):
+                ns = sorted(series[label])
+                t = [np.median([num(r[column]) for r in series[label][n]]) for n in ns]
+                slope = fitted(ns, t)
+                ax.plot(ns, t, marker="o", ms=3, color=f"C{k % 10}", ls="--" if label.startswith("forward") else "-",
+                        label=f"{label} (slope {slope:.2f})" if slope is not None else label)
+                if i == 0:
+                    rate = ns[-1] / t[-1]
+                    summary.append(f"- {op} {label}: CPU slope {slope:.3f}; n={ns[-1]}: {t[-1]:.3g} s "
+                                   f"({rate:.3g} tokens/s)" if slope is not None else f"- {op} {label}: (too few n)")
+            loglog(ax, "n (tokens)", f"{what} time per call, s (median)", f"{op}: {what} time vs n (dashed: forward)")
+    save(fig, outdir, "backward_time_vs_n")
+    # Memory vs n.
+    fig, axes = plt.subplots(2, len(ops), figsize=(6.5 * len(ops), 9.5), squeeze=False)
+    summary.append("\n## Backward: memory vs n (stored = states the pass keeps at its peak × numbers × bytes; "
+                   "peak RSS delta of one call, which also holds the gradients dQ, dK, dV; slope over n >= 1024)")
+    for j, op in enumerate(ops):
+        series = series_by_pass([r for r in rows if r["operator"] in ops and is_backward(r)], op)
+        for i, (column, what) in enumerate((("peak_rss_delta_bytes", "peak RSS delta of one call"),
+                                            ("stored_bytes", "stored states (bytes)"))):
+            ax = axes[i][j]
+            for k, label in enumerate(sorted(series)):
+                ns = sorted(series[label])
+                m = [max(num(r[column]) for r in series[label][n]) for n in ns]
+                slope = fitted(ns, m)
+                ax.plot(ns, [x if x > 0 else np.nan for x in m], marker="o", ms=3, color=f"C{k % 10}",
+                        label=f"{label} (slope {slope:.2f})" if slope is not None else label)
+                if i == 0:
+                    st = [max(num(r["stored_bytes"]) for r in series[label][n]) for n in ns]
+                    cp = series[label][ns[-1]][0]
+                    summary.append(f"- {op} {label}: n={ns[-1]}: peak RSS {m[-1] / 2**20:.1f} MiB, stored "
+                                   f"{st[-1] / 2**20:.2f} MiB ({cp['stored_states']} states, {cp['checkpoints']} "
+                                   f"checkpoints); slopes RSS {slope if slope is not None else math.nan:.2f}, "
+                                   f"stored {fitted(ns, st) or math.nan:.2f}")
+            loglog(ax, "n (tokens)", what, f"{op}: {what}")
+    save(fig, outdir, "backward_memory_vs_n")
+    # Gradient error vs n.
+    err = [r for r in bw if num(r["err_normwise_rel"]) >= 0]
+    if err:
+        fig, axes = plt.subplots(1, len(ops), figsize=(6.5 * len(ops), 5), squeeze=False)
+        summary.append("\n## Backward: gradient error vs the MPFR-256 reference gradient (normwise relative, all of "
+                       "dQ, dK, dV, dX0; err/bound = worst entry's observed / γ_K·M)")
+        for ax, op in zip(axes[0], ops):
+            series = series_by_pass(err, op, fixed_chunk=False)
+            for k, label in enumerate(sorted(series)):
+                ns = sorted(series[label])
+                e = [max(num(r["err_normwise_rel"]) for r in series[label][n]) for n in ns]
+                b = [max(num(r["bound_normwise_rel"]) for r in series[label][n]) for n in ns]
+                ratio = max((num(r["err_over_bound"]) for n in ns for r in series[label][n]), default=math.nan)
+                statuses = sorted({r["status"] for n in ns for r in series[label][n]})
+                differs = "differs in exact arithmetic" in statuses
+                color = f"C{k % 10}"
+                slope = fit_slope(ns, e)
+                tag = f" (exp {slope:.2f})" if slope is not None else ""
+                ax.plot(ns, [x if x > 0 else np.nan for x in e], marker="x" if differs else "o", ms=3, color=color,
+                        ls=":" if differs else "-", label=label + tag + (" — differs in exact arithmetic" if differs else ""))
+                if any(math.isfinite(x) and x > 0 for x in b):
+                    ax.plot(ns, [x if math.isfinite(x) and x > 0 else np.nan for x in b], ls="--", color=color, lw=0.8)
+                eu = [max(num(r["err_units_u"]) for r in series[label][n]) for n in ns]
+                summary.append(f"- {op} {label}: err {min(e):.3g}..{max(e):.3g} ({min(eu):.3g}..{max(eu):.3g} u), "
+                               f"growth exponent {'%.2f' % slope if slope is not None else '-'}, worst err/bound {ratio:.3g}, status {', '.join(statuses)}")
+            loglog(ax, "n (tokens)", "gradient normwise relative error (dashed: bound)", f"{op}: gradient error")
+        save(fig, outdir, "gradient_error_vs_n")
+    # Memory vs the checkpoint width, at each n where w is swept.
+    groups = defaultdict(lambda: defaultdict(list))
+    for r in bw:
+        if r["backward"] != "serial":
+            groups[(r["operator"], r["backward"], r["scalar"], r["n"], r["d"], r["dv"], options_label(r))][int(r["chunk"])].append(r)
+    groups = {k: v for k, v in groups.items() if len(v) >= 3}
+    if groups:
+        fig, axes = plt.subplots(1, 2, figsize=(13, 5))
+        summary.append("\n## Backward: memory vs checkpoint width w")
+        for k, (key, v) in enumerate(sorted(groups.items())):
+            ws = sorted(v)
+            label = f"{key[0]} {key[1]} {key[2]} n={key[3]} d={key[4]} dv={key[5]} [{key[6]}]"
+            for ax, column in zip(axes, ("stored_bytes", "peak_rss_delta_bytes")):
+                ax.plot(ws, [max(num(r[column]) for r in v[w]) for w in ws], marker="o", color=f"C{k % 10}", label=label)
+            summary.append(f"- {label}: " + ", ".join(
+                f"w={w}: stored {max(num(r['stored_bytes']) for r in v[w]) / 2**20:.2f} MiB, RSS "
+                f"{max(num(r['peak_rss_delta_bytes']) for r in v[w]) / 2**20:.1f} MiB, CPU "
+                f"{np.median([num(r['cpu_time_median_s']) for r in v[w]]):.3g} s" for w in ws))
+        for ax, what in zip(axes, ("stored states, bytes", "peak RSS delta of one call, bytes")):
+            loglog(ax, "checkpoint width w", what)
+        save(fig, outdir, "memory_vs_chunk")
 
 
 def main(argv):
@@ -261,12 +413,13 @@ def main(argv):
     for outdir in argv[1:]:
         path = os.path.join(outdir, "points.csv") if os.path.isdir(outdir) else outdir
         outdir = os.path.dirname(path)
-        rows = load(path)
-        summary = [f"# {path}: {len(rows)} points", ""]
+        everything = load(path)
+        summary = [f"# {path}: {len(everything)} points", ""]
         statuses = defaultdict(int)
-        for r in rows:
+        for r in everything:
             statuses[r["status"]] += 1
         summary.append("status counts: " + ", ".join(f"{k}: {v}" for k, v in sorted(statuses.items())) + "\n")
+        rows = [r for r in everything if not is_backward(r)]  # the forward plots below; backward_plots: all
         runtime_plot(rows, outdir, summary)
         if rows and "cpu_time_median_s" in rows[0]:
             runtime_plot(rows, outdir, summary, "cpu_time_median_s")
@@ -274,6 +427,7 @@ def main(argv):
         speedup_plot(rows, outdir, summary)
         width_plot(rows, outdir, summary)
         memory_plot(rows, outdir, summary)
+        backward_plots(everything, outdir, summary)
         with open(os.path.join(outdir, "summary.txt"), "w") as f:
             f.write("\n".join(summary) + "\n")
         print("\n".join(summary))

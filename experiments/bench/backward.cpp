@@ -1,27 +1,26 @@
-// Google Benchmark entries for the backward passes (fast/backward/), in double, against the forward
-// serial form on the same inputs: time vs n at d = dv = 16.
+// Google Benchmark entries for the backward passes (fast/backward/passes.hpp), in float and double,
+// against the forward serial form on the same inputs: time and stored-state memory vs n at d = dv = 16.
 //
-//   backward/<op>/<path>/double/n:<n>/d:<d>/dv:<dv>[/w:<w>]
-//     path  forward   the serial forward form alone (the yardstick)
-//           serial    reverse mode, all n + 1 states stored           memory O(n·|X|)
-//           chunked   reverse mode, checkpoints every w tokens        memory O((n/w + w)·|X|), one extra forward
-//           scan      hla2 only: the ⊕* reverse scan (fast/backward/hla2.hpp), O(n·d²·dv)
-//   counters tokens_per_s, state_numbers_kept (states held at the peak of the backward × numbers per state)
+//   backward/<op>/<path>/<scalar>/n:<n>/d:<d>/dv:<dv>[/w:<w>]
+//     path  forward        the serial forward form alone (the yardstick)
+//           serial         reverse mode, all n + 1 states stored           memory O(n·|X|)
+//           checkpointed   reverse mode, checkpoints every w tokens        memory O((n/w + w)·|X|), one extra forward
+//           scan           hla2 only: the ⊕* reverse scan (fast/backward/hla2.hpp), O(n·d²·dv)
+//   counters tokens_per_s; for the backward paths, as the pass reports them (BackwardStats):
+//            checkpoints (states held through the pass), stored_states (most states alive at once),
+//            stored_bytes (stored_states × numbers per state × sizeof scalar)
 //
+// The sweep engine measures the same passes with peak RSS and gradient errors: configs/backward.toml.
 // Registered at static initialization; the main is experiments/bench/bench_main.cpp.
 #include <benchmark/benchmark.h>
 #include <fmt/core.h>
 
 #include "core/inputs.hpp"
-#include "fast/backward/ahla.hpp"
-#include "fast/backward/hla2.hpp"
-#include "fast/backward/linear.hpp"
+#include "fast/backward/passes.hpp"
 
 using namespace hla;
 
 namespace {
-
-enum class Path { forward, serial, chunked, scan };
 
 template <class T> struct Inputs {
   Problem<T> p;
@@ -32,63 +31,62 @@ template <class T> struct Inputs {
   }
 };
 
-template <class T>
-backward::Gradients<T> run_backward(const std::string& op, const Inputs<T>& in, const Options& o, Path path, Eigen::Index w) {
-  const Eigen::Index chunk = path == Path::serial ? 0 : w;
-  if (op == "hla2") {
-    if (path == Path::scan) return backward::hla2_scan_backward(in.p, o, nullptr, in.dO, fast::DecayRule::corrected, w);
-    return backward::hla2_backward(in.p, o, nullptr, in.dO, fast::DecayRule::corrected, chunk);
-  }
-  if (op == "ahla") return backward::recurrence_backward(backward::AhlaOps<T>(o), in.p, nullptr, in.dO, chunk);
-  return backward::recurrence_backward(backward::LinearOps<T>(o), in.p, nullptr, in.dO, chunk);
-}
-
 template <class T> Run<T> run_forward(const std::string& op, const Inputs<T>& in, const Options& o) {
   if (op == "hla2") return fast::hla2_serial<T, true>(in.p, o, nullptr, fast::DecayRule::corrected);
   if (op == "ahla") return fast::ahla_serial<T>(in.p, o, nullptr);
   return fast::linear_serial<T>(in.p, o, nullptr);
 }
 
-void bench_backward(benchmark::State& state, const std::string& op, Path path, Eigen::Index n, Eigen::Index d, Eigen::Index w) {
-  const Inputs<double> in(n, d, d);
+// path: nullopt = the forward.
+template <class T>
+void bench_backward(benchmark::State& state, const std::string& op, std::optional<backward::Pass> path, Eigen::Index n,
+                    Eigen::Index d, Eigen::Index w) {
+  const Inputs<T> in(n, d, d);
   Options o;
   o.gamma = rational(63, 64);
   o.normalized = true;
   o.eps = rational(1);
+  backward::BackwardStats st;
   for (auto _ : state) {
-    if (path == Path::forward) {
-      Run<double> r = run_forward(op, in, o);
+    if (!path) {
+      Run<T> r = run_forward(op, in, o);
       benchmark::DoNotOptimize(r.O.data());
     } else {
-      backward::Gradients<double> g = run_backward(op, in, o, path, w);
+      backward::Gradients<T> g = backward::run_pass(op, *path, in.p, o, nullptr, in.dO, fast::DecayRule::corrected, w, &st);
       benchmark::DoNotOptimize(g.dQ.data());
     }
     benchmark::ClobberMemory();
   }
-  const double states = path == Path::serial ? double(n + 1) : path == Path::forward ? 1.0 : double((n + w - 1) / w + w + 1);
-  const Eigen::Index dv = d;
-  const double numbers = op == "hla2"   ? double(d * d + 2 * d * dv + 2 * d)  // S, C, m, G, h
-                         : op == "ahla" ? double(2 * d * dv + 2 * d)          // P, m, E, n
-                                        : double(d * dv + d);                 // S, z
   state.counters["tokens_per_s"] = benchmark::Counter(double(n), benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["state_numbers_kept"] = states * numbers;
+  if (path) {
+    state.counters["checkpoints"] = double(st.checkpoints);
+    state.counters["stored_states"] = double(st.peak_states);
+    state.counters["stored_bytes"] = double(st.peak_numbers() * sizeof(T));
+  }
 }
 
-const bool registered = [] {
+template <class T> void register_scalar(const char* scalar) {
   const Eigen::Index d = 16, w = 64;
-  const char* names[] = {"forward", "serial", "chunked", "scan"};
+  using backward::Pass;
   for (const std::string op : {"hla2", "ahla", "linear"})
-    for (const Path path : {Path::forward, Path::serial, Path::chunked, Path::scan}) {
-      if (path == Path::scan && op != "hla2") continue;
-      for (Eigen::Index n = 1024; n <= (path == Path::scan ? 4096 : 16384); n *= 4) {
-        std::string name = fmt::format("backward/{}/{}/double/n:{}/d:{}/dv:{}", op, names[int(path)], n, d, d);
-        if (path == Path::chunked || path == Path::scan) name += fmt::format("/w:{}", w);
-        benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) { bench_backward(s, op, path, n, d, w); })
+    for (const std::optional<Pass> path : {std::optional<Pass>(), std::optional(Pass::serial), std::optional(Pass::checkpointed),
+                                           std::optional(Pass::scan)}) {
+      if (path && !backward::has_pass(op, *path)) continue;
+      for (Eigen::Index n = 1024; n <= (path == Pass::scan ? 4096 : 16384); n *= 4) {
+        std::string name = fmt::format("backward/{}/{}/{}/n:{}/d:{}/dv:{}", op, path ? backward::pass_name(*path) : "forward",
+                                       scalar, n, d, d);
+        if (path && *path != Pass::serial) name += fmt::format("/w:{}", w);
+        benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) { bench_backward<T>(s, op, path, n, d, w); })
             ->UseRealTime()
             ->Unit(benchmark::kMillisecond)
             ->MinTime(0.2);
       }
     }
+}
+
+const bool registered = [] {
+  register_scalar<double>("double");
+  register_scalar<float>("float");
   return true;
 }();
 

@@ -7,6 +7,8 @@
 // Per point: runtime over repeats (median, min, max, IQR), peak-RSS delta of the work, bytes of the
 // state the form returns, error against an MPFR-256 reference of the same inputs (cached per inputs in
 // <out>/refcache/), a rounding-error bound for the form and the observed/bound ratio, and metadata.
+// Backward points (axis `backward`, sweep_backward.cpp): the same for the gradients of L = Σ⟨dO, O⟩,
+// plus the checkpoints and states the pass keeps.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +28,7 @@ struct ReferenceLimits {
   long proxy_max_n = 16384;    // beyond: MPFR-256 run of a streaming form verified exact in fp61, up to here
   long form_reference_max_n = 256;   // points whose *swept* form is "reference" are skipped above this n
                                      // (the literal sums are O(n^3) — ahla O(n^3 dv): 70 s per call at n = 1024)
+  long gradient_max_n = 1024;  // backward points: MPFR-256 reference gradient (the serial backward in MPFR) up to here
 };
 
 // One cartesian product. A config has one ([axes]) or several ([[axes]], their union).
@@ -36,6 +39,7 @@ struct Axes {
   std::vector<bool> normalized;
   std::vector<int> chunk, threads, repeats;
   std::vector<std::uint64_t> seeds;
+  std::vector<std::string> backward;  // "none" (the forward pass of `form`), "serial", "checkpointed", "scan"
 };
 
 struct Config {
@@ -53,7 +57,9 @@ struct Point {
   bool normalized = false;
   int chunk = 16, threads = 1, repeats = 1;
   std::uint64_t seed = 1;
+  std::string backward = "none";  // a backward pass through the serial form (form = serial), or none
 
+  bool is_backward() const { return backward != "none"; }
   Options options() const;
   std::string key() const;  // identifies the point in a CSV (resume, merge)
 };
@@ -99,6 +105,10 @@ struct CsvTable {
   std::vector<std::vector<std::string>> rows;
 };
 CsvTable read_csv(const std::filesystem::path& p);
+// A points CSV in this version's columns. A file of an earlier version whose columns are all still
+// columns (a subset, e.g. before `backward` existed) is read into the current columns: the new ones
+// empty, `backward` = "none". `upgraded` tells whether that happened. Other headers: InputError.
+CsvTable read_points(const std::filesystem::path& p, bool* upgraded = nullptr);
 
 // Combines shard outputs (directories: every points*.csv in them; or files) into `out` (CSV + JSONL
 // beside it), ordered by point index, each key once. Returns the number of rows written.

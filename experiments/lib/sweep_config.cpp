@@ -11,6 +11,7 @@
 #include "core/parse.hpp"
 #include "core/registry.hpp"
 #include "experiments/lib/sweep.hpp"
+#include "fast/backward/passes.hpp"
 
 namespace hla::sweep {
 namespace {
@@ -69,7 +70,7 @@ struct Reader {
 
 const std::set<std::string>& axis_keys() {
   static const std::set<std::string> k{"operator", "form",  "variant", "scalar", "n",      "d",       "dv",      "gamma",
-                                       "eps",      "lambda", "normalized", "chunk", "threads", "seeds", "repeats"};
+                                       "eps",      "lambda", "normalized", "chunk", "threads", "seeds", "repeats", "backward"};
   return k;
 }
 
@@ -78,7 +79,7 @@ Axes parse_axes(const Reader& r, const toml::table& axes) {
   for (const auto& [k, v] : axes)
     if (!axis_keys().count(std::string(k.str())))
       r.fail(r.prefix + "." + std::string(k.str()), "unknown axis (allowed: operator form variant scalar n d dv gamma eps lambda "
-                                            "normalized chunk threads seeds repeats)");
+                                            "normalized chunk threads seeds repeats backward)");
   auto strs = [&](const char* key, std::vector<std::string> def) {
     return r.axis<std::string>(axes, key, def, [&](const toml::node& n, const std::string& k) { return r.str(n, k); });
   };
@@ -107,6 +108,10 @@ Axes parse_axes(const Reader& r, const toml::table& axes) {
   for (long v : ints("threads", {1}, 1)) a.threads.push_back(static_cast<int>(v));
   for (long v : ints("repeats", {3}, 1)) a.repeats.push_back(static_cast<int>(v));
   for (long v : ints("seeds", {1}, 0)) a.seeds.push_back(static_cast<std::uint64_t>(v));
+  a.backward = strs("backward", {"none"});
+  for (const auto& b : a.backward)
+    if (b != "none" && !backward::parse_pass(b))
+      r.fail(r.prefix + ".backward", "'" + b + "' is not a backward pass (use none, serial, checkpointed, scan)");
 
   for (std::size_t i = 0; i < a.gamma.size(); ++i)
     if (a.gamma[i] <= 0 || a.gamma[i] > 1) r.fail(r.prefix + ".gamma", "decay must lie in (0, 1], got " + format_rational(a.gamma[i]));
@@ -175,7 +180,8 @@ Config parse_config(const std::string& text, const std::string& source) {
       if (key == "direct_max_n") c.limits.direct_max_n = r.integer(v, full, 0);
       else if (key == "proxy_max_n") c.limits.proxy_max_n = r.integer(v, full, 0);
       else if (key == "form_reference_max_n") c.limits.form_reference_max_n = r.integer(v, full, 0);
-      else r.fail(full, "unknown key (allowed: direct_max_n, proxy_max_n, form_reference_max_n)");
+      else if (key == "gradient_max_n") c.limits.gradient_max_n = r.integer(v, full, 0);
+      else r.fail(full, "unknown key (allowed: direct_max_n, proxy_max_n, form_reference_max_n, gradient_max_n)");
     }
   }
   return c;
@@ -205,6 +211,7 @@ std::string Point::key() const {
   k << op << "|" << form << "|" << variant << "|" << scalar << "|n=" << n << "|d=" << d << "|dv=" << dv
     << "|g=" << format_rational(gamma) << "|eps=" << format_rational(eps) << "|lam=" << format_rational(lambda)
     << "|norm=" << (normalized ? 1 : 0) << "|w=" << chunk << "|thr=" << threads << "|seed=" << seed << "|rep=" << repeats;
+  if (is_backward()) k << "|bw=" << backward;  // forward keys are those of versions before backward passes
   return k.str();
 }
 
@@ -250,6 +257,15 @@ Enumeration enumerate(const Config& c) {
         for (const auto& f : a.forms) any = any || lookup(op, f, v) != nullptr;
       if (!any) fail("variant", "no configured operator/form has variant '" + v + "' (use default, paper, corrected, spec)");
     }
+    for (const auto& b : a.backward) {
+      const auto pass = backward::parse_pass(b);
+      if (!pass) continue;  // none
+      if (std::find(a.forms.begin(), a.forms.end(), "serial") == a.forms.end())
+        fail("backward", "backward passes differentiate the serial form: add \"serial\" to form");
+      bool any = false;
+      for (const auto& op : a.operators) any = any || backward::has_pass(op, *pass);
+      if (!any) fail("backward", "no configured operator has a " + b + " backward (serial, checkpointed: hla2 ahla linear; scan: hla2)");
+    }
     for (const auto& op : a.operators)
       for (const auto& form : a.forms)
         for (const auto& variant : a.variants)
@@ -264,17 +280,30 @@ Enumeration enumerate(const Config& c) {
                           for (int chunk : a.chunk)
                             for (int threads : a.threads)
                               for (auto seed : a.seeds)
-                                for (int repeats : a.repeats) {
+                                for (int repeats : a.repeats)
+                                for (const auto& bw : a.backward) {
                                   ++out.combinations;
                                   const Entry<double>* e = lookup(op, form, variant);
                                   if (!e) { skip("no such operator/form/variant"); continue; }
+                                  const auto pass = backward::parse_pass(bw);
+                                  if (pass) {
+                                    if (form != "serial") { skip("backward passes run through the serial form only"); continue; }
+                                    if (!backward::has_pass(op, *pass)) { skip("no such backward for this operator"); continue; }
+                                    if (scalar == "mpfr256") { skip("backward passes are swept in float and double"); continue; }
+                                    if (*pass == backward::Pass::scan && e->variant == "paper" && gamma != 1) {
+                                      skip("scan backward needs the corrected rule when gamma < 1");
+                                      continue;
+                                    }
+                                    if (*pass == backward::Pass::serial && chunk != a.chunk.front()) { skip("chunk unused by the serial backward"); continue; }
+                                    if (threads != a.threads.front()) { skip("threads unused by backward passes"); continue; }
+                                  }
                                   if (!registered_for(scalar, op, form, variant)) { skip("form not registered for this scalar"); continue; }
                                   if (gamma != 1 && !e->caps.decay) { skip("form has no decay"); continue; }
                                   if (normalized && !e->caps.normalized) { skip("form has no normalized output"); continue; }
                                   if (lambda != 0 && !e->caps.ridge) { skip("form has no ridge"); continue; }
                                   if (!normalized && eps != a.eps.front()) { skip("eps unused (not normalized)"); continue; }
-                                  if (!e->caps.chunk && chunk != a.chunk.front()) { skip("chunk unused by form"); continue; }
-                                  if (!e->caps.threads && threads != a.threads.front()) { skip("threads unused by form"); continue; }
+                                  if (!pass && !e->caps.chunk && chunk != a.chunk.front()) { skip("chunk unused by form"); continue; }
+                                  if (!pass && !e->caps.threads && threads != a.threads.front()) { skip("threads unused by form"); continue; }
                                   if (form == "reference" && n > c.limits.form_reference_max_n) {
                                     skip("reference form above form_reference_max_n");
                                     continue;
@@ -284,8 +313,9 @@ Enumeration enumerate(const Config& c) {
                                   p.n = n; p.d = d; p.dv = dv;
                                   p.gamma = gamma; p.eps = normalized ? eps : rational(0); p.lambda = lambda;
                                   p.normalized = normalized;
-                                  p.chunk = e->caps.chunk ? chunk : a.chunk.front();
-                                  p.threads = e->caps.threads ? threads : a.threads.front();
+                                  p.chunk = (pass ? *pass != backward::Pass::serial : e->caps.chunk) ? chunk : a.chunk.front();
+                                  p.threads = !pass && e->caps.threads ? threads : a.threads.front();
+                                  p.backward = bw;
                                   p.seed = seed; p.repeats = repeats;
                                   out.points.push_back(std::move(p));
                                 }

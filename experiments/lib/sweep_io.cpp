@@ -14,10 +14,10 @@ namespace hla::sweep {
 const std::vector<std::string>& columns() {
   static const std::vector<std::string> c{
       "index", "key", "config", "operator", "form", "variant", "scalar", "n", "d", "dv", "gamma", "eps", "lambda",
-      "normalized", "chunk", "threads", "seed", "repeats",
+      "normalized", "chunk", "threads", "seed", "repeats", "backward",
       "status", "note",
       "time_median_s", "time_min_s", "time_max_s", "time_iqr_s", "tokens_per_s", "cpu_time_median_s",
-      "peak_rss_delta_bytes", "state_numbers", "state_bytes",
+      "peak_rss_delta_bytes", "state_numbers", "state_bytes", "checkpoints", "stored_states", "stored_bytes",
       "exact_fp61", "ref_method",
       "err_max_abs", "err_max_rel", "err_normwise_rel", "err_units_u",
       "bound_h", "bound_normwise_rel", "bound_units_u", "err_over_bound",
@@ -28,7 +28,8 @@ const std::vector<std::string>& columns() {
 static bool numeric_column(const std::string& name) {
   static const std::set<std::string> s{"index", "n", "d", "dv", "normalized", "chunk", "threads", "seed", "repeats",
                                        "time_median_s", "time_min_s", "time_max_s", "time_iqr_s", "tokens_per_s",
-                                       "cpu_time_median_s", "peak_rss_delta_bytes", "state_numbers", "state_bytes", "err_max_abs",
+                                       "cpu_time_median_s", "peak_rss_delta_bytes", "state_numbers", "state_bytes", "checkpoints",
+                                       "stored_states", "stored_bytes", "err_max_abs",
                                        "err_max_rel", "err_normwise_rel", "err_units_u", "bound_h",
                                        "bound_normwise_rel", "bound_units_u", "err_over_bound"};
   return s.count(name) > 0;
@@ -108,6 +109,35 @@ CsvTable read_csv(const std::filesystem::path& p) {
   return t;
 }
 
+CsvTable read_points(const std::filesystem::path& p, bool* upgraded) {
+  CsvTable t = read_csv(p);
+  if (upgraded) *upgraded = false;
+  const auto& cols = columns();
+  if (t.header == cols) return t;
+  std::map<std::string, std::size_t> at;
+  for (std::size_t i = 0; i < t.header.size(); ++i) at[t.header[i]] = i;
+  bool subset = at.size() == t.header.size() && at.count("key") && at.count("index");
+  for (const auto& h : t.header) subset = subset && std::find(cols.begin(), cols.end(), h) != cols.end();
+  if (!subset)
+    throw InputError(p.string() + ": its columns differ from this version's (written by another version of hla?)");
+  // Columns added since: empty, except that rows from before backward passes existed are forward passes.
+  static const std::map<std::string, std::string> added_default{{"backward", "none"}};
+  CsvTable out;
+  out.header = cols;
+  for (const auto& row : t.rows) {
+    if (row.size() != t.header.size()) continue;  // a torn or malformed row: dropped, as the callers do
+    std::vector<std::string> r;
+    for (const auto& c : cols) {
+      auto it = at.find(c);
+      auto def = added_default.find(c);
+      r.push_back(it != at.end() ? row[it->second] : def != added_default.end() ? def->second : "");
+    }
+    out.rows.push_back(std::move(r));
+  }
+  if (upgraded) *upgraded = true;
+  return out;
+}
+
 std::size_t merge_outputs(const std::vector<std::filesystem::path>& inputs, const std::filesystem::path& out,
                           std::ostream* report) {
   namespace fs = std::filesystem;
@@ -128,15 +158,13 @@ std::size_t merge_outputs(const std::vector<std::filesystem::path>& inputs, cons
       throw InputError(in.string() + ": no such file or directory");
     }
   }
-  const std::string expected = csv_line(columns());
+  const std::string expected = csv_line(columns());  // earlier versions' files are read into these columns
   std::map<long long, std::vector<std::string>> by_index;  // rows ordered by point index
   std::map<std::string, long long> index_of_key;
   std::size_t duplicates = 0, conflicts = 0;
   const std::size_t key_col = 1, index_col = 0;
   for (const auto& f : files) {
-    CsvTable t = read_csv(f);
-    if (csv_line(t.header) != expected)
-      throw InputError(f.string() + ": its columns differ from this version's (written by another version of hla?)");
+    CsvTable t = read_points(f);
     for (auto& row : t.rows) {
       if (row.size() != t.header.size()) {
         if (report) *report << "merge: " << f.string() << ": skipping a malformed row\n";

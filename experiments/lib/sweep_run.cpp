@@ -1,8 +1,6 @@
 // Running a sweep: per point runtime, memory, state bytes, error against MPFR-256 and the rounding-error
 // bound; the reference cache; resumable, fsynced output. experiments/README.md explains the numbers.
 #include <fcntl.h>
-#include <malloc.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,7 +21,9 @@
 #include "core/parse.hpp"
 #include "core/registry.hpp"
 #include "core/build_info.hpp"
+#include "experiments/lib/measure.hpp"
 #include "experiments/lib/sweep.hpp"
+#include "experiments/lib/sweep_backward.hpp"
 #include "verify/compare.hpp"
 
 namespace hla::sweep {
@@ -35,47 +35,6 @@ using build_info::compiler;
 using build_info::cpu_model;
 using build_info::source_tree;
 using build_info::utc_now;
-std::string fmt_double(double v) {
-  if (std::isnan(v)) return "";
-  if (std::isinf(v)) return "inf";
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
-}
-
-// ---- memory: peak RSS of the work ------------------------------------------------------------------------
-long status_kb(const char* field) {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  const std::size_t len = std::strlen(field);
-  while (std::getline(in, line))
-    if (line.compare(0, len, field) == 0) return std::atol(line.c_str() + len + 1);
-  return -1;
-}
-// Resets the kernel's peak-RSS counter (Linux ≥ 4.0: writing 5 to clear_refs), so VmHWM after the
-// work minus VmRSS before it is the work's own peak. Falls back to getrusage's lifetime maximum. Pages
-// the allocator still holds from earlier work are first returned (malloc_trim) so that reuse of them
-// does not hide the work's memory; page granularity (4 KiB) remains.
-struct PeakMeter {
-  long rss0_kb = -1;
-  bool reset = false;
-  void start() {
-    ::malloc_trim(0);  // hand freed heap pages back, so the work's allocations show up as new resident pages
-    int fd = ::open("/proc/self/clear_refs", O_WRONLY);
-    reset = fd >= 0 && ::write(fd, "5", 1) == 1;
-    if (fd >= 0) ::close(fd);
-    rss0_kb = status_kb("VmRSS:");
-  }
-  long delta_bytes() const {
-    long hwm = status_kb("VmHWM:");
-    if (!reset || hwm < 0 || rss0_kb < 0) {
-      rusage ru{};
-      getrusage(RUSAGE_SELF, &ru);
-      hwm = ru.ru_maxrss;
-    }
-    return std::max(0L, hwm - rss0_kb) * 1024;
-  }
-};
 
 // ---- operators --------------------------------------------------------------------------------------------
 int order_of(const std::string& op) {
@@ -334,36 +293,8 @@ void evaluate_point(const Point& pt, const Problem<double>& inputs, const RefDat
   const Entry<T>& e = registry<T>().find(pt.op, pt.form, pt.variant);
   const Problem<T> p = convert_problem<T>(inputs);
   const Options opt = pt.options();
-  std::vector<double> times, cpu_times;
   Run<T> run;
-  PeakMeter meter;
-  auto cpu_now = [] {
-    timespec ts{};
-    ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-  };
-  for (int r = 0; r < pt.repeats; ++r) {
-    if (r == 0) meter.start();
-    const double c0 = cpu_now();
-    auto t0 = std::chrono::steady_clock::now();
-    run = e(p, opt);
-    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    cpu_times.push_back(cpu_now() - c0);
-    if (r == 0) f["peak_rss_delta_bytes"] = std::to_string(meter.delta_bytes());
-  }
-  std::sort(cpu_times.begin(), cpu_times.end());
-  f["cpu_time_median_s"] = fmt_double(cpu_times[cpu_times.size() / 2]);
-  std::sort(times.begin(), times.end());
-  auto quantile = [&](double q) {
-    const double pos = q * static_cast<double>(times.size() - 1);
-    const std::size_t lo = static_cast<std::size_t>(std::floor(pos)), hi = std::min(lo + 1, times.size() - 1);
-    return times[lo] + (pos - static_cast<double>(lo)) * (times[hi] - times[lo]);
-  };
-  f["time_median_s"] = fmt_double(quantile(0.5));
-  f["time_min_s"] = fmt_double(times.front());
-  f["time_max_s"] = fmt_double(times.back());
-  f["time_iqr_s"] = fmt_double(quantile(0.75) - quantile(0.25));
-  f["tokens_per_s"] = fmt_double(static_cast<double>(pt.n) / quantile(0.5));
+  measure_calls(pt.repeats, pt.n, [&] { run = e(p, opt); }, f);
   const std::size_t numbers = run.state.numbers();
   const std::size_t bytes_per = std::is_same_v<T, mpfr256> ? sizeof(T) + 5 * 8 : sizeof(T);  // + MPFR limbs
   f["state_numbers"] = std::to_string(numbers);
@@ -384,10 +315,7 @@ void evaluate_point(const Point& pt, const Problem<double>& inputs, const RefDat
       R(t, c) = pt.op == "softmax" ? ref.num(t, c) : pt.normalized ? mpfr256(ref.num(t, c) / (ref.num(t, dv) + eps)) : ref.num(t, c);
   const ErrorStats es = compare_to(run.O, R);
   const double u = unit_roundoff<T>();
-  f["err_max_abs"] = fmt_double(es.max_abs);
-  f["err_max_rel"] = fmt_double(es.max_rel);
-  f["err_normwise_rel"] = fmt_double(es.normwise_rel);
-  f["err_units_u"] = fmt_double(es.normwise_rel / u);
+  error_columns(es, u, f);
   std::string status = "ok";
   if (ref.abs.size() == 0 || pt.op == "softmax") {
     f["note"] = "no error bound for this operator";
@@ -459,6 +387,7 @@ struct Outputs {
   fs::path csv, jsonl;
   int csv_fd = -1, jsonl_fd = -1;
   std::set<std::string> done;
+  bool upgraded = false;  // the CSV was an earlier version's and has been rewritten in the current columns
   ~Outputs() {
     if (csv_fd >= 0) ::close(csv_fd);
     if (jsonl_fd >= 0) ::close(jsonl_fd);
@@ -470,11 +399,27 @@ struct Outputs {
     truncate_partial_line(csv);
     truncate_partial_line(jsonl);
     if (fs::exists(csv) && fs::file_size(csv) > 0) {
-      CsvTable t = read_csv(csv);
-      if (csv_line(t.header) != header)
-        throw InputError(csv.string() + ": exists with other columns (an older version of hla?); move it away to rerun");
+      CsvTable t;
+      try {
+        t = read_points(csv, &upgraded);
+      } catch (const InputError&) {
+        throw InputError(csv.string() + ": exists with other columns (another version of hla?); move it away to rerun");
+      }
       for (const auto& row : t.rows)
         if (row.size() == t.header.size()) done.insert(row[1]);
+      if (upgraded) {  // an earlier version's file: rewrite both files in the current columns
+        std::string all = header, lines;
+        for (const auto& row : t.rows) {
+          all += csv_line(row);
+          lines += json_line(row);
+        }
+        for (const auto& [path, text] : {std::pair{csv, all}, std::pair{jsonl, lines}}) {
+          fs::path tmp = path;
+          tmp += ".tmp";
+          std::ofstream(tmp) << text;
+          fs::rename(tmp, path);
+        }
+      }
     }
     // The JSON lines are written before the CSV line of the same point: keep exactly the CSV's points.
     if (fs::exists(jsonl)) {
@@ -541,11 +486,14 @@ SweepSummary run_sweep(const Config& c, const SweepOptions& o) {
   for (const auto& p : mine)
     if (!out.done.count(p.key())) todo.push_back(&p);
   sum.already_done = mine.size() - todo.size();
+  if (o.progress && out.upgraded)
+    *o.progress << "upgraded " << out.csv.string() << " (and its JSON lines) to this version's columns\n";
   if (o.progress && sum.already_done)
     *o.progress << "resuming: " << sum.already_done << " of " << mine.size() << " points already in " << out.csv.string() << "\n";
 
   ExactnessOracle oracle;
   ReferenceStore refs(dir / "refcache", c.limits, oracle);
+  BackwardEvaluator backward(c.limits);
   const std::string commit = build_info::head_commit(), tree = source_tree(), comp = compiler(), flags = build_info::cxx_flags(),
                     cpu = cpu_model();
   const auto start = std::chrono::steady_clock::now();
@@ -573,6 +521,7 @@ SweepSummary run_sweep(const Config& c, const SweepOptions& o) {
     f["threads"] = std::to_string(pt.threads);
     f["seed"] = std::to_string(pt.seed);
     f["repeats"] = std::to_string(pt.repeats);
+    f["backward"] = pt.backward;
     f["commit"] = commit;
     f["source_tree"] = tree;
     f["compiler"] = comp;
@@ -584,14 +533,17 @@ SweepSummary run_sweep(const Config& c, const SweepOptions& o) {
         inputs = gaussian_problem(Shape{pt.n, pt.d, pt.dv}, pt.seed);
         inputs_key = ik;
       }
-      const RefData& ref = refs.get(pt, inputs);
       const std::string exact = oracle.check(pt.op, pt.form, pt.variant, pt.options(), pt.d, pt.dv);
-      with_scalar(pt.scalar, [&]<class T>() {
-        if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, mpfr256>)
-          evaluate_point<T>(pt, inputs, ref, exact, f);
-        else
-          throw InputError("scalar " + pt.scalar + " is not swept");
-      });
+      if (pt.is_backward()) {
+        backward.evaluate(pt, inputs, exact, f);
+      } else {
+        with_scalar(pt.scalar, [&]<class T>() {
+          if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, mpfr256>)
+            evaluate_point<T>(pt, inputs, refs.get(pt, inputs), exact, f);
+          else
+            throw InputError("scalar " + pt.scalar + " is not swept");
+        });
+      }
     } catch (const NumericalError& e) {
       f["status"] = "non-finite";
       f["note"] = e.what();
@@ -610,7 +562,7 @@ SweepSummary run_sweep(const Config& c, const SweepOptions& o) {
       const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       const double eta = el / static_cast<double>(i + 1) * static_cast<double>(todo.size() - i - 1);
       *o.progress << "[" << (sum.already_done + i + 1) << "/" << mine.size() << "] " << pt.op << "/" << pt.form << "/"
-                  << pt.variant << " " << pt.scalar << " n=" << pt.n << " d=" << pt.d << " dv=" << pt.dv
+                  << pt.variant << (pt.is_backward() ? " backward:" + pt.backward : "") << " " << pt.scalar << " n=" << pt.n << " d=" << pt.d << " dv=" << pt.dv
                   << " g=" << f["gamma"] << (pt.normalized ? " norm eps=" + f["eps"] : "")
                   << (pt.lambda != 0 ? " lam=" + f["lambda"] : "") << " w=" << pt.chunk << " thr=" << pt.threads
                   << ": " << f["time_median_s"] << " s, err " << (f["err_units_u"].empty() ? "-" : f["err_units_u"])

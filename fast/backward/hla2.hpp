@@ -113,8 +113,8 @@ template <class T> struct Hla2Ops {
 // Serial backward (all states stored) or checkpointed backward (chunk = w), see recurrence.hpp.
 template <class T>
 Gradients<T> hla2_backward(const Problem<T>& p, const Options& opt, const std::type_identity_t<NamedState<T>>* init, const Mat<T>& dO,
-                           fast::DecayRule rule, Eigen::Index chunk = 0) {
-  return recurrence_backward(Hla2Ops<T>(opt, rule), p, init, dO, chunk);
+                           fast::DecayRule rule, Eigen::Index chunk = 0, BackwardStats* stats = nullptr) {
+  return recurrence_backward(Hla2Ops<T>(opt, rule), p, init, dO, chunk, stats);
 }
 
 // ---- reverse scan with ⊕* -------------------------------------------------------------------------
@@ -175,7 +175,7 @@ void hla2_combine_vjp(const Hla2Segment<T>& a, const Hla2Segment<T>& b, const Hl
 
 template <class T>
 Gradients<T> hla2_scan_backward(const Problem<T>& p, const Options& opt, const std::type_identity_t<NamedState<T>>* init, const Mat<T>& dO,
-                                fast::DecayRule rule, Eigen::Index chunk) {
+                                fast::DecayRule rule, Eigen::Index chunk, BackwardStats* stats = nullptr) {
   check_upstream(p, dO);
   if (rule == fast::DecayRule::paper && opt.gamma != 1)
     throw InputError("hla2 scan backward: the paper's decayed serial rule (§4.3) is not a fold of a (S, C, m, G, h) "
@@ -201,10 +201,12 @@ Gradients<T> hla2_scan_backward(const Problem<T>& p, const Options& opt, const s
   // Reverse scan.
   Gradients<T> g = zero_gradients(p);
   Hla2X<T> pbar_next = zero;  // P̄_{c+1}
+  std::size_t peak_local = 0;  // a chunk's prefixes L and their adjoints L̄
   for (Eigen::Index c = chunks - 1; c >= 0; --c) {
     const Eigen::Index begin = c * w, end = std::min(n, begin + w);
     const std::vector<Hla2Segment<T>> L = local_prefixes(begin, end);
     std::vector<Hla2X<T>> Lbar(L.size(), zero);
+    peak_local = std::max(peak_local, L.size() + Lbar.size());
     Hla2X<T> pbar = zero;
     if (c + 1 < chunks) hla2_combine_vjp(carry[c], L.back(), pbar_next, pbar, Lbar.back());
     for (Eigen::Index t = end - 1; t >= begin; --t) {
@@ -226,6 +228,7 @@ Gradients<T> hla2_scan_backward(const Problem<T>& p, const Options& opt, const s
   }
   if (n == 0) pbar_next = zero;
   g.dstate = export_state<Hla2X<T>, T>(pbar_next);
+  if (stats) *stats = {carry.size(), carry.size() + peak_local, numbers_in(zero)};
   return g;
 }
 

@@ -15,6 +15,7 @@
 // stores all n + 1 states — that is what the harness calls "serial backward".
 #pragma once
 
+#include <algorithm>
 #include <type_traits>
 #include <vector>
 
@@ -44,6 +45,20 @@ template <class T> void check_upstream(const Problem<T>& p, const Mat<T>& dO) {
 // The token's inputs as the serial forms take them (the scan forms' TokenRows).
 template <class T> using Token = scan::TokenRows<T>;
 
+// What a backward pass kept (for the sweep's memory columns and the benchmarks' counters), filled when
+// a pointer is given: the checkpoints held through the whole pass, and the most states alive at once
+// (checkpoints + one chunk's recomputed states, and for the scan its adjoints), each of state_numbers numbers.
+struct BackwardStats {
+  std::size_t checkpoints = 0, peak_states = 0, state_numbers = 0;
+  std::size_t peak_numbers() const { return peak_states * state_numbers; }
+};
+
+template <class State> std::size_t numbers_in(const State& x) {
+  std::size_t c = 0;
+  State::fields(x, [&](const char*, const auto& m) { c += static_cast<std::size_t>(m.size()); });
+  return c;
+}
+
 // Token t's gradient rows, accumulated by the Ops' vjp functions.
 template <class T> struct TokenGrad {
   ColVec<T> dq, dk;
@@ -53,7 +68,7 @@ template <class T> struct TokenGrad {
 
 template <class Ops, class T>
 Gradients<T> recurrence_backward(const Ops& ops, const Problem<T>& p, const std::type_identity_t<NamedState<T>>* init, const Mat<T>& dO,
-                                 Eigen::Index chunk) {
+                                 Eigen::Index chunk, BackwardStats* stats = nullptr) {
   using State = typename Ops::State;
   check_upstream(p, dO);
   const Eigen::Index n = p.n(), d = p.d(), dv = p.dv();
@@ -70,6 +85,7 @@ Gradients<T> recurrence_backward(const Ops& ops, const Problem<T>& p, const std:
   Gradients<T> g = zero_gradients(p);
   State bar = State::zero(d, dv);  // X̄ at the current position; X̄_n = 0 (the loss does not read X_n)
   std::vector<State> local;
+  std::size_t peak_local = 0;
   for (Eigen::Index c = static_cast<Eigen::Index>(checkpoint.size()) - 1; c >= 0 && n > 0; --c) {
     const Eigen::Index begin = c * w, end = std::min(n, begin + w);
     local.assign(1, checkpoint[c]);  // local[s] = X_{begin+s}
@@ -77,6 +93,7 @@ Gradients<T> recurrence_backward(const Ops& ops, const Problem<T>& p, const std:
       local.push_back(local.back());
       ops.step(local.back(), Token<T>(p, t));
     }
+    peak_local = std::max(peak_local, local.size());
     for (Eigen::Index t = end - 1; t >= begin; --t) {
       const Token<T> tok(p, t);
       TokenGrad<T> tg(d, dv);
@@ -88,6 +105,7 @@ Gradients<T> recurrence_backward(const Ops& ops, const Problem<T>& p, const std:
     }
   }
   g.dstate = export_state<State, T>(bar);
+  if (stats) *stats = {checkpoint.size(), checkpoint.size() + peak_local, numbers_in(bar)};
   return g;
 }
 
