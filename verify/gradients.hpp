@@ -25,6 +25,7 @@
 #include "fast/backward/ahla.hpp"
 #include "fast/backward/hla2.hpp"
 #include "fast/backward/linear.hpp"
+#include "fast/backward/passes.hpp"
 // clang-format on
 #include "verify/compare.hpp"
 
@@ -109,10 +110,8 @@ template <class T>
 Gradients<T> backward_gradients(const std::string& op, const Problem<T>& p, const Options& opt,
                                 const std::type_identity_t<NamedState<T>>* init,
                                 const Mat<T>& dO, fast::DecayRule rule, Eigen::Index chunk) {
-  if (op == "hla2") return backward::hla2_backward(p, opt, init, dO, rule, chunk);
-  if (op == "ahla") return backward::recurrence_backward(backward::AhlaOps<T>(opt), p, init, dO, chunk);
-  if (op == "linear") return backward::recurrence_backward(backward::LinearOps<T>(opt), p, init, dO, chunk);
-  throw InputError("no backward for operator '" + op + "' (have hla2, ahla, linear)");
+  return backward::run_pass(op, chunk > 0 ? backward::Pass::checkpointed : backward::Pass::serial, p, opt, init, dO,
+                            rule, chunk);
 }
 
 // All gradient entries in one column (dQ, dK, dV, then the initial-state parts when `with_state`).
