@@ -1,4 +1,4 @@
-// Foundation: references, serial forms, registry, inputs, errors.
+// Foundation: references, serial forms and their decoding kernels, registry, inputs, errors.
 //
 // A form is tested against what it claims to compute. A "corrected" form, and a paper form whose algebra
 // is consistent, claims SPEC's definition (the reference). A paper form whose printed recurrence is not
@@ -10,12 +10,14 @@
 #include <cstdlib>
 #include <functional>
 #include <map>
+#include <random>
 #include <set>
 
 #include "core/dispatch.hpp"
 #include "core/inputs.hpp"
 #include "core/parse.hpp"
 #include "core/registry.hpp"
+#include "fast/serial/decode.hpp"
 #include "verify/compare.hpp"
 
 using namespace hla;
@@ -94,6 +96,9 @@ Mat<rational> paper_hla3_section71(const Problem<rational>& p, const Options& o)
 
 using Target = std::function<Mat<rational>(const Problem<rational>&, const Options&)>;
 
+// Streaming forms: the serial recurrences and their decoding kernels (fast/serial/decode.hpp).
+template <class T> bool streaming(const Entry<T>& e) { return e.form.rfind("serial", 0) == 0 || e.form.rfind("decode", 0) == 0; }
+
 // What each serial form claims to compute, by (key, decays?). Every serial entry must be listed: a new
 // serial form fails the coverage test until its target is stated here.
 Target target_of(const Entry<rational>& e, const Options& o) {
@@ -104,7 +109,9 @@ Target target_of(const Entry<rational>& e, const Options& o) {
   if (key == "hla3/serial/paper" || key == "hla3/serial-eq75/paper") return paper_hla3_section71;
   static const std::set<std::string> spec_forms{"hla2/serial/corrected", "hla2/serial-packed/corrected",
                                                 "hla2-unmasked/serial/paper", "ahla/serial/paper", "hla3/serial/corrected",
-                                                "hla3-unmasked/serial/paper", "linear/serial/paper"};
+                                                "hla3-unmasked/serial/paper", "linear/serial/paper",
+                                                "hla2/decode/corrected", "hla2/decode-packed/corrected",
+                                                "ahla/decode/paper", "linear/decode/paper"};
   if (spec_forms.count(key)) return reference;
   return nullptr;
 }
@@ -132,19 +139,19 @@ TEST_CASE("every operator has a reference in every scalar that supports it", "[f
   CHECK_FALSE(registry<rational>().try_find("softmax", "reference", "spec"));  // exp has no exact value
 }
 
-TEST_CASE("every serial form states what it computes", "[foundation][serial]") {
+TEST_CASE("every serial (and decode) form states what it computes", "[foundation][serial]") {
   for (const auto& e : registry<rational>().entries()) {
-    if (e.form.rfind("serial", 0) != 0) continue;
+    if (!streaming(e)) continue;
     INFO(e.key());
     CHECK(target_of(e, opts(1)) != nullptr);
     CHECK(e.caps.state);
   }
 }
 
-TEST_CASE("serial forms equal their targets exactly in rationals", "[foundation][serial][exact]") {
+TEST_CASE("serial and decode forms equal their targets exactly in rationals", "[foundation][serial][exact]") {
   const std::vector<Shape> shapes{{1, 1, 1}, {2, 2, 3}, {5, 3, 2}, {7, 5, 1}, {9, 2, 5}, {12, 1, 2}};
   for (const auto& e : registry<rational>().entries()) {
-    if (e.form.rfind("serial", 0) != 0) continue;
+    if (!streaming(e)) continue;
     for (const Shape& s : shapes) {
       // The hla3 transcription is O(n⁴); keep it to the smaller shapes.
       if (e.op == "hla3" && e.variant == "paper" && s.n > 7) continue;
@@ -211,14 +218,14 @@ Mat<mpfr256> absolute_majorant(const std::string& op, const Problem<double>& in,
 }
 }  // namespace
 
-TEST_CASE("double serial forms stay within a Higham bound of the MPFR reference", "[foundation][serial][float]") {
+TEST_CASE("double serial and decode forms stay within a Higham bound of the MPFR reference", "[foundation][serial][float]") {
   const Shape s{64, 8, 8};
   const Problem<double> in = gaussian_problem(s, 3);
   // Each output entry is a sum of at most ~n² products of ≤ 7 factors, accumulated serially over n steps
   // with inner products of length d: h = 2n + 4d + 10 roundings bound every term's path.
   const double u = unit_roundoff<double>(), h = 2.0 * s.n + 4.0 * s.d + 10.0, gamma_h = h * u / (1 - h * u);
   for (const auto& e : registry<double>().entries()) {
-    if (e.form.rfind("serial", 0) != 0) continue;
+    if (!streaming(e)) continue;
     for (rational g : {rational(1), rational(19, 20)}) {
       if (g != 1 && !e.caps.decay) continue;
       Options o = opts(g);
@@ -237,6 +244,110 @@ TEST_CASE("double serial forms stay within a Higham bound of the MPFR reference"
       INFO("observed/bound = " << worst);
       CHECK(worst <= 1.0);
       CHECK(worst > 0.0);  // a bound is only meaningful if the computation actually rounds
+    }
+  }
+}
+
+// --- decoding kernels (fast/serial/decode.hpp) ------------------------------------------------------------
+// The tests above hold them to the reference like every streaming form. Here each is held to the serial form
+// it re-lays out, exactly, where the layout could go wrong: from an arbitrary non-zero initial state (S not
+// even symmetric), with token blocks of 1, of sizes that do not divide n and of one block holding the whole
+// sequence, final states included.
+
+namespace {
+
+// Every registered decode form, called with an explicit token block. A new decode form fails here until
+// it is listed.
+template <class T>
+Run<T> decode_with_block(const std::string& key, const Problem<T>& p, const Options& o, const NamedState<T>* s,
+                         Eigen::Index block) {
+  namespace f = hla::fast;
+  if (key == "hla2/decode/corrected") return f::hla2_decode<T>(p, o, s, f::DecayRule::corrected, block);
+  if (key == "hla2/decode-packed/corrected") return f::hla2_decode<T, true>(p, o, s, f::DecayRule::corrected, block);
+  if (key == "ahla/decode/paper") return f::ahla_decode<T>(p, o, s, block);
+  if (key == "linear/decode/paper") return f::linear_decode<T>(p, o, s, block);
+  throw std::logic_error("test_foundation.cpp (decode_with_block) does not know the decode form " + key);
+}
+
+// The serial form a decode form re-lays out: same operator and variant, "decode…" → "serial…".
+template <class T> const Entry<T>& serial_of(const Entry<T>& e) {
+  return registry<T>().find(e.op, "serial" + e.form.substr(std::string("decode").size()), e.variant);
+}
+
+// A state reached by the serial form on `prefix`, plus arbitrary integers in every entry: non-zero, and S
+// not symmetric.
+template <class T> NamedState<T> perturbed_state(const Entry<T>& serial, const Problem<T>& prefix, const Options& o, std::uint64_t seed) {
+  NamedState<T> s = serial(prefix, o).state;
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int> small(-3, 3);
+  for (auto& [name, m] : s.parts)
+    for (Eigen::Index i = 0; i < m.size(); ++i) m(i) += T(small(rng));
+  return s;
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("decode kernels equal their serial forms exactly from a non-zero state, for any token block",
+                   "[foundation][decode][exact]", rational, fp61) {
+  const Shape shape = std::is_same_v<TestType, fp61> ? Shape{37, 4, 3} : Shape{9, 3, 2};
+  auto problem = [&](std::uint64_t seed) {
+    if constexpr (std::is_same_v<TestType, fp61>) return field_problem(shape, seed);
+    else return convert_problem<TestType>(integer_problem(shape, seed, 2));
+  };
+  int decode_forms = 0;
+  for (const auto& e : registry<TestType>().entries()) {
+    if (e.form.rfind("decode", 0) != 0) continue;
+    ++decode_forms;
+    const Entry<TestType>& serial = serial_of(e);
+    REQUIRE(e.caps.state);
+    std::vector<Options> grid{opts(1), opts(1, true), opts(rational(3, 4)), opts(rational(3, 4), true)};
+    if (e.caps.ridge) grid.push_back(opts(rational(3, 4), true, rational(1, 2)));
+    for (const Options& o : grid)
+      for (std::uint64_t seed : {1u, 2u}) {
+        const Problem<TestType> p = problem(seed), prefix = slice_rows(problem(seed + 10), 0, 3);
+        const NamedState<TestType> init = perturbed_state(serial, prefix, o, seed);
+        for (Eigen::Index block : {1, 3, 4, 64}) {
+          INFO(e.key() << " vs " << serial.key() << " gamma=" << o.gamma << " normalized=" << o.normalized
+                       << " ridge=" << o.ridge << " seed=" << seed << " block=" << block);
+          Run<TestType> want, got;
+          try {
+            want = serial(p, o, &init);
+          } catch (const NumericalError&) {  // an exactly vanishing normalizer: the decode form must refuse too
+            CHECK_THROWS_AS(decode_with_block(e.key(), p, o, &init, block), NumericalError);
+            continue;
+          }
+          got = decode_with_block(e.key(), p, o, &init, block);
+          CHECK(got.O == want.O);
+          REQUIRE(got.state.parts.size() == want.state.parts.size());
+          for (std::size_t i = 0; i < got.state.parts.size(); ++i) {
+            CHECK(got.state.parts[i].first == want.state.parts[i].first);
+            CHECK(got.state.parts[i].second == want.state.parts[i].second);
+          }
+        }
+      }
+  }
+  CHECK(decode_forms == 4);
+}
+
+TEMPLATE_TEST_CASE("float and double decode kernels agree with their serial forms within a rounding bound",
+                   "[foundation][decode][float]", float, double) {
+  // Both forms compute the same terms in a different order, each within γ_h·A of the exact value (A: the
+  // terms' absolute sum, as in test_foundation's Higham test), so they differ by at most 2γ_h·A. A layout
+  // slip (a wrong column, a stale state) is an O(1) difference.
+  const Shape s{200, 16, 8};
+  const Problem<double> in = gaussian_problem(s, 5), abs_in{in.Q.cwiseAbs(), in.K.cwiseAbs(), in.V.cwiseAbs()};
+  const double u = unit_roundoff<TestType>(), h = 2.0 * s.n + 4.0 * s.d + 10.0, gamma_h = h * u / (1 - h * u);
+  for (const auto& e : registry<TestType>().entries()) {
+    if (e.form.rfind("decode", 0) != 0) continue;
+    for (rational g : {rational(1), rational(9, 10)}) {
+      INFO(e.key() << " gamma=" << g);
+      const Options o = opts(g);
+      const Problem<TestType> p = convert_problem<TestType>(in);
+      const Mat<double> got = e(p, o).O.template cast<double>(), want = serial_of(e)(p, o).O.template cast<double>();
+      // hla2's S C − G: both terms are majorized by the unmasked sum on |Q|, |K|, |V|.
+      const Mat<double> A = e.op == "hla2" ? Mat<double>(2.0 * registry<double>().reference("hla2-unmasked")(abs_in, o).O)
+                                           : registry<double>().reference(e.op)(abs_in, o).O;
+      CHECK(((got - want).cwiseAbs().array() <= 2 * gamma_h * A.array()).all());
     }
   }
 }

@@ -45,7 +45,7 @@ template <class T> Run<T> ahla_serial(const Problem<T>& p, const Options& opt, c
     ahla_step(st, q, k, RowVec<T>(p.V.row(t)), gamma);
     ahla_output(st, q, opt.normalized, eps, t, O.row(t));
   }
-  return {O, export_state<AhlaState<T>, T>(st)};
+  return {std::move(O), export_state<AhlaState<T>, T>(st)};
 }
 
 }  // namespace hla::fast

@@ -91,7 +91,7 @@ template <class T, bool Masked> Run<T> hla2_serial(const Problem<T>& p, const Op
     hla2_step(st, q, k, RowVec<T>(p.V.row(t)), gamma, rule);
     hla2_output(st, q, lambda, opt.normalized, eps, t, O.row(t));
   }
-  return {O, export_state<Hla2State<T, Masked>, T>(st)};
+  return {std::move(O), export_state<Hla2State<T, Masked>, T>(st)};
 }
 
 }  // namespace hla::fast

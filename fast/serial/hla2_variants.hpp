@@ -70,19 +70,42 @@ template <class T> struct PackedSymmetric {
   ColVec<T> upper;  // (i, j), i ≤ j, at index i·d − i(i−1)/2 + (j − i)
   explicit PackedSymmetric(Eigen::Index dim) : d(dim), upper(ColVec<T>::Zero(dim * (dim + 1) / 2)) {}
   Eigen::Index index(Eigen::Index i, Eigen::Index j) const { return i * d - i * (i - 1) / 2 + (j - i); }
-  void decay_add_outer(const ColVec<T>& k, const T& gamma) {
-    for (Eigen::Index i = 0; i < d; ++i)
-      for (Eigen::Index j = i; j < d; ++j) upper(index(i, j)) = gamma * upper(index(i, j)) + k(i) * k(j);
+  // Row i of the upper triangle, (i, i..d−1): contiguous.
+  auto row(Eigen::Index i) { return upper.segment(index(i, i), d - i); }
+  auto row(Eigen::Index i) const { return upper.segment(index(i, i), d - i); }
+  // The upper triangle of a (full) S, and back to full symmetric storage.
+  static PackedSymmetric from_upper(const Mat<T>& S) {
+    PackedSymmetric p(S.rows());
+    for (Eigen::Index i = 0; i < p.d; ++i) p.row(i) = S.row(i).tail(p.d - i).transpose();
+    return p;
+  }
+  Mat<T> full() const {
+    Mat<T> S(d, d);
+    for (Eigen::Index i = 0; i < d; ++i) {
+      S.row(i).tail(d - i) = row(i).transpose();
+      S.col(i).tail(d - i) = row(i);
+    }
+    return S;
+  }
+  // S ← γS + k kᵀ, a row of the triangle at a time (γ = 1: decays = false, no multiply).
+  template <class Vec> void decay_add_outer(const Vec& k, const T& gamma, bool decays = true) {
+    for (Eigen::Index i = 0; i < d; ++i) {
+      if (decays) row(i) = gamma * row(i) + k(i) * k.tail(d - i);
+      else row(i) += k(i) * k.tail(d - i);
+    }
+  }
+  // u += (qᵀS)ᵀ: entry (i, j ≥ i) adds q_i s_ij to u_j (an axpy over the row) and, off the diagonal,
+  // s_ij q_j to u_i (a dot with the same row).
+  template <class Vec, class Out> void add_left_product(const Vec& q, Out&& u) const {
+    for (Eigen::Index i = 0; i < d; ++i) {
+      u.segment(i, d - i) += q(i) * row(i);
+      if (i + 1 < d) u(i) += row(i).tail(d - i - 1).dot(q.tail(d - i - 1));
+    }
   }
   RowVec<T> left_multiply(const ColVec<T>& q) const {  // qᵀ S
-    RowVec<T> u = RowVec<T>::Zero(d);
-    for (Eigen::Index i = 0; i < d; ++i)
-      for (Eigen::Index j = i; j < d; ++j) {
-        const T& s = upper(index(i, j));
-        u(j) += q(i) * s;
-        if (i != j) u(i) += q(j) * s;
-      }
-    return u;
+    ColVec<T> u = ColVec<T>::Zero(d);
+    add_left_product(q, u);
+    return u.transpose();
   }
 };
 
@@ -90,9 +113,7 @@ template <class T>
 Run<T> hla2_packed_serial(const Problem<T>& p, const Options& opt, const NamedState<T>* init, DecayRule rule) {
   const T gamma = from_rational<T>(opt.gamma), lambda = from_rational<T>(opt.ridge), eps = from_rational<T>(opt.eps);
   auto st = load_state<Hla2State<T, true>>(init, p.d(), p.dv());
-  PackedSymmetric<T> packed(p.d());
-  for (Eigen::Index i = 0; i < p.d(); ++i)
-    for (Eigen::Index j = i; j < p.d(); ++j) packed.upper(packed.index(i, j)) = st.S(i, j);
+  PackedSymmetric<T> packed = PackedSymmetric<T>::from_upper(st.S);
   Mat<T> O(p.n(), p.dv());
   for (Eigen::Index t = 0; t < p.n(); ++t) {
     ColVec<T> q = p.Q.row(t).transpose(), k = p.K.row(t).transpose();
@@ -104,9 +125,8 @@ Run<T> hla2_packed_serial(const Problem<T>& p, const Options& opt, const NamedSt
     if (lambda != T(0)) u += lambda * q.transpose();
     hla2_output_from_u(st, q, u, opt.normalized, eps, t, O.row(t));
   }
-  for (Eigen::Index i = 0; i < p.d(); ++i)
-    for (Eigen::Index j = i; j < p.d(); ++j) st.S(i, j) = st.S(j, i) = packed.upper(packed.index(i, j));
-  return {O, export_state<Hla2State<T, true>, T>(st)};
+  st.S = packed.full();
+  return {std::move(O), export_state<Hla2State<T, true>, T>(st)};
 }
 
 }  // namespace hla::fast

@@ -83,7 +83,7 @@ template <class T> Run<T> hla3_alg3(const Problem<T>& p, const Options& opt, con
     }
     O.row(t) = num;
   }
-  return {O, export_state<Hla3Alg3State<T>, T>(st)};
+  return {std::move(O), export_state<Hla3Alg3State<T>, T>(st)};
 }
 
 // (F, η) of eq. 7.4 carried beside the moments: the state of eq. 7.5 and of our corrected recurrence.
@@ -122,7 +122,7 @@ template <class T> Run<T> hla3_eq75(const Problem<T>& p, const Options& opt, con
     st.mo.step(q, k, v, T(1));
     hla3_read(st.F, st.eta, q, opt.normalized, eps, t, O.row(t));
   }
-  return {O, export_state<Hla3CorrectedState<T>, T>(st)};
+  return {std::move(O), export_state<Hla3CorrectedState<T>, T>(st)};
 }
 
 // Corrected (derived from SPEC's hla3): the masked sum regroups by the middle index u as
@@ -152,7 +152,7 @@ template <class T> Run<T> hla3_corrected_serial(const Problem<T>& p, const Optio
     st.eta += Sq * q.dot(ColVec<T>(st.m.col(0)));
     hla3_read(st.F, st.eta, q, opt.normalized, eps, t, O.row(t));
   }
-  return {O, export_state<Hla3MinimalState<T>, T>(st)};
+  return {std::move(O), export_state<Hla3MinimalState<T>, T>(st)};
 }
 
 // hla3-unmasked: o_t = q_tᵀ S^K_t S^Q_t P_t; den_t = q_tᵀ S^K_t S^Q_t m_t (§7.1).
@@ -168,7 +168,7 @@ template <class T> Run<T> hla3_unmasked_serial(const Problem<T>& p, const Option
     if (opt.normalized) divide_by_normalizer(num, T(z.dot(ColVec<T>(st.m.col(0))) + eps), t);
     O.row(t) = num;
   }
-  return {O, export_state<Hla3Moments<T>, T>(st)};
+  return {std::move(O), export_state<Hla3Moments<T>, T>(st)};
 }
 
 }  // namespace hla::fast

@@ -34,7 +34,7 @@ template <class T> Run<T> linear_serial(const Problem<T>& p, const Options& opt,
     linear_step(st, k, RowVec<T>(p.V.row(t)), gamma);
     linear_output(st, q, opt.normalized, eps, t, O.row(t));
   }
-  return {O, export_state<LinearState<T>, T>(st)};
+  return {std::move(O), export_state<LinearState<T>, T>(st)};
 }
 
 }  // namespace hla::fast

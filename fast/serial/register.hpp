@@ -3,6 +3,7 @@
 
 #include "core/registry.hpp"
 #include "fast/serial/ahla.hpp"
+#include "fast/serial/decode.hpp"
 #include "fast/serial/hla2.hpp"
 #include "fast/serial/hla2_variants.hpp"
 #include "fast/serial/hla3.hpp"
@@ -33,6 +34,19 @@ template <class T> void register_serial(Registry<T>& r) {
   r.add({"hla3-unmasked", "serial", "paper", "§7.1 unmasked factorization", third, f::hla3_unmasked_serial<T>});
   r.add({"linear", "serial", "paper", "§2.2 running sums, identity features",
          {.decay = true, .normalized = true, .state = true}, f::linear_serial<T>});
+  // Decoding kernels (decode.hpp): the same recurrences, inputs read a block of tokens at a time, state
+  // augmented and laid out as contiguous columns, no allocation per token.
+  r.add({"hla2", "decode", "corrected",
+         "§4.3 corrected G_t = γ²G_{t−1} + γ k_t k_tᵀ C_{t−1}, h likewise; Alg. 1 lines 7–15 (λ, normalize); cache layout", second,
+         [](const P& p, const Options& o, const S* s) { return f::hla2_decode<T>(p, o, s, f::DecayRule::corrected); }});
+  r.add({"hla2", "decode-packed", "corrected", "hla2/decode/corrected with §5.2 packed symmetric S (upper triangle)", second,
+         [](const P& p, const Options& o, const S* s) { return f::hla2_decode<T, true>(p, o, s, f::DecayRule::corrected); }});
+  r.add({"ahla", "decode", "paper", "Alg. 2 lines 3–10 with the §6.1 decay (Thm 6.1 normalizer); cache layout",
+         {.decay = true, .normalized = true, .state = true},
+         [](const P& p, const Options& o, const S* s) { return f::ahla_decode<T>(p, o, s); }});
+  r.add({"linear", "decode", "paper", "§2.2 running sums S_t = γS_{t−1} + k_t v_tᵀ, z_t (normalize); cache layout",
+         {.decay = true, .normalized = true, .state = true},
+         [](const P& p, const Options& o, const S* s) { return f::linear_decode<T>(p, o, s); }});
 }
 
 }  // namespace hla
