@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `make bench`: the quick default benchmark subset -> results/bench.json (Google Benchmark JSON).
-#   hla2 and linear chunked, float and double, n = 65536, d = dv = 64, threads 1 and 2, and the roofline
+#   hla2 and linear chunked, float and double, n = 65536, d = dv = 64, threads 1 and 2, hla2 multi-query
+#   (4 heads sharing K, V), and the roofline
 #   (Eigen's square matrix product). Chunk width: HLA_BENCH_CHUNK (default 64).
 # Larger set: HLA_BENCH_FULL=1 scripts/bench.sh <build>  (n = 2^10..2^20, d = dv in {16, 64, 128}, every
 # registered fast form), written to results/bench-full.json instead.
@@ -15,7 +16,10 @@ else
   out="$root/results/bench.json"
   filter='^((hla2|linear)/chunked/(float|double)/n:65536/d:64/dv:64/threads:[12])|^hla2/chunked-multiquery/(float|double)/n:65536/|^roofline/'
 fi
-"$build/bin/hla_bench" --benchmark_filter="$filter" --benchmark_repetitions="${HLA_BENCH_REPS:-3}" \
+# Repetitions of all entries are interleaved in random order, so a slow spell of the shared machine spreads
+# over the entries instead of hitting one of them (ratios between entries are what the targets read).
+"$build/bin/hla_bench" --benchmark_filter="$filter" --benchmark_repetitions="${HLA_BENCH_REPS:-5}" \
+  --benchmark_enable_random_interleaving=true \
   --benchmark_report_aggregates_only=true --benchmark_out="$out" --benchmark_out_format=json \
   --benchmark_counters_tabular=true
 echo "wrote $out"

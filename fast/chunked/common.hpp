@@ -78,9 +78,12 @@ template <class MakeWs, class Body> void for_chunks(Eigen::Index count, int thre
 }
 
 // Chunks are processed in groups: the per-chunk state blocks of one group stay in cache, and the
-// carried state flows from one group to the next. Each phase of a group runs in parallel.
+// carried state flows from one group to the next. Each phase of a group runs in parallel and ends in a
+// barrier, so with several threads a group is larger (64 chunks for 2 threads: measured at n = 65536,
+// d = 64, w = 64, the second thread then gives 1.9–2.0× instead of 1.6–1.75× with 16, where the threads
+// spent ~14% of their time waiting at barriers); one thread keeps the smaller, more cache-resident group.
 inline Eigen::Index group_chunks(Eigen::Index count, int threads) {
-  return std::min<Eigen::Index>(count, std::max(16, 8 * threads));
+  return std::min<Eigen::Index>(count, threads > 1 ? 32 * threads : 16);
 }
 
 // What every chunked form fixes before its first chunk: the sizes, the chunk plan and its groups, the
