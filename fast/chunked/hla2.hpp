@@ -188,25 +188,34 @@ std::vector<Run<T>> hla2_chunked_heads(const std::vector<const Mat<T>*>& Qs, con
   const Eigen::Index H = static_cast<Eigen::Index>(Qs.size());
   const Decay<T> dec2(T(gamma * gamma), w);
 
+  // The products carry the normalizer's column of ones only when an output needs it (normalized): va value
+  // columns. Unnormalized, the state's vector parts m' = S m − h (and m) are matrix–vector products on the
+  // side, so the products stay dv wide (a 65th column costs the GEMM micro-kernel a narrow remainder pass).
+  const bool aug = opt.normalized;
+  const Eigen::Index va = aug ? da : dv;
   Mat<T> S;
-  std::vector<Mat<T>> C(H), Cp(H), Cb(H), Cpb(H), Ub(H), Out(H);
+  std::vector<Mat<T>> C(H), Cp(H), Mp(H), Cb(H), Cpb(H), Mpb(H), Ub(H), Out(H), C_init(H);
   for (Eigen::Index h = 0; h < H; ++h) {
     const St st0 = load_state<St>(init.empty() ? nullptr : init[h], d, dv);
     if (h == 0) S = st0.S;
     else if (st0.S != S) throw InputError("multi-query heads share S: head " + std::to_string(h) + "'s initial S differs from head 0's");
-    C[h] = join(st0.C, st0.m);
-    Cp[h] = S * C[h] - join(st0.G, st0.h);  // C' = S C − G entering token 0
-    // Per group: the chunks' C'_B, C_B (then the states entering them) and U rows.
-    Cpb[h].resize(d, NG * da);
-    Cb[h].resize(d, NG * da);
+    C_init[h] = join(st0.C, st0.m);
+    const Mat<T> Cp_full = S * C_init[h] - join(st0.G, st0.h);  // C' = S C − G (and m' = S m − h) entering token 0
+    C[h] = C_init[h].leftCols(va);
+    Cp[h] = Cp_full.leftCols(va);
+    if (!aug) Mp[h] = Cp_full.rightCols(1);
+    // Per group: the chunks' C'_B, C_B (then the states entering them), m'_B, and U rows.
+    Cpb[h].resize(d, NG * va);
+    Cb[h].resize(d, NG * va);
+    if (!aug) Mpb[h].resize(d, NG);
     Ub[h].resize(NG * w, d);
-    Out[h].resize(n, da);
+    Out[h].resize(n, va);
   }
-  // Per group, shared by the heads: the chunks' S_B (then S entering them) and [V 1] rows.
-  Mat<T> Sb(d, NG * d), Vb(NG * w, da);
+  // Per group, shared by the heads: the chunks' S_B (then S entering them) and value rows ([V 1] or V).
+  Mat<T> Sb(d, NG * d), Vb(NG * w, va);
   std::vector<T> g2(M);
   for (Eigen::Index k = 0; k < M; ++k) g2[k] = g[k] * g[k];
-  auto make_ws = [&] { return Hla2UWorkspace<T>(w, d, da); };
+  auto make_ws = [&] { return Hla2UWorkspace<T>(w, d, va); };
 
   for (Eigen::Index k0 = 0; k0 < M; k0 += NG) {
     const Eigen::Index cnt = std::min(NG, M - k0);
@@ -214,7 +223,8 @@ std::vector<Run<T>> hla2_chunked_heads(const std::vector<const Mat<T>*>& Qs, con
     for_chunks(cnt, threads, make_ws, [&](Hla2UWorkspace<T>& ws, Eigen::Index kk) {
       const Eigen::Index c = plan.begin(k0 + kk), len = plan.len(k0 + kk);
       const auto Kc = K.middleRows(c, len);
-      values_with_ones<T>(V.middleRows(c, len), Vb.middleRows(kk * w, len));
+      if (aug) values_with_ones<T>(V.middleRows(c, len), Vb.middleRows(kk * w, len));
+      else Vb.middleRows(kk * w, len) = V.middleRows(c, len);
       auto Sk = Sb.middleCols(kk * d, d);
       if (decays) {
         auto x = ws.x.head(len);
@@ -242,8 +252,8 @@ std::vector<Run<T>> hla2_chunked_heads(const std::vector<const Mat<T>*>& Qs, con
       if (decays) W = W.cwiseProduct(dec.D.topLeftCorner(len, len));
       U.noalias() = W.template triangularView<Eigen::Lower>() * Kc;
       const auto S0 = Sb.middleCols(kk * d, d);
-      auto Cpk = Cpb[h].middleCols(kk * da, da);
-      auto Ck = Cb[h].middleCols(kk * da, da);
+      auto Cpk = Cpb[h].middleCols(kk * va, va);
+      auto Ck = Cb[h].middleCols(kk * va, va);
       if (decays) {
         auto Qs_ = ws.Qs.topRows(len);
         auto x = ws.x.head(len);
@@ -256,6 +266,7 @@ std::vector<Run<T>> hla2_chunked_heads(const std::vector<const Mat<T>*>& Qs, con
         Vd = Va;
         scale_rows<T>(Vd, x, true);
         Cpk.noalias() = U.transpose() * Vd;
+        if (!aug) Mpb[h].col(kk).noalias() = U.transpose() * x;
         if (ridge) {
           dec.to_end(len, x);
           Vd = Va;
@@ -265,11 +276,13 @@ std::vector<Run<T>> hla2_chunked_heads(const std::vector<const Mat<T>*>& Qs, con
       } else {
         U.noalias() += Q * S0;
         Cpk.noalias() = U.transpose() * Va;
+        if (!aug) Mpb[h].col(kk) = U.colwise().sum().transpose();
         if (ridge) Ck.noalias() = Q.transpose() * Va;
       }
     });
     for (Eigen::Index h = 0; h < H; ++h) {
       carry(Cpb[h], Cp[h], g2.data() + k0, cnt, decays, threads);
+      if (!aug) carry(Mpb[h], Mp[h], g2.data() + k0, cnt, decays, threads);
       if (ridge) carry(Cb[h], C[h], g.data() + k0, cnt, decays, threads);
     }
 
@@ -291,7 +304,7 @@ std::vector<Run<T>> hla2_chunked_heads(const std::vector<const Mat<T>*>& Qs, con
         P += lambda * W;
       }
       out.noalias() = P.template triangularView<Eigen::Lower>() * Va;
-      const auto Cp0 = Cpb[h].middleCols(kk * da, da);
+      const auto Cp0 = Cpb[h].middleCols(kk * va, va);
       auto Qs_ = ws.Qs.topRows(len);
       auto x = ws.x.head(len);
       if (decays) {
@@ -306,13 +319,14 @@ std::vector<Run<T>> hla2_chunked_heads(const std::vector<const Mat<T>*>& Qs, con
         Qs_ = Q;
         dec.after_start(len, 1, x);
         scale_rows<T>(Qs_, x, decays);
-        out.noalias() += lambda * (Qs_ * Cb[h].middleCols(kk * da, da));
+        out.noalias() += lambda * (Qs_ * Cb[h].middleCols(kk * va, va));
       }
     });
   }
   // Without ridge no output reads C, so it is not carried chunk by chunk: the final C (for the exported
-  // state) is one weighted sum over the whole sequence, C = γ^n C_init + Qᵀ diag(γ^{n−1−j}) [V 1].
-  if (!ridge) {
+  // state) is one weighted sum over the whole sequence, C = γ^n C_init + Qᵀ diag(γ^{n−1−j}) [V 1]. With
+  // ridge, C's value columns were carried and only the vector part m is summed here when unnormalized.
+  if (!ridge || !aug) {
     ColVec<T> x;  // γ^{n−1−j}; empty (no weights) without decay
     T gn(1);
     if (decays) {
@@ -321,18 +335,21 @@ std::vector<Run<T>> hla2_chunked_heads(const std::vector<const Mat<T>*>& Qs, con
       for (Eigen::Index j = n - 1; j > 0; --j) x(j - 1) = x(j) * gamma;
       gn = x(0) * gamma;
     }
-    Mat<T> ones = Mat<T>::Ones(n, 1);
+    const Mat<T> ones = Mat<T>::Ones(n, 1);
     for (Eigen::Index h = 0; h < H; ++h) {
-      if (decays) C[h] *= gn;
-      C[h].leftCols(dv) += weighted_gram<T>(*Qs[h], x, V, threads);
-      C[h].col(dv) += weighted_gram<T>(*Qs[h], x, ones, threads);
+      Mat<T> full(d, da);
+      if (ridge) full.leftCols(dv) = C[h].leftCols(dv);
+      else full.leftCols(dv) = gn * C_init[h].leftCols(dv) + weighted_gram<T>(*Qs[h], x, V, threads);
+      full.col(dv) = gn * C_init[h].col(dv) + weighted_gram<T>(*Qs[h], x, ones, threads);
+      C[h] = std::move(full);
     }
   }
   std::vector<Run<T>> runs;
   for (Eigen::Index h = 0; h < H; ++h) {
-    Mat<T> G = S * C[h] - Cp[h];  // back to the serial state's terms (exact in rationals)
+    const Mat<T> Cp_full = aug ? Cp[h] : join(Cp[h], Mp[h]);
+    Mat<T> G = S * C[h] - Cp_full;  // back to the serial state's terms (exact in rationals)
     St fin{S, C[h].leftCols(dv), C[h].rightCols(1), G.leftCols(dv), G.rightCols(1)};
-    runs.push_back({finish_outputs<T>(std::move(Out[h]), opt.normalized, eps), export_state<St, T>(fin)});
+    runs.push_back({aug ? finish_outputs<T>(std::move(Out[h]), true, eps) : std::move(Out[h]), export_state<St, T>(fin)});
   }
   return runs;
 }
