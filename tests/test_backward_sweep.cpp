@@ -15,17 +15,13 @@
 #include <set>
 
 #include "experiments/lib/sweep.hpp"
+#include "tests/temp_dir.hpp"
 
 namespace fs = std::filesystem;
 using namespace hla::sweep;
 
 namespace {
 
-fs::path fresh_dir(const std::string& name) {
-  fs::path p = fs::temp_directory_path() / ("hla-test-bwsweep-" + name + "-" + std::to_string(::getpid()));
-  fs::remove_all(p);
-  return p;
-}
 
 const char* tiny_config = R"(
 name = "backward-ci"
@@ -101,7 +97,7 @@ struct Table {
 TEST_CASE("backward sweep: rows for every pass, exact, within bound, checkpointing saves memory", "[sweep][backward]") {
   const Config c = parse_config(tiny_config, "backward-ci.toml");
   const Enumeration en = enumerate(c);
-  const fs::path dir = fresh_dir("tiny");
+  const fs::path dir = fresh_dir("bwsweep-tiny");
   SweepOptions o;
   o.out_dir = dir;
   const SweepSummary s = run_sweep(c, o);
@@ -205,7 +201,7 @@ TEST_CASE("backward sweep: bad backward values are config errors, and resume kee
     CHECK_THAT(message, Catch::Contains("bad.toml") && Catch::Contains(key));
   }
 #ifdef HLA_CLI
-  const fs::path dir = fresh_dir("cli");
+  const fs::path dir = fresh_dir("bwsweep-cli");
   fs::create_directories(dir);
   std::ofstream(dir / "bad.toml") << base << "backward = 'reverse'\n";
   const int rc = std::system((std::string(HLA_CLI) + " sweep " + (dir / "bad.toml").string() + " --out " +
@@ -221,7 +217,7 @@ TEST_CASE("backward sweep: bad backward values are config errors, and resume kee
                                 "resume.toml");
   const Enumeration en = enumerate(c);
   CHECK(en.points.size() == 2 * (1 + 1 + 2 + 2));  // forward (w unused), serial (w unused), 2 w each
-  const fs::path rdir = fresh_dir("resume");
+  const fs::path rdir = fresh_dir("bwsweep-resume");
   SweepOptions o;
   o.out_dir = rdir;
   o.max_points = 3;

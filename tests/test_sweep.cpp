@@ -10,17 +10,13 @@
 #include <set>
 
 #include "experiments/lib/sweep.hpp"
+#include "tests/temp_dir.hpp"
 
 namespace fs = std::filesystem;
 using namespace hla::sweep;
 
 namespace {
 
-fs::path fresh_dir(const std::string& name) {
-  fs::path p = fs::temp_directory_path() / ("hla-test-sweep-" + name + "-" + std::to_string(::getpid()));
-  fs::remove_all(p);
-  return p;
-}
 fs::path repo_root() { return fs::path(__FILE__).parent_path().parent_path(); }
 
 std::size_t column(const CsvTable& t, const std::string& name) {
@@ -74,7 +70,7 @@ TEST_CASE("sweep: a bad config is an InputError naming file, key and problem, an
       {base + "n = [8]\n[reference]\ndirect_max = 3\n", "reference.direct_max"},
   };
   for (const auto& [text, key] : bad) {
-    const fs::path dir = fresh_dir("bad");
+    const fs::path dir = fresh_dir("sweep-bad");
     fs::create_directories(dir);
     const fs::path cfg = dir / "bad.toml", out = dir / "out";
     std::ofstream(cfg) << text;
@@ -129,7 +125,7 @@ TEST_CASE("sweep: shards partition the points exactly, and merge restores the wh
   CHECK_THROWS_AS(parse_shard("2-3"), hla::InputError);
   CHECK(parse_shard("2/3").index == 2);
 
-  const fs::path dir = fresh_dir("shards");
+  const fs::path dir = fresh_dir("sweep-shards");
   for (int i = 1; i <= 3; ++i) {
     SweepOptions o;
     o.out_dir = dir;
@@ -150,7 +146,7 @@ TEST_CASE("sweep: shards partition the points exactly, and merge restores the wh
 TEST_CASE("sweep: a rerun after a crash resumes, losing and duplicating nothing", "[sweep]") {
   const Config c = parse_config(small_config, "small.toml");
   const Enumeration en = enumerate(c);
-  const fs::path dir = fresh_dir("resume");
+  const fs::path dir = fresh_dir("sweep-resume");
   SweepOptions o;
   o.out_dir = dir;
   o.max_points = 5;  // the "crash": stop after 5 points ...
@@ -187,7 +183,7 @@ TEST_CASE("sweep: a rerun after a crash resumes, losing and duplicating nothing"
 // like √n on average); an error growing like n² — a cancellation or instability regression — fails.
 // Measured when written (Release, this machine): −0.18 … 0.78 (one seed alone: up to 0.98).
 TEST_CASE("sweep: stability-ci — every form and precision within its error bound, growth within the band", "[sweep]") {
-  const fs::path dir = fresh_dir("stability");
+  const fs::path dir = fresh_dir("sweep-stability");
   const Config c = load_config(repo_root() / "configs" / "stability-ci.toml");
   SweepOptions o;
   o.out_dir = dir;
@@ -240,7 +236,7 @@ TEST_CASE("sweep: stability-ci — every form and precision within its error bou
 TEST_CASE("sweep: a CSV of an earlier version (fewer columns) is upgraded in place and resumed", "[sweep]") {
   const Config c = parse_config(small_config, "small.toml");
   const Enumeration en = enumerate(c);
-  const fs::path dir = fresh_dir("upgrade");
+  const fs::path dir = fresh_dir("sweep-upgrade");
   SweepOptions o;
   o.out_dir = dir;
   o.max_points = 6;
