@@ -2,7 +2,7 @@
 # `make bench`: the quick default benchmark subset -> results/bench.json (Google Benchmark JSON).
 #   hla2 and linear chunked, float and double, n = 65536, d = dv = 64, threads 1 and 2, hla2 multi-query
 #   (4 heads sharing K, V), and the roofline
-#   (Eigen's square matrix product). Chunk width: HLA_BENCH_CHUNK (default 64).
+#   (Eigen's square matrix product). Chunk width: HLA_BENCH_CHUNK (default 48, see experiments/bench/bench_main.cpp).
 # Larger set: HLA_BENCH_FULL=1 scripts/bench.sh <build>  (n = 2^10..2^20, d = dv in {16, 64, 128}, every
 # registered fast form), written to results/bench-full.json instead.
 set -euo pipefail
