@@ -211,8 +211,13 @@ std::vector<Run<T>> hla2_chunked_heads(const std::vector<const Mat<T>*>& Qs, con
     Ub[h].resize(NG * w, d);
     Out[h].resize(n, va);
   }
-  // Per group, shared by the heads: the chunks' S_B (then S entering them) and value rows ([V 1] or V).
-  Mat<T> Sb(d, NG * d), Vb(NG * w, va);
+  // Per group, shared by the heads: the chunks' S_B (then S entering them) and, normalized, their [V 1]
+  // rows. Unnormalized, the products read V's rows in place (no copy).
+  Mat<T> Sb(d, NG * d), Vb(aug ? NG * w : 0, va);
+  auto values = [&](Eigen::Index kk, Eigen::Index c, Eigen::Index len) -> Eigen::Ref<const Mat<T>> {
+    if (aug) return Vb.middleRows(kk * w, len);
+    return V.middleRows(c, len);
+  };
   std::vector<T> g2(M);
   for (Eigen::Index k = 0; k < M; ++k) g2[k] = g[k] * g[k];
   auto make_ws = [&] { return Hla2UWorkspace<T>(w, d, va); };
@@ -224,7 +229,6 @@ std::vector<Run<T>> hla2_chunked_heads(const std::vector<const Mat<T>*>& Qs, con
       const Eigen::Index c = plan.begin(k0 + kk), len = plan.len(k0 + kk);
       const auto Kc = K.middleRows(c, len);
       if (aug) values_with_ones<T>(V.middleRows(c, len), Vb.middleRows(kk * w, len));
-      else Vb.middleRows(kk * w, len) = V.middleRows(c, len);
       auto Sk = Sb.middleCols(kk * d, d);
       if (decays) {
         auto x = ws.x.head(len);
@@ -245,7 +249,7 @@ std::vector<Run<T>> hla2_chunked_heads(const std::vector<const Mat<T>*>& Qs, con
       const Eigen::Index c = plan.begin(k0 + kk), len = plan.len(k0 + kk);
       const auto Q = Qs[h]->middleRows(c, len);
       const auto Kc = K.middleRows(c, len);
-      const auto Va = Vb.middleRows(kk * w, len);
+      const auto Va = values(kk, c, len);
       auto U = Ub[h].middleRows(kk * w, len);
       auto W = ws.W.topLeftCorner(len, len);
       W.noalias() = Q * Kc.transpose();
@@ -292,7 +296,7 @@ std::vector<Run<T>> hla2_chunked_heads(const std::vector<const Mat<T>*>& Qs, con
       const Eigen::Index c = plan.begin(k0 + kk), len = plan.len(k0 + kk);
       const auto Q = Qs[h]->middleRows(c, len);
       const auto U = Ub[h].middleRows(kk * w, len);
-      const auto Va = Vb.middleRows(kk * w, len);
+      const auto Va = values(kk, c, len);
       auto out = Out[h].middleRows(c, len);
       auto P = ws.P.topLeftCorner(len, len);
       P.noalias() = Q * U.transpose();
