@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `make bench`: the quick default benchmark subset -> results/bench.json (Google Benchmark JSON).
-#   hla2 and linear chunked, float and double, n = 65536, d = dv = 64, threads 1 and 2, hla2 multi-query
+#   hla2 and linear chunked, float and double, n = 65536, d = dv = 64, threads 1 and 2, their multi-head
+#   runs (4 heads with their own Q, K, V), hla2 multi-query
 #   (4 heads sharing K, V), and the roofline
 #   (Eigen's square matrix product). Chunk width: HLA_BENCH_CHUNK (default 48, see experiments/bench/bench_main.cpp).
 # Larger set: HLA_BENCH_FULL=1 scripts/bench.sh <build>  (n = 2^10..2^20, d = dv in {16, 64, 128}, every
@@ -14,7 +15,7 @@ if [[ "${HLA_BENCH_FULL:-0}" != "0" ]]; then
   filter='.'
 else
   out="$root/results/bench.json"
-  filter='^((hla2|linear)/chunked/(float|double)/n:65536/d:64/dv:64/threads:[12])|^hla2/chunked-multiquery/(float|double)/n:65536/|^roofline/'
+  filter='^((hla2|linear)/chunked/(float|double)/n:65536/d:64/dv:64/threads:[12])|^hla2/chunked-multiquery/(float|double)/n:65536/|^(hla2|linear)/chunked-multihead/(float|double)/n:65536/|^roofline/'
 fi
 # Repetitions of all entries are interleaved in random order, so a slow spell of the shared machine spreads
 # over the entries instead of hitting one of them (ratios between entries are what the targets read).

@@ -10,6 +10,7 @@
 #include "core/inputs.hpp"
 #include "core/registry.hpp"
 #include "fast/chunked/hla2.hpp"
+#include "fast/heads.hpp"
 #include "verify/compare.hpp"
 
 using namespace hla;
@@ -240,4 +241,50 @@ TEST_CASE("multi-query chunked (shared K, V, one S) equals the per-head referenc
   const auto s0 = registry<rational>().find("hla2", "serial", "corrected")(p0, o).state;
   const auto s1 = registry<rational>().find("hla2", "serial", "corrected")(p1, o).state;
   CHECK_THROWS_AS(fast::chunked::hla2_chunked_heads<rational>(qptr, base.K, base.V, o, {&s0, &s1, &s0}), InputError);
+}
+
+TEST_CASE("multi-head: every head through one form equals that form on the head alone, exactly, in parallel", "[chunked]") {
+  // §5.2 multi-head: heads with their own Q, K, V and state. Parallel over heads (heads ≥ threads) or over
+  // each head's chunks (heads < threads) must not change a single output or state entry.
+  const Eigen::Index n = 9;
+  std::vector<Problem<rational>> ps;
+  for (int h = 0; h < 3; ++h) ps.push_back(convert_problem<rational>(gaussian_problem({n, 3, 2}, 60 + h)));
+  std::vector<const Problem<rational>*> heads;
+  for (const auto& p : ps) heads.push_back(&p);
+  const Options base = make_options(rational(3, 4), true, 4, 1, rational(1, 5));
+  std::vector<NamedState<rational>> starts;  // a nonzero initial state per head: each head's own prefix
+  for (const auto& p : ps) starts.push_back(registry<rational>().find("hla2", "serial", "corrected")(slice_rows(p, 0, 4), base).state);
+  const std::vector<const NamedState<rational>*> init{&starts[0], &starts[1], &starts[2]};
+  for (const auto& [op, variant] : {std::pair{"hla2", "corrected"}, {"ahla", "paper"}, {"linear", "paper"}})
+    for (int threads : {1, 2, 4}) {
+      const Entry<rational>& form = registry<rational>().find(op, "chunked", variant);
+      Options o = base;
+      o.threads = threads;
+      if (!form.caps.ridge) o.ridge = 0;
+      INFO(form.key() << " threads " << threads);
+      const auto runs = fast::multi_head(form, heads, o);
+      REQUIRE(runs.size() == heads.size());
+      for (std::size_t h = 0; h < heads.size(); ++h) {
+        const Run<rational> alone = form(ps[h], o);
+        CHECK(compare_exact(runs[h].O, alone.O).exact_equal);
+        require_same_state(runs[h].state, alone.state);
+      }
+      if (std::string(op) == "hla2") {  // with initial states: head h continues from its own state
+        const auto cont = fast::multi_head(form, heads, o, init);
+        for (std::size_t h = 0; h < heads.size(); ++h)
+          CHECK(compare_exact(cont[h].O, form(ps[h], o, init[h]).O).exact_equal);
+      }
+    }
+  // A bad head is an InputError that names it, also from inside the parallel region; so is a miscount.
+  Problem<rational> bad = ps[1];
+  bad.V = Mat<rational>(n + 1, 2);
+  const std::vector<const Problem<rational>*> with_bad{heads[0], &bad, heads[2]};
+  const Entry<rational>& hla2 = registry<rational>().find("hla2", "chunked", "corrected");
+  for (int threads : {1, 2}) {
+    Options o = base;
+    o.threads = threads;
+    CHECK_THROWS_WITH(fast::multi_head(hla2, with_bad, o), Catch::Contains("head 1"));
+  }
+  CHECK_THROWS_AS(fast::multi_head(hla2, heads, base, {init[0]}), InputError);
+  CHECK_THROWS_AS(fast::multi_head(hla2, {}, base), InputError);
 }

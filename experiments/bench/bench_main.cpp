@@ -5,6 +5,7 @@
 //   names     <operator>/<form>/<scalar>/n:<n>/d:<d>/dv:<dv>/threads:<t>   (variant: the registry's one per
 //             (op, form); a second variant of the same form gets "/<variant>" after the form)
 //             roofline/gemm/<scalar>/threads:<t>
+//             hla2/chunked-multiquery/.../heads:4 and <op>/chunked-multihead/.../heads:4 (§5.2; all heads counted)
 //   counters  tokens_per_s; gflops = useful flops / s, with useful flops counted by the *serial* formula
 //             per token (useful_flops_per_token below), whatever the form actually executes; chunk
 //
@@ -31,6 +32,7 @@
 #include "core/inputs.hpp"
 #include "core/registry.hpp"
 #include "fast/chunked/hla2.hpp"
+#include "fast/heads.hpp"
 
 using namespace hla;
 
@@ -120,6 +122,17 @@ template <class T> void register_forms(const std::vector<std::array<Eigen::Index
   }
 }
 
+// Counters of an entry that runs `heads` heads per iteration, for all heads together (useful flops = heads ×
+// the single-head count), so tokens_per_s and gflops compare directly with that many single-head calls.
+void head_counters(benchmark::State& state, const std::string& op, Eigen::Index n, Eigen::Index d, Eigen::Index dv, int chunk,
+                   int heads) {
+  state.counters["tokens_per_s"] = benchmark::Counter(double(n) * heads, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["gflops"] = benchmark::Counter(double(n) * heads * useful_flops_per_token(op, double(d), double(dv)) / 1e9,
+                                                benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["chunk"] = chunk;
+  state.counters["heads"] = heads;
+}
+
 // §5.2 multi-query: h heads with their own queries and shared K, V (one S), fast::chunked::hla2_chunked_heads,
 // named hla2/chunked-multiquery/<scalar>/n/d/dv/threads/heads:<h>. Counters as the single-head entries, for
 // all heads together (useful flops = h × the single-head count), so tokens_per_s and gflops compare
@@ -140,11 +153,7 @@ template <class T> void bench_multiquery(benchmark::State& state, Eigen::Index n
     benchmark::DoNotOptimize(runs.front().O.data());
     benchmark::ClobberMemory();
   }
-  state.counters["tokens_per_s"] = benchmark::Counter(double(n) * heads, benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["gflops"] = benchmark::Counter(double(n) * heads * useful_flops_per_token("hla2", double(d), double(dv)) / 1e9,
-                                                benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["chunk"] = chunk;
-  state.counters["heads"] = heads;
+  head_counters(state, "hla2", n, d, dv, chunk, heads);
 }
 
 template <class T> void register_multiquery(const std::vector<std::array<Eigen::Index, 3>>& shapes, int chunk) {
@@ -152,6 +161,43 @@ template <class T> void register_multiquery(const std::vector<std::array<Eigen::
     for (int t : {1, 2}) {
       const std::string name = fmt::format("hla2/chunked-multiquery/{}/n:{}/d:{}/dv:{}/threads:{}/heads:4", scalar_name<T>(), n, d, dv, t);
       benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) { bench_multiquery<T>(s, n, d, dv, t, chunk, 4); })
+          ->UseRealTime()
+          ->Unit(benchmark::kMillisecond)
+          ->MinTime(0.2);
+    }
+}
+
+// §5.2 multi-head: h heads with their own Q, K, V through the registered chunked form (fast::multi_head:
+// parallel over heads when heads ≥ threads), named <op>/chunked-multihead/<scalar>/n/d/dv/threads/heads:<h>.
+// Each head gets its own copy of the inputs (scaled), so the heads do not share cache lines they only read.
+// Counters as the multi-query entries.
+template <class T> void bench_multihead(benchmark::State& state, const Entry<T>* e, Eigen::Index n, Eigen::Index d,
+                                        Eigen::Index dv, int threads, int chunk, int heads) {
+  const Problem<T> p = convert_problem<T>(inputs(n, d, dv));
+  std::vector<Problem<T>> ps;
+  for (int h = 0; h < heads; ++h) ps.push_back({p.Q * T(h + 1), p.K, p.V * T(h + 1)});
+  std::vector<const Problem<T>*> ptr;
+  for (const auto& q : ps) ptr.push_back(&q);
+  Options opt;
+  opt.threads = threads;
+  opt.chunk = chunk;
+  Eigen::setNbThreads(1);
+  for (auto _ : state) {
+    auto runs = fast::multi_head<T>(*e, ptr, opt);
+    benchmark::DoNotOptimize(runs.front().O.data());
+    benchmark::ClobberMemory();
+  }
+  head_counters(state, e->op, n, d, dv, chunk, heads);
+}
+
+// Only at the default shape: four copies of the largest full-set inputs would not fit in memory.
+template <class T> void register_multihead(int chunk) {
+  const Eigen::Index n = 65536, d = 64, dv = 64;
+  for (const char* op : {"hla2", "linear"})
+    for (int t : {1, 2}) {
+      const Entry<T>* e = &registry<T>().find(op, "chunked", std::string(op) == "hla2" ? "corrected" : "paper");
+      const std::string name = fmt::format("{}/chunked-multihead/{}/n:{}/d:{}/dv:{}/threads:{}/heads:4", op, scalar_name<T>(), n, d, dv, t);
+      benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) { bench_multihead<T>(s, e, n, d, dv, t, chunk, 4); })
           ->UseRealTime()
           ->Unit(benchmark::kMillisecond)
           ->MinTime(0.2);
@@ -220,6 +266,8 @@ int main(int argc, char** argv) {
   register_forms<double>(shapes, chunk);
   register_multiquery<float>(shapes, chunk);
   register_multiquery<double>(shapes, chunk);
+  register_multihead<float>(chunk);
+  register_multihead<double>(chunk);
   register_roofline<float>();
   register_roofline<double>();
 
