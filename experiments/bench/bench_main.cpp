@@ -133,10 +133,21 @@ void head_counters(benchmark::State& state, const std::string& op, Eigen::Index 
   state.counters["heads"] = heads;
 }
 
+// The timed loop of a several-head entry: `call(opt)` runs every head and returns their runs.
+template <class Call> void time_heads(benchmark::State& state, int threads, int chunk, Call&& call) {
+  Options opt;
+  opt.threads = threads;
+  opt.chunk = chunk;
+  Eigen::setNbThreads(1);  // forms parallelize themselves (opt.threads)
+  for (auto _ : state) {
+    auto runs = call(opt);
+    benchmark::DoNotOptimize(runs.front().O.data());
+    benchmark::ClobberMemory();
+  }
+}
+
 // §5.2 multi-query: h heads with their own queries and shared K, V (one S), fast::chunked::hla2_chunked_heads,
-// named hla2/chunked-multiquery/<scalar>/n/d/dv/threads/heads:<h>. Counters as the single-head entries, for
-// all heads together (useful flops = h × the single-head count), so tokens_per_s and gflops compare
-// directly with h single-head calls; `heads` is the counter to read them by.
+// named hla2/chunked-multiquery/<scalar>/n/d/dv/threads/heads:<h> (counters: head_counters).
 template <class T> void bench_multiquery(benchmark::State& state, Eigen::Index n, Eigen::Index d, Eigen::Index dv, int threads,
                                          int chunk, int heads) {
   const Problem<T> p = convert_problem<T>(inputs(n, d, dv));
@@ -144,15 +155,7 @@ template <class T> void bench_multiquery(benchmark::State& state, Eigen::Index n
   for (int h = 0; h < heads; ++h) Qs.push_back(p.Q * T(h + 1));  // distinct queries per head (timing only)
   std::vector<const Mat<T>*> qptr;
   for (const auto& q : Qs) qptr.push_back(&q);
-  Options opt;
-  opt.threads = threads;
-  opt.chunk = chunk;
-  Eigen::setNbThreads(1);
-  for (auto _ : state) {
-    auto runs = fast::chunked::hla2_chunked_heads<T>(qptr, p.K, p.V, opt, {});
-    benchmark::DoNotOptimize(runs.front().O.data());
-    benchmark::ClobberMemory();
-  }
+  time_heads(state, threads, chunk, [&](const Options& opt) { return fast::chunked::hla2_chunked_heads<T>(qptr, p.K, p.V, opt, {}); });
   head_counters(state, "hla2", n, d, dv, chunk, heads);
 }
 
@@ -170,7 +173,7 @@ template <class T> void register_multiquery(const std::vector<std::array<Eigen::
 // §5.2 multi-head: h heads with their own Q, K, V through the registered chunked form (fast::multi_head:
 // parallel over heads when heads ≥ threads), named <op>/chunked-multihead/<scalar>/n/d/dv/threads/heads:<h>.
 // Each head gets its own copy of the inputs (scaled), so the heads do not share cache lines they only read.
-// Counters as the multi-query entries.
+// Counters: head_counters.
 template <class T> void bench_multihead(benchmark::State& state, const Entry<T>* e, Eigen::Index n, Eigen::Index d,
                                         Eigen::Index dv, int threads, int chunk, int heads) {
   const Problem<T> p = convert_problem<T>(inputs(n, d, dv));
@@ -178,15 +181,7 @@ template <class T> void bench_multihead(benchmark::State& state, const Entry<T>*
   for (int h = 0; h < heads; ++h) ps.push_back({p.Q * T(h + 1), p.K, p.V * T(h + 1)});
   std::vector<const Problem<T>*> ptr;
   for (const auto& q : ps) ptr.push_back(&q);
-  Options opt;
-  opt.threads = threads;
-  opt.chunk = chunk;
-  Eigen::setNbThreads(1);
-  for (auto _ : state) {
-    auto runs = fast::multi_head<T>(*e, ptr, opt);
-    benchmark::DoNotOptimize(runs.front().O.data());
-    benchmark::ClobberMemory();
-  }
+  time_heads(state, threads, chunk, [&](const Options& opt) { return fast::multi_head<T>(*e, ptr, opt); });
   head_counters(state, e->op, n, d, dv, chunk, heads);
 }
 
