@@ -99,6 +99,31 @@ TEST_CASE("chunked forms split and carried equal one call, and end in the serial
   }
 }
 
+TEST_CASE("chunked forms over many groups of chunks equal the serial form exactly, in parallel", "[chunked]") {
+  // Chunks are processed in groups (16 chunks on one thread, 32 per thread on more), the state carried
+  // from one group to the next. n = 300 at w = 1..3 gives 2–19 groups, so every thread count runs across
+  // group boundaries, with decay, normalization, ridge and an initial state.
+  const Eigen::Index n = 300;
+  const Problem<fp61> p = field_problem({n, 4, 3}, 17);
+  for (const auto& f : exact_forms()) {
+    const Entry<fp61>& e = registry<fp61>().find(f.op, f.form, f.variant);
+    const Entry<fp61>& serial = registry<fp61>().find(f.op, "serial", f.serial_variant);
+    for (int w : {1, 2, 3})
+      for (int threads : {1, 2, 3})
+        for (bool normalized : {false, true}) {
+          const Options o = make_options(f.decay ? rational(3, 4) : rational(1), normalized, w, threads,
+                                         f.ridge && normalized ? rational(1, 3) : rational(0));
+          INFO(e.key() << " w=" << w << " threads=" << threads << " normalized=" << normalized);
+          const Run<fp61> expected = serial(p, o), got = e(p, o);
+          REQUIRE(compare_exact(got.O, expected.O).exact_equal);
+          require_same_state(got.state, expected.state);
+          const Run<fp61> first = serial(slice_rows(p, 0, 37), o);  // continue from a nonzero state
+          const Problem<fp61> rest = slice_rows(p, 37, n);
+          REQUIRE(compare_exact(e(rest, o, &first.state).O, serial(rest, o, &first.state).O).exact_equal);
+        }
+  }
+}
+
 TEST_CASE("chunked forms equal the reference exactly in the prime field at larger n, in parallel", "[chunked]") {
   const Problem<fp61> p = field_problem({45, 4, 3}, 13);
   for (const auto& f : exact_forms()) {
