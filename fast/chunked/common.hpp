@@ -105,6 +105,12 @@ template <class T> struct ChunkSetup {
     for (Eigen::Index k = 0; k < M; ++k) g[k] = dec.chunk_factor(plan.len(k));
   }
   explicit ChunkSetup(const Problem<T>& p, const Options& opt) : ChunkSetup(p.n(), p.d(), p.dv(), opt) {}
+  // g[k]² = γ^{2·len(k)}: what a whole chunk does to a state decaying with γ² (hla2's C' and G parts).
+  std::vector<T> squared_factors() const {
+    std::vector<T> g2(g.size());
+    for (std::size_t k = 0; k < g.size(); ++k) g2[k] = g[k] * g[k];
+    return g2;
+  }
 };
 
 // The carry across `count` chunks for one state part X (rows×cols). On entry, block k of `blocks`

@@ -84,8 +84,7 @@ template <class T> Run<T> hla2_chunked_monoid(const Problem<T>& p, const Options
   const St st0 = load_state<St>(init, d, dv);
   Mat<T> S = st0.S, C = join(st0.C, st0.m), G = join(st0.G, st0.h);
   Mat<T> Sb(d, NG * d), Cb(d, NG * da), Gb(d, NG * da), Out(p.n(), da);
-  std::vector<T> g2(M);
-  for (Eigen::Index k = 0; k < M; ++k) g2[k] = g[k] * g[k];
+  const std::vector<T> g2 = setup.squared_factors();
 
   auto make_ws = [&] { return Hla2Workspace<T>(w, d, da); };
 
@@ -218,8 +217,7 @@ std::vector<Run<T>> hla2_chunked_heads(const std::vector<const Mat<T>*>& Qs, con
     if (aug) return Vb.middleRows(kk * w, len);
     return V.middleRows(c, len);
   };
-  std::vector<T> g2(M);
-  for (Eigen::Index k = 0; k < M; ++k) g2[k] = g[k] * g[k];
+  const std::vector<T> g2 = setup.squared_factors();
   auto make_ws = [&] { return Hla2UWorkspace<T>(w, d, va); };
 
   for (Eigen::Index k0 = 0; k0 < M; k0 += NG) {
