@@ -173,7 +173,8 @@ template <class T> void register_multiquery(const std::vector<std::array<Eigen::
 // §5.2 multi-head: h heads with their own Q, K, V through the registered chunked form (fast::multi_head:
 // parallel over heads when heads ≥ threads), named <op>/chunked-multihead/<scalar>/n/d/dv/threads/heads:<h>.
 // Each head gets its own copy of the inputs (scaled), so the heads do not share cache lines they only read.
-// Counters: head_counters.
+// Each head goes through the registry's validated call (a finiteness pass over its inputs and outputs),
+// where the single-head entries time the form itself. Counters: head_counters.
 template <class T> void bench_multihead(benchmark::State& state, const Entry<T>* e, Eigen::Index n, Eigen::Index d,
                                         Eigen::Index dv, int threads, int chunk, int heads) {
   const Problem<T> p = convert_problem<T>(inputs(n, d, dv));
