@@ -1,19 +1,47 @@
 #!/usr/bin/env bash
-# `make test`: the Catch2 suite (every test case, in a fixed order), then a plain closing line
-# "tests: N passed, M failed" that any CI log reader understands.
+# `make test`: every suite, then one plain closing line "tests: N passed, M failed" that any CI log reader
+# understands (the sum over suites).
+#   1. the Catch2 suite (every test case, in a fixed order)
+#   2. the Python suites tests/python/test_*.py (unittest; they import build/python/hla_harness and run
+#      build/bin/hla), when the build has them
 set -uo pipefail
 build=${1:-build}
+root=$(cd "$(dirname "$0")/.." && pwd)
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
+passed=0 failed=0 status=0
+
 "$build/bin/hla_tests" --order lex 2>&1 | tee "$log"
-status=${PIPESTATUS[0]}
+s=${PIPESTATUS[0]}
+[ "$s" -ne 0 ] && status=$s
 summary=$(grep -E "^(All tests passed|test cases:)" "$log" | tail -1)
 if [[ $summary == All\ tests\ passed* ]]; then
-  passed=$(sed -E 's/.* in ([0-9]+) test cases?\).*/\1/' <<<"$summary")
-  failed=0
+  p=$(sed -E 's/.* in ([0-9]+) test cases?\).*/\1/' <<<"$summary"); f=0
 else
-  passed=$(sed -E 's/.*\| *([0-9]+) passed.*/\1/' <<<"$summary")
-  failed=$(sed -E 's/.*\| *([0-9]+) failed.*/\1/' <<<"$summary")
+  p=$(sed -E 's/.*\| *([0-9]+) passed.*/\1/' <<<"$summary")
+  f=$(sed -E 's/.*\| *([0-9]+) failed.*/\1/' <<<"$summary")
+  [[ $f =~ ^[0-9]+$ ]] || f=1
 fi
-echo "tests: ${passed:-0} passed, ${failed:-0} failed"
+passed=$((passed + ${p:-0})); failed=$((failed + ${f:-0}))
+
+# Python suites: unittest prints "Ran N tests" and "FAILED (failures=a, errors=b, skipped=c)" or "OK".
+if compgen -G "$root/tests/python/test_*.py" >/dev/null; then
+  HLA_BUILD="$(cd "$build" && pwd)" PYTHONPATH="$(cd "$build" && pwd)/python${PYTHONPATH:+:$PYTHONPATH}" \
+    /usr/bin/python3 -m unittest discover -s "$root/tests/python" -p 'test_*.py' -v 2>&1 | tee "$log"
+  s=${PIPESTATUS[0]}
+  [ "$s" -ne 0 ] && status=$s
+  ran=$(grep -E "^Ran [0-9]+ tests?" "$log" | tail -1 | sed -E 's/^Ran ([0-9]+).*/\1/')
+  bad=0
+  if line=$(grep -E "^FAILED \(" "$log" | tail -1); then
+    for key in failures errors; do
+      v=$(grep -oE "$key=[0-9]+" <<<"$line" | cut -d= -f2)
+      bad=$((bad + ${v:-0}))
+    done
+  fi
+  skipped=$(grep -oE "skipped=[0-9]+" "$log" | tail -1 | cut -d= -f2)
+  passed=$((passed + ${ran:-0} - bad - ${skipped:-0})); failed=$((failed + bad))
+  [ -z "$ran" ] && { failed=$((failed + 1)); status=1; }
+fi
+
+echo "tests: ${passed} passed, ${failed} failed"
 exit "$status"
