@@ -7,7 +7,7 @@ packages=(
   build-essential cmake pkg-config
   libeigen3-dev libboost-dev libmpfr-dev libgmp-dev
   libfmt-dev catch2 libbenchmark-dev
-  libtomlplusplus-dev libcli11-dev nlohmann-json3-dev
+  libtomlplusplus-dev libcli11-dev nlohmann-json3-dev zlib1g-dev
   python3 python3-matplotlib python3-numpy
 )
 
