@@ -88,9 +88,8 @@ def fmt(x, digits=2):
         return "–"
     if x == 0:
         return "0"
-    if 1e-3 <= abs(x) < 1e5:
-        return f"{x:.{digits + 1}g}"
-    return f"{x:.{digits}e}".replace("e-0", "e-").replace("e+0", "e")
+    text = f"{x:.{digits + 1}g}" if 1e-3 <= abs(x) < 1e5 else f"{x:.{digits}e}"
+    return text.replace("e-0", "e-").replace("e+0", "e").replace("e+", "e")
 
 
 def pow2(n):

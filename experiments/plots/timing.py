@@ -153,9 +153,10 @@ def time_vs_width(rows, outdir):
         p = EXPECTED.get((op, axis), 1)
         if guide_at:
             w1, t1, w0 = guide_at
+            w0 = max(w0, w1 // 8)
             ax.plot([w0, w1], [t1 * (w0 / w1) ** p, t1], **style.GUIDE)
-            ax.annotate(f"∝ {axis}{'²' if p == 2 else ''}", (w0, t1 * (w0 / w1) ** p), xytext=(0, -9),
-                        textcoords="offset points", fontsize=7, color="#555555")
+            ax.annotate(f"∝ {axis}{'²' if p == 2 else ''}", (w0, t1 * (w0 / w1) ** p), xytext=(-2, 2),
+                        textcoords="offset points", fontsize=7, color="#555555", ha="right")
         n_fixed = mode([k[4] for k in groups])
         fixed_val = mode([k[5] for k in groups])
         ax.set_xlim(right=max(max(v) for v in groups.values()) * 1.8)
