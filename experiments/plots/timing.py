@@ -9,6 +9,7 @@ from collections import defaultdict
 
 import numpy as np
 from matplotlib.lines import Line2D
+from matplotlib.ticker import FuncFormatter
 
 from . import style
 from .data import base_dims, fit_slope, fitted, fmt, is_backward, main_chunk, mode, num, options_label, pow2
@@ -205,6 +206,9 @@ def time_vs_chunk(rows, outdir):
     ws_all = sorted({w for v in groups.values() for w in v})
     ax.set_xticks(ws_all)
     ax.set_xticklabels([str(w) for w in ws_all])
+    plain_numbers = FuncFormatter(lambda y, _: f"{y:g}")
+    ax.yaxis.set_major_formatter(plain_numbers)
+    ax.yaxis.set_minor_formatter(plain_numbers)
     k0 = next(iter(groups))
     ax.set_title(f"{k0[0]}, n = {k0[4]}, d = {k0[5]}, dv = {k0[6]}")
     ax.set_xlabel("chunk width w")
