@@ -4,7 +4,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
 
-.PHONY: deps configure build test run bench debug clean
+.PHONY: deps configure build test run bench report figures debug clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -25,6 +25,13 @@ run: build
 
 bench: build
 	@bash scripts/bench.sh $(BUILD)
+
+# Every figure from the committed results (no build needed), then the report page results/report.html.
+figures:
+	@/usr/bin/python3 experiments/plot.py $(wildcard results/*/points.csv) $(wildcard results/claims.json results/bench.json)
+
+report: figures
+	@/usr/bin/python3 experiments/report.py
 
 # ASan + UBSan build in build-debug/ (tests only).
 debug: deps

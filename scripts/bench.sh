@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# `make bench`: the quick default benchmark subset -> results/bench.json (Google Benchmark JSON).
+# `make bench`: the quick default benchmark subset -> results/bench.json (Google Benchmark JSON) and its figure
+# results/bench.{png,pdf,svg}.
 #   hla2 and linear chunked, float and double, n = 65536, d = dv = 64, threads 1 and 2, their multi-head
 #   runs (4 heads with their own Q, K, V), hla2 multi-query
 #   (4 heads sharing K, V), and the roofline
@@ -24,3 +25,5 @@ fi
   --benchmark_report_aggregates_only=true --benchmark_out="$out" --benchmark_out_format=json \
   --benchmark_counters_tabular=true
 echo "wrote $out"
+# Its figure: GFLOP/s against the rooflines, threads side by side (results/bench.png beside bench.json).
+/usr/bin/python3 "$root/experiments/plot.py" "$out"

@@ -9,6 +9,7 @@ packages=(
   libfmt-dev catch2 libbenchmark-dev
   libtomlplusplus-dev libcli11-dev nlohmann-json3-dev zlib1g-dev
   python3 python3-matplotlib python3-numpy
+  chromium  # renders results/report.html in tests/python/test_report.py
 )
 
 missing=()

@@ -1,0 +1,111 @@
+"""make bench's figure: useful GFLOP/s of every benchmark entry against the rooflines (a large matrix product at
+the same scalar and thread count, measured in the same run), one and two threads side by side.
+
+Entries are Google Benchmark names `<op>/<form>/<scalar>/n:../d:../dv:../threads:<t>[/heads:<h>]/...`; rooflines
+`roofline/<library>/<scalar>/threads:<t>` (today's single roofline is `roofline/gemm/...`).
+Writes bench.{pdf,svg,png} beside the JSON (results/bench.json → results/bench.png).
+"""
+import json
+import os
+from collections import defaultdict
+
+import numpy as np
+from matplotlib.lines import Line2D
+
+from . import style
+
+SCALARS = ("float", "double")
+ROOF_LS = ["--", (0, (4, 1.5, 1, 1.5)), ":", (0, (6, 2))]
+
+
+def parse(name):
+    """(kind, fields): kind 'roofline' or 'entry'; fields: op, form, scalar, threads, heads, library, n, d, dv."""
+    parts = name.split("/")
+    f = {"threads": 1, "heads": 1}
+    for p in parts:
+        if ":" in p:
+            k, v = p.split(":", 1)
+            if k in ("threads", "heads", "n", "d", "dv"):
+                f[k] = int(v)
+        elif p in SCALARS:
+            f["scalar"] = p
+    if parts[0] == "roofline":
+        f["library"] = parts[1] if len(parts) > 1 and parts[1] not in SCALARS and ":" not in parts[1] else "gemm"
+        return "roofline", f
+    f["op"], f["form"] = parts[0], parts[1] if len(parts) > 1 else ""
+    return "entry", f
+
+
+def load(path):
+    with open(path) as f:
+        data = json.load(f)
+    medians = {}
+    for b in data["benchmarks"]:
+        if b.get("run_type") == "aggregate" and b.get("aggregate_name") != "median":
+            continue
+        if "gflops" not in b:
+            continue
+        name = b.get("run_name", b["name"])
+        medians.setdefault(name, b["gflops"])
+    return data.get("context", {}), medians
+
+
+def draw(path):
+    outdir = os.path.dirname(os.path.abspath(path))
+    stem = os.path.splitext(os.path.basename(path))[0]
+    ctx, medians = load(path)
+    entries = defaultdict(dict)   # (scalar, label) -> threads -> gflops
+    roofs = defaultdict(dict)     # (scalar, library) -> threads -> gflops
+    for name, g in medians.items():
+        kind, f = parse(name)
+        if "scalar" not in f:
+            continue
+        if kind == "roofline":
+            roofs[(f["scalar"], f["library"])][f["threads"]] = g
+        else:
+            form = {"chunked-multihead": "multi-head", "chunked-multiquery": "multi-query"}.get(f["form"], f["form"])
+            label = f"{f['op']} {form}" + (f" ×{f['heads']}" if f["heads"] > 1 else "")
+            entries[(f["scalar"], label)][f["threads"]] = g
+    scalars = [s for s in SCALARS if any(k[0] == s for k in entries)]
+    if not scalars:
+        return outdir
+    threads = sorted({t for v in list(entries.values()) + list(roofs.values()) for t in v})[:4]
+    shades = [style.FAMILY_COLOR["chunked"], "#7FCFB9", "#BFE7DC", "#DFF3ED"]
+    libraries = sorted({k[1] for k in roofs})
+    fig, axes = style.figure(len(scalars), height=3.0, sharey=True)
+    readings = []
+    for ax, scalar in zip(axes, scalars):
+        labels = sorted({k[1] for k in entries if k[0] == scalar}, key=lambda s: (s.split()[0] != "hla2", s))
+        x = np.arange(len(labels))
+        width = 0.8 / len(threads)
+        for i, t in enumerate(threads):
+            ys = [entries[(scalar, lab)].get(t, np.nan) for lab in labels]
+            ax.bar(x - 0.4 + width * (i + 0.5), ys, width, color=shades[i], edgecolor="#333333", lw=0.4)
+        for j, lib in enumerate(libraries):
+            for i, t in enumerate(threads):
+                g = roofs.get((scalar, lib), {}).get(t)
+                if g:
+                    ax.axhline(g, color="#000000" if i == 0 else "#777777", ls=ROOF_LS[j % len(ROOF_LS)], lw=0.9)
+                    ax.text(len(labels) - 0.45, g, f"{lib} {t} thr", fontsize=6.5, va="bottom", ha="right",
+                            color="#000000" if i == 0 else "#777777")
+        ax.set_xticks(x)
+        ax.set_xticklabels(labels, rotation=30, ha="right")
+        ax.set_title(scalar)
+        ax.grid(axis="x", visible=False)
+        main = entries.get((scalar, "hla2 chunked"), {})
+        roof = roofs.get((scalar, libraries[0]), {}) if libraries else {}
+        cells = [f"{main[t]:.1f} GFLOP/s at {t} thread{'s' if t > 1 else ''}"
+                 + (f" ({main[t] / roof[t]:.2f} of the roofline)" if t in roof else "") for t in threads if t in main]
+        if cells:
+            readings.append(f"hla2 chunked {scalar}: " + ", ".join(cells))
+    style.ylabel(axes, "useful GFLOP/s (median)")
+    handles = [Line2D([], [], color=shades[i], marker="s", ms=7, ls="none", mec="#333333", mew=0.4,
+                      label=f"{t} thread{'s' if t > 1 else ''}") for i, t in enumerate(threads)]
+    handles += [Line2D([], [], color="#000000", ls=ROOF_LS[j % len(ROOF_LS)], label=f"roofline: {lib} (matrix product)")
+                for j, lib in enumerate(libraries)]
+    style.legend_below(fig, handles, ncol=4)
+    commit = ctx.get("hla_git_commit", "")
+    reading = "; ".join(readings) + (f" (commit {commit})." if commit else ".")
+    style.save(fig, outdir, stem, "How close to the matrix-multiply roofline do the chunked kernels run?", reading,
+               key=True)
+    return outdir

@@ -1,0 +1,266 @@
+"""Forward-error figures of a sweep (any sweep whose points have errors against the MPFR reference):
+
+  error_bound_vs_n      Is every form within its rounding bound as n grows?  (error ÷ bound, one panel per
+                        operator, one line per form family × precision, the bound at 1)
+  error_growth_vs_n     How fast does the rounding error grow with n?  (hla2, γ = 1: error in units of u)
+  error_normalized_vs_n What does normalization with a small ε cost?  (hla2 normalized, per ε)
+  paper_vs_corrected    Where does the paper's formula leave the operator?  (variant paper vs corrected where
+                        fp61 says the paper's differs; the gap in exact arithmetic marked)
+"""
+import math
+from collections import defaultdict
+
+import numpy as np
+from matplotlib.lines import Line2D
+
+from . import style
+from .data import frac, fit_slope, fmt, gamma, is_backward, num, options_label, plain
+
+DIFFERS = "differs in exact arithmetic"
+OPS_ORDER = ["hla2", "ahla", "linear", "hla3", "hla2-unmasked", "hla3-unmasked", "softmax"]
+
+
+def _ops(rows):
+    ops = {r["operator"] for r in rows}
+    return [o for o in OPS_ORDER if o in ops] + sorted(ops - set(OPS_ORDER))
+
+
+def _with_error(rows):
+    return [r for r in rows if not is_backward(r) and num(r["err_normwise_rel"]) >= 0]
+
+
+def _where(r):
+    return f"{r['operator']} {r['form']} {r['scalar']}, n={r['n']}" + (
+        f", {options_label(r)}" if options_label(r) != "plain" else "")
+
+
+def error_bound_vs_n(rows, outdir):
+    ok = [r for r in _with_error(rows) if r["status"] != DIFFERS and num(r["err_over_bound"]) >= 0]
+    if not ok:
+        return
+    ops = _ops(ok)
+    for part in range(0, len(ops), 4):
+        chunk = ops[part:part + 4]
+        fig, axes = style.figure(len(chunk), sharey=True)
+        families = set()
+        for ax, op in zip(axes, chunk):
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            series = defaultdict(lambda: defaultdict(float))
+            for r in ok:
+                if r["operator"] == op:
+                    key = (style.family(r["form"]), r["scalar"])
+                    series[key][int(r["n"])] = max(series[key][int(r["n"])], num(r["err_over_bound"]))
+            for fam in style.FAMILY_ORDER:
+                for scalar in ("double", "float"):
+                    if (fam, scalar) not in series:
+                        continue
+                    families.add(fam)
+                    s = series[(fam, scalar)]
+                    ns = sorted(s)
+                    ax.plot(ns, [s[n] if s[n] > 0 else np.nan for n in ns], **style.line_kw(fam, scalar))
+            ax.axhline(1.0, **style.GUIDE)
+            ax.text(0.02, 1.0, "bound", transform=ax.get_yaxis_transform(), va="bottom", fontsize=7, color="#555555")
+            ax.set_title(op)
+            ax.set_xlabel("n (tokens)")
+            ax.set_ylim(top=3)
+        style.ylabel(axes, "worst error ÷ rounding bound")
+        style.legend_below(fig, style.family_handles(families) + style.precision_handles(), ncol=4)
+        worst = max((r for r in ok if r["operator"] in chunk), key=lambda r: num(r["err_over_bound"]))
+        n_points = sum(1 for r in ok if r["operator"] in chunk)
+        above = sum(1 for r in ok if r["operator"] in chunk and num(r["err_over_bound"]) > 1)
+        reading = (f"{n_points} points of forms that compute SPEC's operator: "
+                   + ("none above its bound" if not above else f"{above} ABOVE their bound")
+                   + f"; worst error/bound {fmt(num(worst['err_over_bound']))} ({_where(worst)}).")
+        stem = "error_bound_vs_n" if part == 0 else f"error_bound_vs_n_{part // 4 + 1}"
+        style.save(fig, outdir, stem, "Is every form within its rounding bound as n grows?", reading, key=True)
+
+
+def _pick_chunk(rows, form):
+    ws = [int(r["chunk"]) for r in rows if r["form"] == form]
+    if not ws:
+        return None
+    counts = {w: ws.count(w) for w in set(ws)}
+    return str(max(counts, key=lambda w: (counts[w], w)))
+
+
+# The lines of the error-growth figure: (label, family, which forms, dashed?).
+GROWTH_LINES = [
+    ("serial", "serial", lambda f: f in ("serial",), False),
+    ("scan, fold", "scan", lambda f: f == "scan-fold", True),
+    ("scan, tree (Blelloch, two-level)", "scan", lambda f: f in ("scan-blelloch", "scan-twolevel"), False),
+    ("chunked", "chunked", lambda f: f == "chunked", False),
+    ("decode", "decode", lambda f: f == "decode", False),
+]
+
+
+def _u_series(rows, pick):
+    s = defaultdict(float)
+    for r in rows:
+        if pick(r["form"]) and num(r["err_units_u"]) > 0:
+            s[int(r["n"])] = max(s[int(r["n"])], num(r["err_units_u"]))
+    return s
+
+
+def error_growth_vs_n(rows, outdir):
+    err = [r for r in _with_error(rows) if r["status"] != DIFFERS and r["operator"] == "hla2" and plain(r)]
+    err = [r for r in err if not r["form"].startswith("chunked") or r["chunk"] == _pick_chunk(err, r["form"])]
+    scalars = [s for s in ("double", "float") if any(r["scalar"] == s for r in err)]
+    if not scalars or len({r["n"] for r in err}) < 3:
+        return
+    fig, axes = style.figure(len(scalars), sharey=True)
+    handles, notes = {}, {}
+    for ax, scalar in zip(axes, scalars):
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ends = []
+        mine = [r for r in err if r["scalar"] == scalar]
+        for label, fam, pick, dashed in GROWTH_LINES:
+            s = _u_series(mine, pick)
+            if len(s) < 2:
+                continue
+            ns = sorted(s)
+            slope = fit_slope(ns, [s[n] for n in ns])
+            kw = style.line_kw(fam, ls="--" if dashed else "-", marker="^" if dashed else "o")
+            ax.plot(ns, [s[n] for n in ns], **kw)
+            handles[label] = Line2D([], [], **kw, label=label)
+            if slope is not None:
+                ends.append((ns[-1], s[ns[-1]], f"{slope:.2f}", kw["color"]))
+                notes[(label, scalar)] = (slope, s[ns[-1]], ns[-1])
+        ns_all = sorted({int(r["n"]) for r in mine})
+        if ns_all:
+            base = min((v for k, v in _u_series(mine, lambda f: f == "serial").items() if k == ns_all[0]), default=None)
+            if base:
+                ax.plot(ns_all, [base * math.sqrt(n / ns_all[0]) for n in ns_all], **style.GUIDE)
+                ends.append((ns_all[-1], base * math.sqrt(ns_all[-1] / ns_all[0]), "√n", "#555555"))
+        ax.set_xlim(right=ns_all[-1] * 2)
+        style.end_labels(ax, ends)
+        ax.set_title(f"hla2, γ = 1, {scalar}")
+        ax.set_xlabel("n (tokens)")
+    style.ylabel(axes, "normwise error in units of u\n(numbers: fitted exponent in n)")
+    style.legend_below(fig, [handles[l] for l, *_ in GROWTH_LINES if l in handles], ncol=3)
+    parts = []
+    for scalar in scalars:
+        ser = notes.get(("serial", scalar))
+        tree = notes.get(("scan, tree (Blelloch, two-level)", scalar)) or notes.get(("chunked", scalar))
+        if ser:
+            parts.append(f"{scalar}: serial grows like n^{ser[0]:.2f} ({fmt(ser[1])} u at n={ser[2]})"
+                         + (f", tree-shaped forms like n^{tree[0]:.2f} ({fmt(tree[1])} u)" if tree else ""))
+    reading = "; ".join(parts) + "."
+    style.save(fig, outdir, "error_growth_vs_n", "How fast does the rounding error grow with n?", reading)
+
+
+def error_normalized_vs_n(rows, outdir):
+    norm = [r for r in _with_error(rows) if r["status"] != DIFFERS and r["operator"] == "hla2"
+            and r["normalized"] == "1" and gamma(r) == 1 and num(r["lambda"]) == 0]
+    norm = [r for r in norm if not r["form"].startswith("chunked") or r["chunk"] == _pick_chunk(norm, r["form"])]
+    norm = [r for r in norm if style.family(r["form"]) in ("serial", "chunked", "decode")]
+    scalars = [s for s in ("double", "float") if any(r["scalar"] == s for r in norm)]
+    epss = sorted({r["eps"] for r in norm}, key=num, reverse=True)
+    if not scalars or len({r["n"] for r in norm}) < 3:
+        return
+    eps_ls = ["-", (0, (4, 1.5, 1, 1.5)), ":"]
+    eps_marker = ["o", "^", "v"]
+    fig, axes = style.figure(len(scalars))
+    families = set()
+    worst = None
+    for ax, scalar in zip(axes, scalars):
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        for i, eps in enumerate(epss[:3]):
+            for fam in ("serial", "chunked", "decode"):
+                s = defaultdict(float)
+                for r in norm:
+                    if r["scalar"] == scalar and r["eps"] == eps and style.family(r["form"]) == fam:
+                        s[int(r["n"])] = max(s[int(r["n"])], num(r["err_normwise_rel"]))
+                        if worst is None or num(r["err_over_bound"]) > num(worst["err_over_bound"]):
+                            worst = r
+                if len(s) < 2:
+                    continue
+                families.add(fam)
+                ns = sorted(s)
+                ax.plot(ns, [s[n] for n in ns], **style.line_kw(fam, ls=eps_ls[i], marker=eps_marker[i]))
+        ax.set_title(f"hla2 normalized, γ = 1, {scalar}")
+        ax.set_xlabel("n (tokens)")
+    style.ylabel(axes, "normwise relative error")
+    eps_handles = [Line2D([], [], color="#444444", ls=eps_ls[i], marker=eps_marker[i],
+                          label=f"ε = {float(frac(eps)):g}")
+                   for i, eps in enumerate(epss[:3])]
+    style.legend_below(fig, style.family_handles(families) + eps_handles, ncol=5)
+    big = max((r for r in norm if r["scalar"] == scalars[-1]), key=lambda r: num(r["err_normwise_rel"]))
+    reading = (f"Small ε makes the normalizer ill-conditioned: worst {big['scalar']} error "
+               f"{fmt(num(big['err_normwise_rel']))} ({big['form']}, ε = {float(frac(big['eps'])):g}, "
+               f"n={big['n']}), yet every point stays within its bound (worst error/bound "
+               f"{fmt(num(worst['err_over_bound']))}): conditioning, not instability.")
+    style.save(fig, outdir, "error_normalized_vs_n", "What does normalization with a small ε cost?", reading)
+
+
+
+
+def paper_vs_corrected(rows, outdir):
+    err = _with_error(rows)
+    differs = [r for r in err if r["status"] == DIFFERS]
+    if not differs:
+        return
+    # Panels: (operator, γ) where the paper's variant differs; unnormalized, no ridge where possible.
+    combos = sorted({(r["operator"], r["gamma"]) for r in differs},
+                    key=lambda c: (OPS_ORDER.index(c[0]) if c[0] in OPS_ORDER else 99, -float(frac(c[1]))))
+    combos = combos[:4]
+    fig, axes = style.figure(len(combos), sharey=True)
+    families = set()
+    readings = []
+    for ax, (op, g) in zip(axes, combos):
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        mine = [r for r in err if r["operator"] == op and r["gamma"] == g]
+        simple = [r for r in mine if r["normalized"] != "1" and num(frac(r["lambda"])) == 0]
+        mine = simple or mine
+        forms = {r["form"] for r in mine if r["status"] == DIFFERS}
+        mine = [r for r in mine if r["form"] in forms and r["variant"] in ("paper", "corrected")]
+        hi_corr, lo_paper, n_last = 0.0, math.inf, 0
+        for fam in style.FAMILY_ORDER:
+            for variant in ("paper", "corrected"):
+                for scalar in ("double", "float"):
+                    s = defaultdict(float)
+                    for r in mine:
+                        if (style.family(r["form"]) == fam and r["scalar"] == scalar
+                                and (r["variant"] == variant) and (r["status"] == DIFFERS) == (variant == "paper")):
+                            s[int(r["n"])] = max(s[int(r["n"])], num(r["err_normwise_rel"]))
+                    if not s:
+                        continue
+                    families.add(fam)
+                    ns = sorted(s)
+                    kw = style.line_kw(fam, scalar, marker="x" if variant == "paper" else style.PRECISION_MARKER[scalar])
+                    ax.plot(ns, [s[n] if s[n] > 0 else np.nan for n in ns], **kw)
+                    n_last = max(n_last, ns[-1])
+                    if variant == "corrected":
+                        hi_corr = max(hi_corr, max(s.values()))
+                    else:
+                        lo_paper = min(lo_paper, min(s.values()))
+        if hi_corr > 0 and math.isfinite(lo_paper):
+            ax.annotate("", xy=(n_last * 1.35, lo_paper), xytext=(n_last * 1.35, hi_corr),
+                        arrowprops=dict(arrowstyle="<->", color=style.PAPER_COLOR, lw=1.0))
+            ax.text(n_last * 1.5, math.sqrt(lo_paper * hi_corr), "gap in exact\narithmetic:\n≥ " + fmt(lo_paper / hi_corr, 0) + "×",
+                    fontsize=6.5, color=style.PAPER_COLOR, va="center", ha="left")
+            ax.set_xlim(right=n_last * 8)
+        ax.set_title(f"{op}, γ = {float(frac(g)):g}" + (", normalized" if not simple else ""))
+        ax.set_xlabel("n (tokens)")
+
+        pe = [num(r["err_normwise_rel"]) for r in mine if r["status"] == DIFFERS]
+        ce = [num(r["err_normwise_rel"]) for r in mine if r["variant"] == "corrected" and r["status"] != DIFFERS]
+        readings.append(f"{op} γ={float(frac(g)):g}: paper {fmt(min(pe))}–{fmt(max(pe))}"
+                        + (f", corrected ≤ {fmt(max(ce))}" if ce else ""))
+    style.ylabel(axes, "normwise relative error vs MPFR")
+    variant_handles = [Line2D([], [], color="#444444", marker="x", ls="-", label="paper, as printed"),
+                       Line2D([], [], color="#444444", marker="o", ls="-", label="corrected")]
+    style.legend_below(fig, style.family_handles(families) + variant_handles + style.precision_handles(), ncol=4)
+    reading = ("The paper's formulas are off by far more than rounding (decided in fp61, float and double alike) — "
+               + "; ".join(readings) + ".")
+    style.save(fig, outdir, "paper_vs_corrected", "Where does the paper's formula leave the operator?", reading, key=True)
+
+
+def draw(rows, outdir):
+    error_bound_vs_n(rows, outdir)
+    error_growth_vs_n(rows, outdir)
+    error_normalized_vs_n(rows, outdir)
+    paper_vs_corrected(rows, outdir)
