@@ -354,7 +354,7 @@ TEST_CASE("npz: hand-built archives and every refusal", "[npy]") {
   CHECK_THAT(zip_error(zip_bytes({{"q.npy", zeros, 8, 0, 0, 1000}})), Contains("inflates to more than the declared 1000 bytes"));
   CHECK_THAT(zip_error(zip_bytes({{"q.npy", good_npy, 8, 0, 0, 0xfffffff0u}})), Contains("exceeds the limit"));
   CHECK_THAT(zip_error(zip_bytes({{"q.npy", good_npy, 8, 0, 0, static_cast<std::uint32_t>(good_npy.size() + 5)}})),
-             Contains("size 176 != declared 181"));
+             Contains("size " + std::to_string(good_npy.size()) + " != declared " + std::to_string(good_npy.size() + 5)));
   // A deflate stream cut short.
   {
     std::string z = zip_bytes({{"q.npy", zeros, 8}});
