@@ -24,6 +24,8 @@
 #include "experiments/lib/measure.hpp"
 #include "experiments/lib/sweep.hpp"
 #include "experiments/lib/sweep_backward.hpp"
+#include "verify/bounds.hpp"
+#include "verify/exactness.hpp"
 #include "verify/compare.hpp"
 
 namespace hla::sweep {
@@ -37,79 +39,11 @@ using build_info::source_tree;
 using build_info::utc_now;
 
 // ---- operators --------------------------------------------------------------------------------------------
-int order_of(const std::string& op) {
-  if (op == "linear") return 1;
-  if (op == "hla3" || op == "hla3-unmasked") return 3;
-  return 2;
-}
-// The operator whose value on |inputs| bounds the absolute sum of the monomials any form of `op` adds.
-std::string abs_operator(const std::string& op) {
-  if (op == "hla2") return "hla2-unmasked";
-  if (op == "hla3") return "hla3-unmasked";
-  return op;
-}
-Options base_options(const rational& gamma, const rational& lambda) {
-  Options o;
-  o.gamma = gamma;
-  o.ridge = lambda;
-  return o;
-}
-bool caps_allow(const Caps& c, const Options& o) {
-  return (o.gamma == 1 || c.decay) && (!o.normalized || c.normalized) && (o.ridge == 0 || c.ridge);
-}
-
-// ---- exactness in the prime field ---------------------------------------------------------------------------
-// Does entry (op, form, variant) compute exactly SPEC's operator with these options? Decided in
-// Z/(2^61−1) on one random input (Schwartz–Zippel: a false identity of degree D passes with probability
-// ≤ D/2^61). "n/a" when the form has no fp61 instance.
-class ExactnessOracle {
- public:
-  std::string check(const std::string& op, const std::string& form, const std::string& variant, const Options& opt,
-                    long d, long dv) {
-    const long nc = std::min<long>(600, std::max<long>(24, 2L * opt.chunk + 3));
-    const long dc = std::min<long>(d, 16), dvc = std::min<long>(dv, 16);
-    std::ostringstream k;
-    k << op << "|" << form << "|" << variant << "|" << format_rational(opt.gamma) << "|" << format_rational(opt.eps)
-      << "|" << format_rational(opt.ridge) << "|" << opt.normalized << "|" << opt.chunk << "|" << opt.threads << "|"
-      << dc << "|" << dvc;
-    auto it = cache_.find(k.str());
-    if (it != cache_.end()) return it->second;
-    std::string verdict = "n/a";
-    const auto& reg = registry<fp61>();
-    if (const Entry<fp61>* e = reg.try_find(op, form, variant)) {
-      try {
-        const Problem<fp61> p = field_problem(Shape{nc, dc, dvc}, 0x5eed5eedULL);
-        const Mat<fp61> got = (*e)(p, opt).O;
-        const Mat<fp61> want = reg.reference(op)(p, opt).O;
-        verdict = got == want ? "yes" : "no";
-      } catch (const std::exception&) {
-        verdict = "n/a";
-      }
-    }
-    cache_.emplace(k.str(), verdict);
-    return verdict;
-  }
-
-  // The first streaming form of `op` (corrected variant first) that is exact for (γ, λ) unnormalized.
-  std::optional<std::pair<std::string, std::string>> proxy(const std::string& op, const rational& gamma,
-                                                          const rational& lambda) {
-    const Options o = base_options(gamma, lambda);
-    std::vector<const Entry<double>*> cands;
-    for (const auto& e : registry<double>().entries())
-      if (e.op == op && e.form.rfind("serial", 0) == 0 && caps_allow(e.caps, o)) cands.push_back(&e);
-    std::stable_sort(cands.begin(), cands.end(), [](auto* a, auto* b) {
-      auto rank = [](const Entry<double>* e) { return (e->form == "serial" ? 0 : 2) + (e->variant == "corrected" ? 0 : 1); };
-      return rank(a) < rank(b);
-    });
-    for (const Entry<double>* e : cands)
-      if (registry<mpfr256>().try_find(e->op, e->form, e->variant) && check(op, e->form, e->variant, o, 5, 3) == "yes")
-        return std::make_pair(e->form, e->variant);
-    return std::nullopt;
-  }
-
- private:
-  std::map<std::string, std::string> cache_;
-};
+using bounds::abs_operator;
+using bounds::augmented;
+using bounds::order_of;
+using verify::base_options;
+using verify::ExactnessOracle;
 
 // ---- the MPFR reference of a point's inputs ----------------------------------------------------------------
 // For every operator but softmax the reference is computed once per (op, inputs, γ, λ) on V augmented
@@ -122,16 +56,6 @@ struct RefData {
   Mat<double> abs;     // n × (dv+1): the abs operator on |Q|, |K|, [|V| 1] (empty: no bound)
   std::string abs_method;
 };
-
-Problem<double> augmented(const Problem<double>& p, bool absolute) {
-  Problem<double> a;
-  a.Q = absolute ? Mat<double>(p.Q.cwiseAbs()) : p.Q;
-  a.K = absolute ? Mat<double>(p.K.cwiseAbs()) : p.K;
-  a.V.resize(p.V.rows(), p.V.cols() + 1);
-  a.V.leftCols(p.V.cols()) = absolute ? Mat<double>(p.V.cwiseAbs()) : p.V;
-  a.V.col(p.V.cols()).setOnes();
-  return a;
-}
 
 // A number of MPFR-256 stored exactly as the unevaluated sum of 5 doubles (5 × 53 ≥ 259 bits).
 constexpr int kParts = 5;
@@ -259,26 +183,11 @@ class ReferenceStore {
 };
 
 // ---- the rounding-error bound --------------------------------------------------------------------------------
-// Accumulation depth over tokens of one prefix sum (SPEC "Facts"): serial n − 1 (we use n), tree/Blelloch
-// 2⌈log₂ n⌉, chunked/two-level w + ⌈n/w⌉.
-long accumulation_depth(const std::string& form, long n, long w) {
-  if (form.rfind("scan-blelloch", 0) == 0 || form.rfind("scan-tree", 0) == 0)
-    return 2 * std::max<long>(1, static_cast<long>(std::ceil(std::log2(static_cast<double>(n)))));
-  if (form.rfind("scan-twolevel", 0) == 0 || form.rfind("chunked", 0) == 0) return w + (n + w - 1) / w;
-  return n;
-}
-// h of γ_h = h u / (1 − h u): p nested prefix sums (p = order), each with the form's depth; with decay
-// each step also multiplies by γ (one more rounding per level), and a γ that T cannot represent adds up
-// to n relative perturbations (γ̂^n); (p+1)·d for the inner products and read-out, +8 for the rest.
+// The bound's depth h for a registered form (verify/bounds.hpp): its own accumulation depth.
 template <class T> long bound_depth(const Point& pt) {
-  const long acc = accumulation_depth(pt.form, pt.n, pt.chunk);
-  long per_level = acc;
-  if (pt.gamma != 1) {
-    per_level += acc;
-    const T g = from_rational<T>(pt.gamma);
-    if (to_mpfr(g) != from_rational<mpfr256>(pt.gamma)) per_level += pt.n;
-  }
-  return order_of(pt.op) * per_level + (order_of(pt.op) + 1) * pt.d + 8;
+  const bool inexact = pt.gamma != 1 && to_mpfr(from_rational<T>(pt.gamma)) != from_rational<mpfr256>(pt.gamma);
+  return bounds::rounding_depth(pt.op, bounds::accumulation_depth(pt.form, pt.n, pt.chunk), pt.gamma != 1, inexact, pt.n,
+                                pt.d);
 }
 
 struct Measured {
@@ -326,27 +235,21 @@ void evaluate_point(const Point& pt, const Problem<double>& inputs, const RefDat
     if (hu >= 0.5) {
       f["note"] = "bound vacuous (h u >= 1/2)";
     } else {
-      const double gam = hu / (1 - hu), epsd = from_rational<double>(pt.eps);
-      double max_b = 0, max_r = 0, ratio = 0;
+      ColVec<mpfr256> den(n);
+      for (Eigen::Index t = 0; t < n; ++t) den(t) = pt.normalized ? mpfr256(ref.num(t, dv) + eps) : mpfr256(1);
       long vacuous_rows = 0;
-      for (Eigen::Index t = 0; t < n; ++t) {
-        double lower = 1, dd = 0;
-        if (pt.normalized) {
-          const double D = abs(ref.num(t, dv) + eps).template convert_to<double>();
-          dd = gam * 2 * ref.abs(t, dv) + 2 * u * epsd;
-          lower = D - dd;
-          if (lower <= 0) { ++vacuous_rows; continue; }
-        }
+      const Mat<double> B = bounds::output_bounds(R, ref.abs, pt.normalized, den, from_rational<double>(pt.eps), u, h,
+                                                  &vacuous_rows);
+      double max_b = 0, max_r = 0, ratio = 0;
+      for (Eigen::Index t = 0; t < n; ++t)
         for (Eigen::Index c = 0; c < dv; ++c) {
+          if (std::isinf(B(t, c))) continue;
           const double rv = abs(R(t, c)).template convert_to<double>();
           const double err = abs(to_mpfr(run.O(t, c)) - R(t, c)).template convert_to<double>();
-          double b = gam * 2 * ref.abs(t, c);
-          if (pt.normalized) b = (b + rv * dd) / lower * (1 + u) + u * rv;
-          max_b = std::max(max_b, b);
+          max_b = std::max(max_b, B(t, c));
           max_r = std::max(max_r, rv);
-          if (err > 0) ratio = std::max(ratio, b > 0 ? err / b : INFINITY);
+          if (err > 0) ratio = std::max(ratio, B(t, c) > 0 ? err / B(t, c) : INFINITY);
         }
-      }
       const double bn = vacuous_rows ? INFINITY : (max_r > 0 ? max_b / max_r : max_b);
       f["bound_normwise_rel"] = fmt_double(bn);
       f["bound_units_u"] = fmt_double(bn / u);

@@ -1,0 +1,102 @@
+// Rounding-error bounds for an operator's outputs, shared by the sweeps (experiments/lib/sweep_run.cpp)
+// and `hla verify` (verify/external/): one statement of what "within rounding error" means.
+//
+// Why the bound holds (Higham, Accuracy and Stability of Numerical Algorithms, Lemma 3.1 and §3.5): a
+// program of +, −, × computes a sum of monomial terms, each carrying at most h factors (1 + δ), |δ| ≤ u, so
+//   |computed − exact| ≤ γ_h · Σ|terms|,   γ_h = h u / (1 − h u).
+// Every form of an operator (serial, scan, chunked) adds up terms of the *unmasked* operator's expansion
+// (hla2's S_t C_t − G_t cancels the pairs the mask removes), so Σ|terms| ≤ the unmasked operator evaluated
+// on |Q|, |K|, |V| — the "abs operator" below, A. We use 2·A for the two sides of a cancellation.
+// Normalized outputs o = num/(den + ε) add the division's perturbation (one more rounding, and the
+// denominator's own error over its distance from 0).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "core/types.hpp"
+
+namespace hla::bounds {
+
+// 1, 2 or 3: how many nested prefix sums the operator's streaming form keeps.
+inline int order_of(const std::string& op) {
+  if (op == "linear") return 1;
+  if (op == "hla3" || op == "hla3-unmasked") return 3;
+  return 2;
+}
+
+// The operator whose value on |inputs| bounds the absolute sum of the monomials any form of `op` adds.
+inline std::string abs_operator(const std::string& op) {
+  if (op == "hla2") return "hla2-unmasked";
+  if (op == "hla3") return "hla3-unmasked";
+  return op;
+}
+
+// Q, K and [V 1] (optionally all in absolute value): one unnormalized evaluation gives the numerator in
+// the first dv columns and the denominator den_t in the last, so every (normalized, ε) reuses it.
+inline Problem<double> augmented(const Problem<double>& p, bool absolute) {
+  Problem<double> a;
+  a.Q = absolute ? Mat<double>(p.Q.cwiseAbs()) : p.Q;
+  a.K = absolute ? Mat<double>(p.K.cwiseAbs()) : p.K;
+  a.V.resize(p.V.rows(), p.V.cols() + 1);
+  a.V.leftCols(p.V.cols()) = absolute ? Mat<double>(p.V.cwiseAbs()) : p.V;
+  a.V.col(p.V.cols()).setOnes();
+  return a;
+}
+
+// Accumulation depth over tokens of one prefix sum (SPEC "Facts"): serial n − 1 (we use n), tree/Blelloch
+// 2⌈log₂ n⌉, chunked/two-level w + ⌈n/w⌉. An unknown algorithm (an outside implementation) gets the
+// serial depth, the largest of them.
+inline long accumulation_depth(const std::string& form, long n, long w) {
+  if (form.rfind("scan-blelloch", 0) == 0 || form.rfind("scan-tree", 0) == 0)
+    return 2 * std::max<long>(1, static_cast<long>(std::ceil(std::log2(static_cast<double>(n)))));
+  if (form.rfind("scan-twolevel", 0) == 0 || form.rfind("chunked", 0) == 0) return w + (n + w - 1) / w;
+  return n;
+}
+
+// h of γ_h: p nested prefix sums (p = order), each with depth `acc`; with decay each step also multiplies
+// by γ (one more rounding per level), and a γ the arithmetic cannot represent (or computes through exp/log)
+// adds up to n relative perturbations (γ̂^n); (p+1)·d for the inner products and read-out, +8 for the rest.
+inline long rounding_depth(const std::string& op, long acc, bool decays, bool gamma_inexact, long n, long d) {
+  long per_level = acc;
+  if (decays) per_level += acc;
+  if (gamma_inexact) per_level += n;
+  return order_of(op) * per_level + (order_of(op) + 1) * d + 8;
+}
+
+// Per-entry bounds on |computed − exact| for outputs R (exact or MPFR, n × dv), given the abs operator's
+// values A (n × (dv+1): numerator columns, then the denominator column) and, when normalized, the exact
+// denominators den_t + ε. A row whose denominator lies within its own error bound of 0 gets +∞ (nothing
+// bounds a division by a possibly vanishing number); `vacuous_rows` counts them.
+template <class R>
+Mat<double> output_bounds(const Mat<R>& out, const Mat<double>& A, bool normalized, const ColVec<R>& den_plus_eps,
+                          double eps, double u, long h, long* vacuous_rows = nullptr) {
+  const Eigen::Index n = out.rows(), dv = out.cols();
+  Mat<double> B = Mat<double>::Constant(n, dv, INFINITY);
+  if (vacuous_rows) *vacuous_rows = 0;
+  const double hu = static_cast<double>(h) * u;
+  if (hu >= 0.5) return B;  // vacuous: the arithmetic has too few bits for this depth
+  const double gam = hu / (1 - hu);
+  for (Eigen::Index t = 0; t < n; ++t) {
+    double lower = 1, dd = 0;
+    if (normalized) {
+      const double D = std::fabs(static_cast<double>(den_plus_eps(t)));
+      dd = gam * 2 * A(t, dv) + 2 * u * eps;
+      lower = D - dd;
+      if (lower <= 0) {
+        if (vacuous_rows) ++*vacuous_rows;
+        continue;
+      }
+    }
+    for (Eigen::Index c = 0; c < dv; ++c) {
+      const double rv = std::fabs(static_cast<double>(out(t, c)));
+      double b = gam * 2 * A(t, c);
+      if (normalized) b = (b + rv * dd) / lower * (1 + u) + u * rv;
+      B(t, c) = b;
+    }
+  }
+  return B;
+}
+
+}  // namespace hla::bounds
