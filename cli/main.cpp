@@ -18,6 +18,8 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
+  } catch (const CLI::RuntimeError& e) {
+    return e.get_exit_code();  // a subcommand's own exit code (e.g. `verify`: 1 = differs)
   } catch (const CLI::ParseError& e) {
     app.exit(e);
     return 2;

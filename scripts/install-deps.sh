@@ -9,6 +9,8 @@ packages=(
   libfmt-dev catch2 libbenchmark-dev
   libtomlplusplus-dev libcli11-dev nlohmann-json3-dev zlib1g-dev
   python3 python3-matplotlib python3-numpy
+  python3-dev pybind11-dev  # the Python module hla_harness (python/)
+  python3-torch             # examples/: PyTorch implementations verified in make test
   chromium  # renders results/report.html in tests/python/test_report.py
 )
 

@@ -1,0 +1,159 @@
+// `hla verify`: holds an outside implementation to the exact operator (README "Verify your implementation").
+//
+//   hla verify --op hla2 --gamma 0.99 --normalized --eps 1e-6 --dtype float64 --exec "python3 my_hla.py"
+//   hla verify --op hla2 --gamma 0.99 --q q.npy --k k.npy --v v.npy --o o.npy      (outputs you already have)
+//   hla verify --op hla2 --list-state --d 4 --dv 3                                 (the state's parts)
+// Exit codes: 0 computes, 1 differs or lower-precision, 2 bad input or a protocol error.
+#include <fmt/core.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "cli/commands.hpp"
+#include "core/parse.hpp"
+#include "verify/external/battery.hpp"
+#include "verify/external/exec.hpp"
+#include "verify/npy.hpp"
+
+namespace hla::cli {
+namespace {
+namespace fs = std::filesystem;
+using namespace hla::verify::ext;
+
+struct VerifyArgs {
+  std::string op = "hla2", gamma = "1", eps = "0", ridge = "0", dtype = "float64";
+  bool normalized = false, state = false, keep = false, no_diagnose = false, list_state = false, quiet = false;
+  std::string exec, json_file, q, k, v, o, npz;
+  long max_n = 512, d = 16, dv = 16;
+  std::uint64_t seed = 1;
+  double timeout = 300;
+  int shrink_rounds = 8;
+};
+
+Request request_of(const VerifyArgs& a) {
+  Request r;
+  r.op = a.op;
+  r.opt.gamma = parse_rational(a.gamma, "--gamma");
+  r.opt.eps = parse_rational(a.eps, "--eps");
+  r.opt.ridge = parse_rational(a.ridge, "--lambda");
+  r.opt.normalized = a.normalized;
+  r.dtype = parse_dtype(a.dtype);
+  r.state = a.state;
+  r.max_n = a.max_n;
+  r.d = a.d;
+  r.dv = a.dv;
+  r.seed = a.seed;
+  validate_request(r);
+  return r;
+}
+
+// Written whole to a temporary name, then renamed: a report is never half-written.
+void write_json(const std::string& file, const nlohmann::json& j) {
+  const fs::path p(file), tmp = p.string() + ".tmp";
+  {
+    std::ofstream out(tmp);
+    if (!out) throw InputError("cannot write --json file " + file);
+    out << j.dump(2) << "\n";
+    if (!out) throw InputError("cannot write --json file " + file);
+  }
+  fs::rename(tmp, p);
+}
+
+Problem<double> given_inputs(const VerifyArgs& a, Mat<double>& out, DType& dtype) {
+  auto load = [&](const std::string& file, const std::string& what) -> npy::Array {
+    if (file.empty()) throw InputError("file mode needs --q, --k, --v and --o (or --npz with arrays q, k, v, o); " + what + " is missing");
+    return npy::read(file);
+  };
+  npy::Array q, k, v, o;
+  if (!a.npz.empty()) {
+    auto m = npy::read_npz(a.npz);
+    for (const char* key : {"q", "k", "v", "o"})
+      if (!m.count(key)) throw InputError(a.npz + " has no array '" + std::string(key) + "'");
+    q = m["q"], k = m["k"], v = m["v"], o = m["o"];
+  } else {
+    q = load(a.q, "--q"), k = load(a.k, "--k"), v = load(a.v, "--v"), o = load(a.o, "--o");
+  }
+  dtype = o.dtype == npy::DType::f64 ? DType::float64 : DType::float32;
+  Problem<double> p{npy::to_matrix(q, "q"), npy::to_matrix(k, "k"), npy::to_matrix(v, "v")};
+  out = npy::to_matrix(o, "o");
+  if (p.Q.rows() != p.K.rows() || p.Q.rows() != p.V.rows() || p.Q.cols() != p.K.cols())
+    throw InputError(fmt::format("q, k, v shapes do not fit: q {}x{}, k {}x{}, v {}x{}", p.Q.rows(), p.Q.cols(), p.K.rows(), p.K.cols(),
+                                 p.V.rows(), p.V.cols()));
+  if (p.Q.rows() == 0 || p.Q.cols() == 0 || p.V.cols() == 0) throw InputError("q, k, v must not be empty");
+  if (p.Q.rows() > 8192) throw InputError(fmt::format("file mode checks n <= 8192 tokens (the MPFR reference); got n = {}", p.Q.rows()));
+  for (const Mat<double>* m : {&p.Q, &p.K, &p.V})
+    if (!m->allFinite()) throw InputError("q, k, v contain NaN or Inf");
+  return p;
+}
+
+int run_verify(const VerifyArgs& a) {
+  Request req = request_of(a);
+  if (a.list_state) {
+    fmt::print("state parts of {} (d = {}, dv = {}), as state_in/<part>.npy and state_out/<part>.npy:\n", req.op, req.d, req.dv);
+    for (const PartShape& p : state_layout(req.op, req.d, req.dv))
+      fmt::print("  {:<4} {}\n", p.name, p.vector ? fmt::format("({},)", p.rows) : fmt::format("({}, {})", p.rows, p.cols));
+    return 0;
+  }
+  const bool file_mode = !a.o.empty() || !a.npz.empty();
+  if (file_mode == !a.exec.empty())
+    throw InputError("give either --exec CMD (run the battery) or the given arrays (--q --k --v --o, or --npz)");
+  nlohmann::json report;
+  if (file_mode) {
+    Mat<double> out;
+    DType dt{};
+    const Problem<double> in = given_inputs(a, out, dt);
+    req.dtype = dt;
+    report = judge_given(req, in, out);
+  } else {
+    if (a.timeout <= 0) throw InputError("--timeout must be > 0 seconds");
+    if (a.shrink_rounds < 0 || a.shrink_rounds > 50) throw InputError("--shrink-rounds must lie in [0, 50]");
+    ExecImplementation impl(a.exec, a.timeout, a.keep);
+    BatteryOptions bo;
+    bo.shrink_rounds = a.shrink_rounds;
+    bo.diagnose = !a.no_diagnose;
+    bo.progress = a.quiet ? nullptr : &std::cerr;
+    report = run_battery(impl, req, bo);
+    report["command"] = a.exec;
+  }
+  if (!a.json_file.empty()) write_json(a.json_file, report);
+  fmt::print("{}", report["summary"].get<std::string>());
+  return exit_code_for(report["verdict"].get<std::string>());
+}
+
+const CommandRegistrar registrar([](CLI::App& app) {
+  auto a = std::make_shared<VerifyArgs>();
+  auto* sub = app.add_subcommand("verify", "Hold an outside implementation (any language) to the exact operator");
+  sub->add_option("--op", a->op, "operator: hla2 hla2-unmasked ahla hla3 hla3-unmasked linear");
+  sub->add_option("--gamma", a->gamma, "decay in (0, 1], e.g. 0.99 or 3/4");
+  sub->add_flag("--normalized", a->normalized, "divide by den_t + eps");
+  sub->add_option("--eps", a->eps, "normalizer stabilizer >= 0");
+  sub->add_option("--lambda,--ridge", a->ridge, "ridge >= 0 (hla2)");
+  sub->add_option("--dtype", a->dtype, "float64 | float32: the arrays' dtype");
+  sub->add_option("--exec", a->exec, "command run once per round as: CMD DIR");
+  sub->add_flag("--state", a->state, "the implementation takes state_in/ and writes state_out/ (split-and-carry)");
+  sub->add_option("--max-n", a->max_n, "largest random case (default 512)");
+  sub->add_option("--d", a->d, "query/key width of the random cases (default 16)");
+  sub->add_option("--dv", a->dv, "value width of the random cases (default 16)");
+  sub->add_option("--seed", a->seed, "case seed");
+  sub->add_option("--timeout", a->timeout, "seconds per round before the command is killed (default 300)");
+  sub->add_option("--shrink-rounds", a->shrink_rounds, "rounds of the counterexample search (default 8)");
+  sub->add_flag("--no-diagnose", a->no_diagnose, "skip comparing with the registered forms and known mistakes");
+  sub->add_option("--json", a->json_file, "write the whole report here");
+  sub->add_flag("--keep", a->keep, "keep the case directories (their paths are in the report)");
+  sub->add_flag("--quiet", a->quiet, "no progress lines on stderr");
+  sub->add_flag("--list-state", a->list_state, "print the state's part names and shapes for --op, --d, --dv");
+  sub->add_option("--q", a->q, "file mode: queries .npy (n x d)");
+  sub->add_option("--k", a->k, "file mode: keys .npy (n x d)");
+  sub->add_option("--v", a->v, "file mode: values .npy (n x dv)");
+  sub->add_option("--o", a->o, "file mode: the implementation's outputs .npy (n x dv)");
+  sub->add_option("--npz", a->npz, "file mode: one .npz holding q, k, v, o");
+  sub->callback([a] {
+    const int code = run_verify(*a);
+    if (code != 0) throw CLI::RuntimeError(code);
+  });
+});
+
+}  // namespace
+}  // namespace hla::cli

@@ -1,0 +1,232 @@
+// hla_harness: the harness from Python. A thin layer: it converts NumPy arrays and Python callables and
+// calls the same C++ code as `hla verify` and `hla run` (verify/external/, the registry). No check is
+// implemented twice.
+//
+//   import hla_harness
+//   o = hla_harness.reference("hla2", q, k, v, gamma=0.9, precision="exact")
+//   report = hla_harness.verify(my_fn, "hla2", gamma=0.9, dtype="float32")   # dict, as `hla verify --json`
+//   assert report["verdict"] == "computes"
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <sstream>
+
+#include "core/inputs.hpp"
+#include "core/parse.hpp"
+#include "core/registry.hpp"
+#include "verify/external/battery.hpp"
+
+namespace py = pybind11;
+using namespace hla;
+using namespace hla::verify::ext;
+
+namespace {
+
+using DoubleArray = py::array_t<double, py::array::c_style | py::array::forcecast>;
+
+// A Python number for γ, ε, λ: its exact value (every float is a dyadic rational); a string such as
+// "3/4" is parsed exactly.
+rational exact_param(const py::object& x, const std::string& what) {
+  if (py::isinstance<py::str>(x)) return parse_rational(x.cast<std::string>(), what);
+  if (py::isinstance<py::bool_>(x)) throw InputError(what + " must be a number, not a bool");
+  const double v = x.cast<double>();
+  if (!std::isfinite(v)) throw InputError(what + " must be finite");
+  return rational(v);
+}
+
+Mat<double> to_matrix(const DoubleArray& a, const std::string& what) {
+  if (a.ndim() != 2) throw InputError(what + " must be a 2-D array (rows are tokens), got " + std::to_string(a.ndim()) + "-D");
+  const auto r = a.unchecked<2>();
+  Mat<double> m(a.shape(0), a.shape(1));
+  for (py::ssize_t i = 0; i < a.shape(0); ++i)
+    for (py::ssize_t j = 0; j < a.shape(1); ++j) m(i, j) = r(i, j);
+  return m;
+}
+
+py::array_t<double> to_numpy(const Mat<double>& m) {
+  py::array_t<double> out({m.rows(), m.cols()});
+  auto w = out.mutable_unchecked<2>();
+  for (Eigen::Index i = 0; i < m.rows(); ++i)
+    for (Eigen::Index j = 0; j < m.cols(); ++j) w(i, j) = m(i, j);
+  return out;
+}
+
+Options options_of(const py::object& gamma, bool normalized, const py::object& eps, const py::object& ridge) {
+  Options o;
+  o.gamma = exact_param(gamma, "gamma");
+  o.normalized = normalized;
+  o.eps = exact_param(eps, "eps");
+  o.ridge = exact_param(ridge, "ridge");
+  return o;
+}
+
+py::array_t<double> reference(const std::string& op, const DoubleArray& q, const DoubleArray& k, const DoubleArray& v,
+                              const py::object& gamma, bool normalized, const py::object& eps, const py::object& ridge,
+                              const std::string& precision) {
+  const Options o = options_of(gamma, normalized, eps, ridge);
+  const Problem<double> p{to_matrix(q, "q"), to_matrix(k, "k"), to_matrix(v, "v")};
+  Mat<double> out;
+  {
+    py::gil_scoped_release release;
+    if (precision == "exact") {
+      const Mat<rational> r = registry<rational>().reference(op)(convert_problem<rational>(p), o).O;
+      out = r.unaryExpr([](const rational& x) { return x.convert_to<double>(); });
+    } else if (precision == "mpfr") {
+      const Mat<mpfr256> r = registry<mpfr256>().reference(op)(convert_problem<mpfr256>(p), o).O;
+      out = r.unaryExpr([](const mpfr256& x) { return x.convert_to<double>(); });
+    } else if (precision == "float64") {
+      out = registry<double>().reference(op)(p, o).O;
+    } else {
+      throw InputError("precision must be 'exact', 'mpfr' or 'float64', not '" + precision + "'");
+    }
+  }
+  return to_numpy(out);
+}
+
+// A Python callable as an implementation: fn(q, k, v, gamma=, normalized=, eps=, ridge=) -> o, or with
+// state=True fn(q, k, v, initial_state=dict | None, **options) -> (o, final_state dict). Whatever it raises
+// or returns wrongly is a finding of that case, never an exception out of verify().
+class CallableImplementation : public Implementation {
+ public:
+  explicit CallableImplementation(py::object fn) : fn_(std::move(fn)) {}
+
+  std::vector<Outcome> run(const std::vector<Case>& cases, const Request& req, RoundLog& log) override {
+    py::gil_scoped_acquire gil;
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<Outcome> out;
+    for (const Case& c : cases) out.push_back(one(c, req));
+    log.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return out;
+  }
+
+ private:
+  Outcome one(const Case& c, const Request& req) {
+    Outcome o;
+    const bool f32 = req.dtype == DType::float32;
+    auto arr = [&](const Mat<double>& m) -> py::object {
+      py::array_t<double> a = to_numpy(m);
+      return f32 ? py::object(a.attr("astype")("float32")) : py::object(a);
+    };
+    auto value = [&](const rational& r) { return round_to(req.dtype, from_rational<double>(r)); };
+    py::dict kw;
+    kw["gamma"] = value(c.opt.gamma);
+    kw["normalized"] = c.opt.normalized;
+    kw["eps"] = value(c.opt.eps);
+    kw["ridge"] = value(c.opt.ridge);
+    try {
+      py::object result;
+      if (req.state) {
+        py::object init = py::none();
+        if (!c.state_in.parts.empty()) {
+          py::dict d;
+          for (const auto& [name, m] : c.state_in.parts) {
+            py::object a = arr(m);
+            d[py::str(name)] = m.cols() == 1 ? py::object(a.attr("reshape")(m.rows())) : a;
+          }
+          init = d;
+        }
+        kw["initial_state"] = init;
+        result = fn_(arr(c.in.Q), arr(c.in.K), arr(c.in.V), **kw);
+        py::tuple t = result.cast<py::tuple>();
+        if (t.size() != 2) throw InputError("with state=True the function must return (o, final_state)");
+        o.O = read_array(t[0], req, c.n(), c.in.V.cols(), "o", false);
+        if (c.want_state) {
+          py::dict st = t[1].cast<py::dict>();
+          for (const PartShape& p : state_layout(req.op, c.in.Q.cols(), c.in.V.cols())) {
+            if (!st.contains(p.name)) throw InputError("final_state has no part '" + p.name + "'");
+            o.state_out.parts.emplace_back(p.name, read_array(st[py::str(p.name)], req, p.rows, p.cols, "final_state['" + p.name + "']", p.vector));
+          }
+        }
+      } else {
+        result = fn_(arr(c.in.Q), arr(c.in.K), arr(c.in.V), **kw);
+        o.O = read_array(result, req, c.n(), c.in.V.cols(), "o", false);
+      }
+      o.error = check_returned_output(c, o.O);
+      if (o.error.empty()) o.error = check_returned_state(c, o.state_out, req);
+    } catch (py::error_already_set& e) {
+      o.error = std::string("the function raised ") + e.what();
+    } catch (const std::exception& e) {
+      o.error = e.what();
+    }
+    return o;
+  }
+
+  // The returned array as the protocol wants it: a NumPy array of the case's dtype and shape (torch
+  // tensors pass through numpy(): .detach().cpu().numpy() is the caller's job).
+  static Mat<double> read_array(const py::handle& h, const Request& req, Eigen::Index rows, Eigen::Index cols,
+                                const std::string& what, bool vector_ok) {
+    if (!py::isinstance<py::array>(h))
+      throw InputError(what + " is a " + std::string(py::str(py::type::of(h).attr("__name__"))) + ", expected a NumPy array");
+    py::array a = py::reinterpret_borrow<py::array>(h);
+    const std::string kind = py::str(a.dtype());
+    const std::string want = dtype_name(req.dtype);
+    if (kind != want) throw InputError(what + " is " + kind + ", expected " + want);
+    const bool as_vector = vector_ok && a.ndim() == 1 && a.shape(0) == rows;
+    if (!as_vector && (a.ndim() != 2 || a.shape(0) != rows || a.shape(1) != cols)) {
+      std::ostringstream s;
+      s << what << " has shape (";
+      for (py::ssize_t i = 0; i < a.ndim(); ++i) s << (i ? ", " : "") << a.shape(i);
+      s << "), expected (" << rows << ", " << cols << ")";
+      throw InputError(s.str());
+    }
+    DoubleArray d = DoubleArray::ensure(as_vector ? py::object(a.attr("reshape")(rows, 1)) : py::object(a));
+    return to_matrix(d, what);
+  }
+
+  py::object fn_;
+};
+
+py::object to_python(const nlohmann::json& j) { return py::module_::import("json").attr("loads")(j.dump()); }
+
+py::object verify_callable(py::object fn, const std::string& op, const py::object& gamma, bool normalized, const py::object& eps,
+                  const py::object& ridge, const std::string& dtype, bool state, long max_n, long d, long dv,
+                  std::uint64_t seed, int shrink_rounds, bool diagnose) {
+  if (!PyCallable_Check(fn.ptr())) throw InputError("verify: fn must be callable");
+  Request req;
+  req.op = op;
+  req.opt = options_of(gamma, normalized, eps, ridge);
+  req.dtype = parse_dtype(dtype);
+  req.state = state;
+  req.max_n = max_n;
+  req.d = d;
+  req.dv = dv;
+  req.seed = seed;
+  CallableImplementation impl(fn);
+  BatteryOptions bo;
+  bo.shrink_rounds = shrink_rounds;
+  bo.diagnose = diagnose;
+  nlohmann::json report;
+  {
+    py::gil_scoped_release release;  // the harness's own work runs without the GIL; the callable takes it
+    report = run_battery(impl, req, bo);
+  }
+  return to_python(report);
+}
+
+}  // namespace
+
+PYBIND11_MODULE(hla_harness, m) {
+  m.doc() = "HLA harness: exact references and verification of outside HLA implementations";
+  // C++ input errors become ValueError with the message the CLI prints.
+  py::register_exception<InputError>(m, "InputError", PyExc_ValueError);
+  py::register_exception<NumericalError>(m, "NumericalError", PyExc_ArithmeticError);
+  m.def("reference", &reference, py::arg("op"), py::arg("q"), py::arg("k"), py::arg("v"), py::kw_only(),
+        py::arg("gamma") = 1.0, py::arg("normalized") = false, py::arg("eps") = 0.0, py::arg("ridge") = 0.0,
+        py::arg("precision") = "exact",
+        "SPEC's operator `op` on q (n x d), k (n x d), v (n x dv) by its literal sum: 'exact' (rationals, rounded "
+        "once at the end), 'mpfr' (256 bits) or 'float64'. gamma/eps/ridge: numbers (exact as given) or strings like '3/4'.");
+  m.def("verify", &verify_callable, py::arg("fn"), py::arg("op"), py::kw_only(), py::arg("gamma") = 1.0, py::arg("normalized") = false,
+        py::arg("eps") = 0.0, py::arg("ridge") = 0.0, py::arg("dtype") = "float64", py::arg("state") = false,
+        py::arg("max_n") = 512, py::arg("d") = 16, py::arg("dv") = 16, py::arg("seed") = 1, py::arg("shrink_rounds") = 8,
+        py::arg("diagnose") = true,
+        "Runs the `hla verify` battery on fn(q, k, v, gamma=, normalized=, eps=, ridge=) -> o (NumPy in and out; "
+        "with state=True: fn(q, k, v, initial_state=dict|None, **options) -> (o, final_state dict)). Returns the "
+        "report as a dict with the keys of `hla verify --json` ('verdict', 'matches', 'counterexample', ...).");
+  m.def("state_parts", [](const std::string& op, long d, long dv) {
+    std::vector<std::pair<std::string, std::vector<long>>> out;
+    for (const PartShape& p : state_layout(op, d, dv))
+      out.push_back({p.name, p.vector ? std::vector<long>{p.rows} : std::vector<long>{p.rows, p.cols}});
+    return out;
+  }, py::arg("op"), py::arg("d"), py::arg("dv"), "The state's part names and shapes (SPEC's names).");
+}

@@ -1,0 +1,278 @@
+"""`hla verify` and hla_harness.verify on implementations that are right, wrong in known ways, of lower
+precision, or that break the protocol (tests/verify_impls/impls.py), and on the PyTorch examples.
+
+Run by scripts/test.sh with HLA_BUILD (the build folder) and PYTHONPATH=<build>/python.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD = os.environ.get("HLA_BUILD", os.path.join(ROOT, "build"))
+HLA = os.path.join(BUILD, "bin", "hla")
+PY = "/usr/bin/python3"
+IMPLS = os.path.join(ROOT, "tests", "verify_impls", "impls.py")
+sys.path.insert(0, os.path.join(ROOT, "tests", "verify_impls"))
+sys.path.insert(0, os.path.join(ROOT, "examples"))
+sys.path.insert(0, os.path.join(BUILD, "python"))
+
+import impls  # noqa: E402
+
+# Small batteries keep the suite fast; the default reach (max-n 512, d = dv = 16) is timed in README.
+QUICK = ["--max-n", "64", "--d", "4", "--dv", "3", "--quiet"]
+
+
+def verify(name, *args, timeout=600):
+    """Runs `hla verify --exec impls.py NAME` and returns (exit code, report dict, stdout)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "report.json")
+        cmd = [HLA, "verify", "--exec", f"{PY} {IMPLS} {name}", "--json", out, *QUICK, *args]
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        report = None
+        if os.path.exists(out):
+            with open(out) as f:
+                report = json.load(f)
+        return p.returncode, report, p.stdout + p.stderr
+
+
+def keys(report):
+    return [m["key"] for m in report["matches"]]
+
+
+class ExecVerdicts(unittest.TestCase):
+    def test_right_hla2_computes_with_every_option(self):
+        code, r, out = verify("hla2", "--op", "hla2", "--gamma", "0.99", "--normalized", "--eps", "1e-6",
+                              "--lambda", "0.25")
+        self.assertEqual(code, 0, out)
+        self.assertEqual(r["verdict"], "computes")
+        self.assertEqual(r["exact"]["failed"], 0)
+        self.assertGreater(r["exact"]["cases"], 40)
+        self.assertIn("hla2/reference/spec", keys(r))
+        self.assertIn("hla2/serial/corrected", keys(r))
+        self.assertNotIn("hla2/serial/paper", keys(r))
+        self.assertTrue(all(x["worst_ratio"] <= 1 for x in r["random"]))
+
+    def test_right_hla2_in_float32(self):
+        code, r, out = verify("hla2", "--op", "hla2", "--gamma", "0.9", "--dtype", "float32")
+        self.assertEqual(code, 0, out)
+        self.assertEqual(r["dtype"], "float32")
+
+    def test_paper_decay_rule_differs_and_is_named(self):
+        code, r, out = verify("hla2-paper-decay", "--op", "hla2", "--gamma", "0.9")
+        self.assertEqual(code, 1, out)
+        self.assertEqual(r["verdict"], "differs")
+        self.assertIn("hla2/serial/paper", keys(r))
+        paper = next(m for m in r["matches"] if m["key"] == "hla2/serial/paper")
+        self.assertEqual(paper["claim"], "hla2.serial.masked-decay")
+        self.assertEqual(r["localization"]["base"], "computes")
+        self.assertEqual(r["localization"]["decay"], "differs")
+        c = r["counterexample"]
+        self.assertLessEqual(c["n"], 3)
+        self.assertEqual(c["d"], 1)
+        self.assertEqual(c["dv"], 1)
+        self.assertNotEqual(c["expected"], c["got"])
+        self.assertIn("counterexample", out)
+
+    def test_float32_arithmetic_behind_float64_is_lower_precision(self):
+        code, r, out = verify("hla2-float32-inside", "--op", "hla2", "--gamma", "0.99")
+        self.assertEqual(code, 1, out)
+        self.assertEqual(r["verdict"], "lower-precision")
+        self.assertEqual(r["exact"]["failed"], 0)
+        self.assertGreater(max(x["worst_ratio"] for x in r["random"]), 1)
+
+    def test_chunk_form_without_carry(self):
+        code, r, out = verify("hla2-chunk-reset-64", "--op", "hla2")
+        self.assertEqual(code, 1, out)
+        self.assertEqual(r["verdict"], "differs")
+        self.assertIn("mistake:chunk-reset@w=64", keys(r))
+
+    def test_eps_missing(self):
+        code, r, out = verify("hla2-eps-missing", "--op", "hla2", "--normalized", "--eps", "0.5")
+        self.assertEqual(r["verdict"], "differs", out)
+        self.assertIn("mistake:eps-missing", keys(r))
+        self.assertIn("NaN", out)  # 0/0 where the operator's ε keeps the denominator positive
+        self.assertEqual(r["localization"]["base"], "computes")
+        self.assertEqual(r["localization"]["normalized"], "differs")
+
+    def test_nan_is_a_wrong_value_not_a_protocol_error(self):
+        code, r, out = verify("hla2:nan", "--op", "hla2")
+        self.assertEqual(code, 1, out)
+        self.assertEqual(r["verdict"], "differs")
+        self.assertEqual(r["findings"], [])
+        self.assertEqual(r["counterexample"]["first_difference"]["got"], "NaN")
+        self.assertIn("NaN", out)
+
+    def test_output_before_update(self):
+        code, r, out = verify("hla2-output-first", "--op", "hla2", "--gamma", "0.5")
+        self.assertEqual(r["verdict"], "differs", out)
+        self.assertIn("mistake:output-before-update", keys(r))
+
+    def test_other_operator_is_recognized(self):
+        code, r, out = verify("ahla", "--op", "hla2")
+        self.assertEqual(r["verdict"], "differs", out)
+        self.assertIn("operator:ahla", keys(r))
+
+    def test_ahla_and_linear_compute(self):
+        for name, extra in (("ahla", ["--gamma", "0.9", "--normalized", "--eps", "0.001"]),
+                            ("linear", ["--gamma", "0.5", "--normalized", "--eps", "0.25"])):
+            code, r, out = verify(name, "--op", name, *extra)
+            self.assertEqual(code, 0, out)
+
+    def test_state_carry_right_and_broken(self):
+        code, r, out = verify("hla2", "--op", "hla2", "--gamma", "0.9", "--state")
+        self.assertEqual(code, 0, out)
+        self.assertGreater(len(r["carry"]), 4)
+        self.assertTrue(all(x["result"] == "ok" for x in r["carry"]))
+        self.assertTrue(any(x["kind"] == "split-b" for x in r["carry"]))
+        code, r, out = verify("hla2-broken-state", "--op", "hla2", "--gamma", "0.9", "--state")
+        self.assertEqual(code, 1, out)
+        self.assertEqual(r["verdict"], "differs")
+        self.assertTrue(any("'G'" in x["detail"] for x in r["carry"]), out)
+
+
+class ExecProtocolErrors(unittest.TestCase):
+    def expect_error(self, name, text, *extra):
+        code, r, out = verify(name, "--op", "hla2", *extra)
+        self.assertEqual(code, 2, out)
+        self.assertEqual(r["verdict"], "error")
+        self.assertIn(text, json.dumps(r["findings"]))
+        return r
+
+    def test_crash(self):
+        self.expect_error("hla2:crash", "CUDA out of memory")
+
+    def test_hang_is_killed(self):
+        r = self.expect_error("hla2:hang", "timed out", "--timeout", "2")
+        self.assertLess(r["timings"]["implementation_seconds"], 30)
+
+    def test_wrong_shape(self):
+        self.expect_error("hla2:transpose", "shape")
+
+    def test_skipped_cases(self):
+        self.expect_error("hla2:skip-short", "missing o.npy")
+
+    def test_wrong_dtype(self):
+        self.expect_error("hla2:float32-out", "is float32, expected float64")
+
+    def test_truncated_file(self):
+        self.expect_error("hla2:truncated", "malformed o.npy")
+
+
+class CommandLine(unittest.TestCase):
+    def run_hla(self, *args):
+        return subprocess.run([HLA, *args], capture_output=True, text=True, timeout=120)
+
+    def test_bad_input_exits_2(self):
+        for args in (["verify", "--op", "softmax", "--exec", "true"],
+                     ["verify", "--op", "hla2", "--gamma", "2", "--exec", "true"],
+                     ["verify", "--op", "hla2", "--dtype", "float16", "--exec", "true"],
+                     ["verify", "--op", "hla2"],
+                     ["verify", "--op", "hla2", "--exec", "true", "--o", "x.npy"],
+                     ["verify", "--op", "hla2", "--q", "/nonexistent.npy", "--k", "a", "--v", "b", "--o", "c"]):
+            p = self.run_hla(*args)
+            self.assertEqual(p.returncode, 2, (args, p.stdout, p.stderr))
+            self.assertIn("error", p.stderr.lower() + p.stdout.lower())
+
+    def test_list_state(self):
+        p = self.run_hla("verify", "--op", "hla2", "--list-state", "--d", "4", "--dv", "3")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        for part in ("S", "C", "m", "G", "h"):
+            self.assertIn(part, p.stdout)
+        self.assertIn("(4, 3)", p.stdout)
+
+    def test_file_mode(self):
+        rng = np.random.default_rng(3)
+        q, k, v = (rng.standard_normal((40, w)) for w in (4, 4, 2))
+        with tempfile.TemporaryDirectory() as tmp:
+            for name, x in (("q", q), ("k", k), ("v", v)):
+                np.save(os.path.join(tmp, name + ".npy"), x)
+            right = impls.hla2(q, k, v, 0.75, False, 0.0, 0.0)[0]
+            wrong = impls.IMPLS["hla2-paper-decay"](q, k, v, 0.75, False, 0.0, 0.0)[0]
+            args = ["verify", "--op", "hla2", "--gamma", "3/4"] + [f"--{n}={os.path.join(tmp, n + '.npy')}" for n in "qkv"]
+            np.save(os.path.join(tmp, "o.npy"), right)
+            p = self.run_hla(*args, "--o", os.path.join(tmp, "o.npy"))
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            np.save(os.path.join(tmp, "o.npy"), wrong)
+            p = self.run_hla(*args, "--o", os.path.join(tmp, "o.npy"), "--json", os.path.join(tmp, "r.json"))
+            self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+            with open(os.path.join(tmp, "r.json")) as f:
+                r = json.load(f)
+            self.assertIn("hla2/serial/paper", keys(r))
+
+
+class PythonModule(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        import hla_harness
+        cls.h = hla_harness
+
+    def test_reference_precisions_agree(self):
+        rng = np.random.default_rng(1)
+        q, k, v = (rng.integers(-2, 3, (6, w)).astype(float) for w in (3, 3, 2))
+        exact = self.h.reference("hla2", q, k, v, gamma="3/4", normalized=True, eps=0.5)
+        for precision in ("mpfr", "float64"):
+            other = self.h.reference("hla2", q, k, v, gamma=0.75, normalized=True, eps=0.5, precision=precision)
+            np.testing.assert_allclose(other, exact, rtol=1e-12)
+        np.testing.assert_allclose(impls.hla2(q, k, v, 0.75, True, 0.5, 0.0)[0], exact, rtol=1e-12)
+        with self.assertRaises(ValueError):
+            self.h.reference("hla2", q, k, v, gamma=2.0)
+
+    def test_verify_callables(self):
+        opts = dict(max_n=64, d=4, dv=3)
+        r = self.h.verify(impls.callable_for("hla2"), "hla2", gamma=0.9, normalized=True, eps=1e-3, **opts)
+        self.assertEqual(r["verdict"], "computes", r["summary"])
+        r = self.h.verify(impls.callable_for("hla2-paper-decay"), "hla2", gamma=0.9, **opts)
+        self.assertEqual(r["verdict"], "differs")
+        self.assertIn("hla2/serial/paper", keys(r))
+        r = self.h.verify(impls.callable_for("hla2", state=True), "hla2", gamma=0.9, state=True, **opts)
+        self.assertEqual(r["verdict"], "computes", r["summary"])
+        r = self.h.verify(impls.callable_for("hla2-float32-inside"), "hla2", gamma=0.99, **opts)
+        self.assertEqual(r["verdict"], "lower-precision", r["summary"])
+
+    def test_exceptions_are_the_error_verdict(self):
+        def boom(q, k, v, **o):
+            raise RuntimeError("kernel launch failed")
+        r = self.h.verify(boom, "hla2", max_n=16, d=2, dv=2)
+        self.assertEqual(r["verdict"], "error")
+        self.assertIn("kernel launch failed", json.dumps(r["findings"]))
+        r = self.h.verify(lambda q, k, v, **o: q, "hla2", max_n=16, d=2, dv=3)
+        self.assertEqual(r["verdict"], "error")
+        self.assertIn("shape", json.dumps(r["findings"]))
+
+
+class TorchExamples(unittest.TestCase):
+    """The PyTorch examples, as a user would run them: through the CLI and through the module."""
+
+    def run_example(self, script, *args):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "r.json")
+            cmd = [HLA, "verify", "--exec", f"{PY} {os.path.join(ROOT, 'examples', script)}", "--json", out, *QUICK, *args]
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+            report = None
+    if os.path.exists(out):
+        with open(out) as f:
+            report = json.load(f)
+    return p.returncode, report, p.stdout + p.stderr
+
+    def test_examples_through_the_cli(self):
+        for script, args in (("torch_hla2_serial.py", ["--op", "hla2", "--gamma", "0.99", "--normalized", "--eps", "1e-6", "--state"]),
+                             ("torch_hla2_chunked.py", ["--op", "hla2", "--gamma", "0.99", "--lambda", "0.5", "--dtype", "float32"]),
+                             ("torch_ahla.py", ["--op", "ahla", "--gamma", "0.9", "--state"])):
+            code, r, out = self.run_example(script, *args)
+            self.assertEqual(code, 0, script + "\n" + out)
+
+    def test_examples_through_the_module(self):
+        import hla_harness
+        import torch_hla2_chunked
+        r = hla_harness.verify(torch_hla2_chunked.hla2_chunked, "hla2", gamma=0.9, normalized=True, eps=1e-3,
+                               max_n=300, d=8, dv=8)
+        self.assertEqual(r["verdict"], "computes", r["summary"])
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,185 @@
+// `hla verify` internals: the black-box runner (exit codes, time-outs that kill the whole process group),
+// the exact cases' magnitude argument, and the battery's verdicts on the registry's own forms — the
+// harness's paper variants must come out `differs` (and be named), its exact forms `computes`.
+#include <signal.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+
+#include "temp_dir.hpp"
+#include "verify/bounds.hpp"
+#include "verify/exactness.hpp"
+#include "verify/external/battery.hpp"
+#include "verify/external/exec.hpp"
+
+using namespace hla;
+using namespace hla::verify::ext;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A registered double/float form as an implementation under test (the battery cannot tell it from a
+// command or a Python function).
+class RegisteredForm : public Implementation {
+ public:
+  RegisteredForm(std::string op, std::string form, std::string variant) : op_(op), form_(form), variant_(variant) {}
+  std::vector<Outcome> run(const std::vector<Case>& cases, const Request& req, RoundLog&) override {
+    std::vector<Outcome> out;
+    for (const Case& c : cases) {
+      Outcome o;
+      try {
+        if (req.dtype == DType::float64) o.O = registry<double>().find(op_, form_, variant_)(c.in, c.opt).O;
+        else o.O = registry<float>().find(op_, form_, variant_)(convert_problem<float>(c.in), c.opt).O.cast<double>();
+      } catch (const std::exception& e) {
+        o.error = e.what();
+      }
+      out.push_back(o);
+    }
+    return out;
+  }
+
+ private:
+  std::string op_, form_, variant_;
+};
+
+bool has_match(const nlohmann::json& r, const std::string& key) {
+  for (const auto& m : r["matches"])
+    if (m["key"] == key) return true;
+  return false;
+}
+
+// Whether a process is alive: a killed grandchild that was reparented stays a zombie until its new parent
+// (in a container, often a PID 1 that never reaps) collects it; a zombie runs nothing.
+bool running(pid_t pid) {
+  if (::kill(pid, 0) != 0) return false;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  const auto paren = line.rfind(')');
+  return paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] != 'Z' && line[paren + 2] != 'X';
+}
+
+Request quick(const std::string& op, rational gamma = 1) {
+  Request r;
+  r.op = op;
+  r.opt.gamma = gamma;
+  r.max_n = 40;
+  r.d = 3;
+  r.dv = 2;
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("run_command: exit status, stderr tail, and a time-out kills the whole process group", "[verify]") {
+  const fs::path dir = fresh_dir("verify-run");
+  fs::create_directories(dir);
+  ProcessResult ok = run_command("true", dir, 10, dir);
+  CHECK(ok.describe().empty());
+  ProcessResult bad = run_command("echo boom >&2; exit 3; true", dir, 10, dir);
+  CHECK(bad.exit_code == 3);
+  CHECK(bad.describe().find("status 3") != std::string::npos);
+  CHECK(bad.stderr_tail == "boom");
+  // The command leaves a grandchild that would outlive a plain kill of the shell.
+  const fs::path pidfile = dir / "child.pid";
+  ProcessResult slow = run_command("sleep 300 & echo $! > " + pidfile.string() + "; wait; true", dir, 0.5, dir);
+  CHECK(slow.timed_out);
+  CHECK(slow.seconds < 10);
+  std::ifstream in(pidfile);
+  pid_t child = 0;
+  in >> child;
+  REQUIRE(child > 0);
+  usleep(100000);
+  CHECK_FALSE(running(child));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("exact cases stay within the magnitude that makes them exact, and their expectations are the reference", "[verify]") {
+  Request r = quick("hla2", rational(9, 10));
+  r.opt.normalized = true;
+  r.opt.eps = rational(1, 1000);
+  r.opt.ridge = rational(1, 4);
+  std::vector<Case> cases = make_cases(r);
+  int exact = 0;
+  for (Case& c : cases) {
+    if (c.kind != "exact") continue;
+    ++exact;
+    const Problem<double> absin = bounds::augmented(c.in, true);
+    Options plain = verify::base_options(c.opt.gamma, c.opt.ridge);
+    const Mat<double> A = registry<double>().find("hla2-unmasked", "serial", "paper")(absin, plain).O;
+    CHECK(A.maxCoeff() <= 1024);
+    for (Eigen::Index i = 0; i < c.in.Q.size(); ++i) CHECK(std::fabs(c.in.Q(i)) <= 1);
+    if (c.n() > 12) continue;
+    compute_expected(c, r);
+    const Mat<rational> ref = registry<rational>().reference("hla2")(exact_inputs(c.in), c.opt).O;
+    for (Eigen::Index i = 0; i < ref.size(); ++i) CHECK(to_mpfr(ref(i)) == c.expected(i));
+    // The magnitude argument at work: at γ = 1 without normalization float32 sums and products are exact.
+    if (c.group == "base") {
+      const Mat<float> got = registry<float>().find("hla2", "chunked", "corrected")(convert_problem<float>(c.in), c.opt).O;
+      for (Eigen::Index i = 0; i < got.size(); ++i) CHECK(mpfr256(got(i)) == c.expected(i));
+    }
+  }
+  CHECK(exact >= 5 * 11);  // base, decay, decay-half, normalized, ridge, all: 11 shapes each
+}
+
+TEST_CASE("the battery on registered forms: exact forms compute, the paper's decayed formulas differ and are named", "[verify]") {
+  SECTION("hla2 at gamma = 3/4") {
+    const Request r = quick("hla2", rational(3, 4));
+    RegisteredForm right("hla2", "chunked", "corrected");
+    nlohmann::json a = run_battery(right, r);
+    CHECK(a["verdict"] == "computes");
+    CHECK(exit_code_for(a["verdict"]) == 0);
+    RegisteredForm paper("hla2", "serial", "paper");
+    nlohmann::json b = run_battery(paper, r);
+    CHECK(b["verdict"] == "differs");
+    CHECK(exit_code_for(b["verdict"]) == 1);
+    INFO(b["matches"].dump() << "\n" << b["localization"].dump());
+    CHECK(has_match(b, "hla2/serial/paper"));
+    CHECK_FALSE(has_match(b, "hla2/serial/corrected"));
+    CHECK(b["localization"]["base"] == "computes");
+    CHECK(b["counterexample"]["n"].get<long>() <= 3);
+  }
+  SECTION("Figure 1(C) as drawn: the missing cross-chunk pairs, at the width the form used") {
+    const Request r = quick("hla2");
+    RegisteredForm fig("hla2", "chunk-figure1c", "paper");  // chunk 16 (Options default)
+    nlohmann::json b = run_battery(fig, r);
+    CHECK(b["verdict"] == "differs");
+    CHECK(has_match(b, "hla2/chunk-figure1c/paper@w=16"));
+  }
+  SECTION("float32 outputs of a float64 request are lower precision, not a different function") {
+    Request r = quick("ahla", rational(9, 10));
+    class Float32Inside : public RegisteredForm {
+     public:
+      Float32Inside() : RegisteredForm("ahla", "serial", "paper") {}
+      std::vector<Outcome> run(const std::vector<Case>& cases, const Request& req, RoundLog& log) override {
+        Request f = req;
+        f.dtype = DType::float32;
+        return RegisteredForm::run(cases, f, log);
+      }
+    } lossy;
+    nlohmann::json b = run_battery(lossy, r);
+    CHECK(b["verdict"] == "lower-precision");
+    CHECK(b["exact"]["failed"] == 0);
+  }
+}
+
+TEST_CASE("returned outputs: a wrong shape is a protocol error, NaN is a wrong value", "[verify]") {
+  Case c;
+  c.in = {Mat<double>::Zero(3, 2), Mat<double>::Zero(3, 2), Mat<double>::Zero(3, 4)};
+  CHECK(check_returned_output(c, Mat<double>::Zero(3, 4)).empty());
+  CHECK(check_returned_output(c, Mat<double>::Zero(4, 3)).find("shape") != std::string::npos);
+  Request r = quick("hla2", rational(1, 2));
+  Problem<double> in{Mat<double>::Ones(3, 2), Mat<double>::Ones(3, 2), Mat<double>::Ones(3, 4)};
+  const Mat<double> right = registry<double>().reference("hla2")(in, r.opt).O;
+  CHECK(judge_given(r, in, right)["verdict"] == "computes");
+  Mat<double> nan = right;
+  nan(1, 2) = std::nan("");
+  const nlohmann::json j = judge_given(r, in, nan);
+  CHECK(j["verdict"] == "differs");
+  CHECK(j["findings"].empty());
+  CHECK(j["counterexample"]["first_difference"]["got"] == "NaN");
+  CHECK(j["counterexample"]["first_difference"]["row"] == 1);
+  CHECK(j["summary"].get<std::string>().find("got nan") != std::string::npos);
+}

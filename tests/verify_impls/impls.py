@@ -1,0 +1,153 @@
+"""Outside implementations for the `hla verify` tests: right ones, wrong ones in known ways, and ones that
+break the protocol. NumPy only (imports fast), each a plain function fn(q, k, v, gamma, normalized, eps,
+ridge, initial_state=None) -> (o, final_state).
+
+As a command (the black-box protocol):   python3 impls.py <name> DIR
+As callables (hla_harness.verify):       impls.callable_for(<name>, state=False)
+"""
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+
+# ---- second order, masked (hla2): the serial recurrence with the decay that matches SPEC ---------------------
+def hla2(q, k, v, gamma, normalized, eps, ridge, initial_state=None, decay_rule="spec", f32_inside=False,
+         reset_every=0, skip_eps=False, output_first=False, break_state=False):
+    dt = q.dtype
+    if f32_inside:
+        q, k, v = q.astype(np.float32), k.astype(np.float32), v.astype(np.float32)
+    n, d = q.shape
+    dv = v.shape[1]
+    z = lambda *s: np.zeros(s, dtype=q.dtype)
+    S, C, m, G, h = z(d, d), z(d, dv), z(d), z(d, dv), z(d)
+    if initial_state is not None:
+        S, C, m, G, h = (np.array(initial_state[x], dtype=q.dtype).reshape(y.shape) for x, y in
+                         zip("SCmGh", (S, C, m, G, h)))
+    o = np.empty((n, dv), dtype=q.dtype)
+    g = q.dtype.type(gamma)
+    for t in range(n):
+        if reset_every and t % reset_every == 0:
+            S, C, m, G, h = z(d, d), z(d, dv), z(d), z(d, dv), z(d)
+        qt, kt, vt = q[t], k[t], v[t]
+        if output_first:
+            u = qt @ S + ridge * qt
+            o[t] = u @ C - qt @ G
+        # the cross-summaries read C_{t-1}, m_{t-1}
+        keep, carry = (g * g, g) if decay_rule == "spec" else (g, 1)
+        G = keep * G + carry * np.outer(kt, kt @ C)
+        h = keep * h + carry * kt * (kt @ m)
+        S = g * S + np.outer(kt, kt)
+        C = g * C + np.outer(qt, vt)
+        m = g * m + qt
+        if output_first:
+            continue
+        u = qt @ S + q.dtype.type(ridge) * qt
+        num = u @ C - qt @ G
+        if normalized:
+            den = u @ m - qt @ h
+            num = num / (den if skip_eps else den + q.dtype.type(eps))
+        o[t] = num
+    state = dict(S=S, C=C, m=m, G=G, h=h)
+    if break_state:
+        state["G"] = state["G"] * 2
+    return o.astype(dt), {x: y.astype(dt) for x, y in state.items()}
+
+
+def ahla(q, k, v, gamma, normalized, eps, ridge, initial_state=None):
+    n, d = q.shape
+    dv = v.shape[1]
+    P, m, E, nn = (np.zeros(s, dtype=q.dtype) for s in ((d, dv), (d,), (d, dv), (d,)))
+    if initial_state is not None:
+        P, m, E, nn = (np.array(initial_state[x], dtype=q.dtype) for x in ("P", "m", "E", "n"))
+    g = q.dtype.type(gamma)
+    o = np.empty((n, dv), dtype=q.dtype)
+    for t in range(n):
+        qt, kt, vt = q[t], k[t], v[t]
+        P = g * P + np.outer(kt, vt)
+        m = g * m + kt
+        E = g * E + np.outer(kt, qt @ P)
+        nn = g * nn + kt * (qt @ m)
+        num = qt @ E
+        if normalized:
+            num = num / (qt @ nn + q.dtype.type(eps))
+        o[t] = num
+    return o, dict(P=P, m=m, E=E, n=nn)
+
+
+def linear(q, k, v, gamma, normalized, eps, ridge, initial_state=None):
+    n, d = q.shape
+    S, z = np.zeros((d, v.shape[1]), dtype=q.dtype), np.zeros(d, dtype=q.dtype)
+    if initial_state is not None:
+        S, z = np.array(initial_state["S"], dtype=q.dtype), np.array(initial_state["z"], dtype=q.dtype)
+    g = q.dtype.type(gamma)
+    o = np.empty((n, v.shape[1]), dtype=q.dtype)
+    for t in range(n):
+        S = g * S + np.outer(k[t], v[t])
+        z = g * z + k[t]
+        num = q[t] @ S
+        o[t] = num / (q[t] @ z + q.dtype.type(eps)) if normalized else num
+    return o, dict(S=S, z=z)
+
+
+IMPLS = {
+    "hla2": hla2,
+    "hla2-paper-decay": lambda *a, **kw: hla2(*a, **kw, decay_rule="paper"),
+    "hla2-float32-inside": lambda *a, **kw: hla2(*a, **kw, f32_inside=True),
+    "hla2-chunk-reset-64": lambda *a, **kw: hla2(*a, **kw, reset_every=64),
+    "hla2-eps-missing": lambda *a, **kw: hla2(*a, **kw, skip_eps=True),
+    "hla2-output-first": lambda *a, **kw: hla2(*a, **kw, output_first=True),
+    "hla2-broken-state": lambda *a, **kw: hla2(*a, **kw, break_state=True),
+    "ahla": ahla,
+    "linear": linear,
+}
+
+
+def callable_for(name, state=False):
+    """The implementation as hla_harness.verify calls it."""
+    impl = IMPLS[name]
+    if state:
+        return lambda q, k, v, initial_state=None, **o: impl(q, k, v, initial_state=initial_state, **o)
+    return lambda q, k, v, **o: impl(q, k, v, **o)[0]
+
+
+# ---- the black-box protocol, with ways of breaking it ------------------------------------------------------
+def main(name, root):
+    misbehave = name.split(":", 1)[1] if ":" in name else ""
+    impl = IMPLS[name.split(":", 1)[0]]
+    if misbehave == "crash":
+        print("Traceback (most recent call last):\nRuntimeError: CUDA out of memory (simulated)", file=sys.stderr)
+        sys.exit(1)
+    if misbehave == "hang":
+        time.sleep(3600)
+    for case in sorted(os.listdir(root)):
+        cdir = os.path.join(root, case)
+        meta = json.load(open(os.path.join(cdir, "case.json")))
+        q, k, v = (np.load(os.path.join(cdir, f + ".npy")) for f in "qkv")
+        init = None
+        if meta["state_in"]:
+            init = {p: np.load(os.path.join(cdir, "state_in", p + ".npy")) for p in meta["state_in"]}
+        if misbehave == "skip-short" and meta["n"] == 1:
+            continue
+        o, state = impl(q, k, v, meta["gamma"], meta["normalized"], meta["eps"], meta["ridge"], initial_state=init)
+        if misbehave == "transpose":
+            o = o.T.copy()
+        if misbehave == "nan" and meta["n"] > 3:
+            o[2, 0] = np.nan
+        if misbehave == "float32-out":
+            o = o.astype(np.float32)
+        if misbehave == "truncated":
+            with open(os.path.join(cdir, "o.npy"), "wb") as f:
+                f.write(b"\x93NUMPY\x01\x00")
+            continue
+        np.save(os.path.join(cdir, "o.npy"), o)
+        if meta["state"]:
+            os.makedirs(os.path.join(cdir, "state_out"), exist_ok=True)
+            for p, x in state.items():
+                np.save(os.path.join(cdir, "state_out", p + ".npy"), x)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])

@@ -1,0 +1,611 @@
+// The battery behind `hla verify` and hla_harness.verify (battery.hpp).
+#include "verify/external/battery.hpp"
+
+#include <fmt/core.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "core/build_info.hpp"
+#include "core/inputs.hpp"
+#include "core/parse.hpp"
+#include "verify/external/diagnosis.hpp"
+
+namespace hla::verify::ext {
+namespace {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+// A random case whose error exceeds the bound by a normwise relative error above this is not a precision
+// problem: no float32-or-better arithmetic loses 5% of every output.
+constexpr double kNotRounding = 0.05;
+// Exact cases up to this n take part in the diagnosis of every candidate; longer ones only in that of
+// chunk-dependent candidates (the short ones decide the rest, and rationals at n = 300 are slow).
+constexpr Eigen::Index kDiagnosisMaxN = 16;
+// File mode has one case, the user's own: it is worth seconds of exact arithmetic at a larger n.
+constexpr Eigen::Index kGivenDiagnosisMaxN = 64;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+struct CaseCheck {
+  bool answered = false;
+  std::string error;
+  double worst_ratio = 0;  // max over entries of |got − expected| / bound
+  Eigen::Index row = -1, col = -1;
+  double expected = 0, got = 0;
+  double max_err = 0, max_ref = 0, max_bound = 0;
+  std::string state_problem;
+  bool output_mismatch() const { return worst_ratio > 1; }
+  bool mismatch() const { return output_mismatch() || !state_problem.empty(); }
+  double normwise() const { return max_ref > 0 ? max_err / max_ref : max_err; }
+};
+
+CaseCheck check_case(const Case& c, const Outcome& o, const Request& req) {
+  CaseCheck k;
+  if (!o.error.empty()) {
+    k.error = o.error;
+    return k;
+  }
+  k.answered = true;
+  for (Eigen::Index t = 0; t < c.expected.rows(); ++t)
+    for (Eigen::Index j = 0; j < c.expected.cols(); ++j) {
+      // NaN or Inf where the operator is finite is a wrong value (0/0 from a missing ε, say): the
+      // implementation answered, and differs there.
+      const bool finite = std::isfinite(o.O(t, j));
+      const double err = finite ? abs(mpfr256(o.O(t, j)) - c.expected(t, j)).convert_to<double>() : INFINITY;
+      const double ref = abs(c.expected(t, j)).convert_to<double>();
+      const double b = c.bound(t, j);
+      k.max_err = std::max(k.max_err, err);
+      k.max_ref = std::max(k.max_ref, ref);
+      if (std::isfinite(b)) k.max_bound = std::max(k.max_bound, b);
+      const double ratio = !finite ? INFINITY : err == 0 ? 0 : std::isinf(b) ? 0 : b > 0 ? err / b : INFINITY;
+      if (ratio > k.worst_ratio) {
+        k.worst_ratio = ratio;
+        k.row = t;
+        k.col = j;
+        k.expected = c.expected(t, j).convert_to<double>();
+        k.got = o.O(t, j);
+      }
+    }
+  if (c.want_state && req.state) {
+    for (const auto& [name, want] : c.expected_state.parts) {
+      const Mat<double>* got = nullptr;
+      for (const auto& [n2, m] : o.state_out.parts)
+        if (n2 == name) got = &m;
+      if (!got) {
+        k.state_problem = "state_out has no part '" + name + "'";
+        break;
+      }
+      const Mat<double>& bound = c.state_bound.at(name);
+      for (Eigen::Index i = 0; i < want.size() && k.state_problem.empty(); ++i) {
+        const double g = (*got)(i);
+        const double err = std::isfinite(g) ? abs(mpfr256(g) - want(i)).convert_to<double>() : INFINITY;
+        if (err > bound(i))
+          k.state_problem = fmt::format("state_out part '{}' entry ({}, {}): expected {:.17g}, got {:.17g}", name,
+                                        i % want.rows(), i / want.rows(), want(i).convert_to<double>(), (*got)(i));
+      }
+      if (!k.state_problem.empty()) break;
+    }
+  }
+  return k;
+}
+
+// JSON has no NaN or Inf: a non-finite number is written as the string "NaN", "Infinity" or "-Infinity"
+// (as Python's json module reads them back with parse_constant, and as a reader sees at a glance).
+json number(double x) {
+  if (std::isnan(x)) return "NaN";
+  if (std::isinf(x)) return x > 0 ? "Infinity" : "-Infinity";
+  return x;
+}
+double number_of(const json& j) {
+  if (j.is_number()) return j.get<double>();
+  const std::string t = j.is_string() ? j.get<std::string>() : "NaN";
+  return t == "Infinity" ? INFINITY : t == "-Infinity" ? -INFINITY : NAN;
+}
+
+json first_difference_json(const CaseCheck& k) {
+  return {{"row", k.row}, {"col", k.col}, {"expected", number(k.expected)}, {"got", number(k.got)}};
+}
+json random_entry_json(const Case& c, const CaseCheck& k, DType dtype) {
+  return {{"n", c.n()},
+          {"worst_ratio", number(k.worst_ratio)},
+          {"normwise_error", number(k.normwise())},
+          {"bound_normwise", number(k.max_ref > 0 ? k.max_bound / k.max_ref : k.max_bound)},
+          {"error_in_u", number(k.normwise() / unit_roundoff(dtype))}};
+}
+
+json matrix_json(const Mat<double>& m) {
+  json rows = json::array();
+  for (Eigen::Index t = 0; t < m.rows(); ++t) {
+    json r = json::array();
+    for (Eigen::Index j = 0; j < m.cols(); ++j) r.push_back(number(m(t, j)));
+    rows.push_back(r);
+  }
+  return rows;
+}
+Mat<double> rounded(const Mat<mpfr256>& m) {
+  return m.unaryExpr([](const mpfr256& x) { return x.convert_to<double>(); });
+}
+
+json options_json(const Options& o) {
+  return {{"gamma", format_rational(o.gamma)}, {"normalized", o.normalized}, {"eps", format_rational(o.eps)},
+          {"ridge", format_rational(o.ridge)}};
+}
+
+// Runs a round, timing it and logging it; the implementation must answer every case.
+std::vector<Outcome> run_round(Implementation& impl, const std::vector<Case>& cases, const Request& req,
+                               const std::string& what, json& rounds, double& impl_seconds, std::ostream* progress) {
+  RoundLog log;
+  log.what = what;
+  log.cases = cases.size();
+  if (progress) *progress << "verify: " << what << ": " << cases.size() << " cases ..." << std::flush;
+  const auto t0 = Clock::now();
+  std::vector<Outcome> out = impl.run(cases, req, log);
+  if (log.seconds == 0) log.seconds = seconds_since(t0);
+  impl_seconds += log.seconds;
+  if (out.size() != cases.size()) {
+    out.resize(cases.size());
+    for (auto& o : out)
+      if (o.error.empty() && o.O.size() == 0) o.error = "no answer for this case";
+  }
+  if (progress) *progress << fmt::format(" {:.2f} s{}\n", log.seconds, log.failure.empty() ? "" : " — " + log.failure);
+  rounds.push_back({{"what", log.what}, {"cases", log.cases}, {"seconds", log.seconds}, {"failure", log.failure}});
+  return out;
+}
+
+void compute_all(std::vector<Case>& cases, const Request& req) {
+  std::string failure;
+#pragma omp parallel for schedule(dynamic)
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    try {
+      compute_expected(cases[i], req);
+    } catch (const std::exception& e) {
+#pragma omp critical
+      failure = e.what();
+    }
+  }
+  if (!failure.empty()) throw std::runtime_error("computing the expected outputs failed: " + failure);
+}
+
+// ---- counterexample search ---------------------------------------------------------------------------------
+// Simplifications of a failing exact case: its prefix up to the first wrong row, one column of Q and K (or of
+// V) fewer, one non-zero entry set to 0. Long cases only get the first two, so every round stays small.
+std::vector<Case> simplifications(const Case& c, Eigen::Index first_bad_row) {
+  std::vector<Case> out;
+  auto variant = [&](Problem<double> p, const std::string& how) {
+    Case s;
+    s.kind = "shrink";
+    s.group = c.group;
+    s.opt = c.opt;
+    s.in = std::move(p);
+    s.name = how;
+    out.push_back(std::move(s));
+  };
+  const Eigen::Index n = c.n(), d = c.in.Q.cols(), dv = c.in.V.cols();
+  if (first_bad_row + 1 < n) variant(slice_rows(c.in, 0, first_bad_row + 1), "prefix");
+  if (n > 1 && first_bad_row + 1 == n && n > 2) variant(slice_rows(c.in, 1, n), "drop-first");
+  for (Eigen::Index j = 0; d > 1 && j < d; ++j) {
+    Problem<double> p = c.in;
+    Mat<double> Q(n, d - 1), K(n, d - 1);
+    Q << c.in.Q.leftCols(j), c.in.Q.rightCols(d - 1 - j);
+    K << c.in.K.leftCols(j), c.in.K.rightCols(d - 1 - j);
+    p.Q = Q;
+    p.K = K;
+    variant(p, "drop-qk-col");
+  }
+  for (Eigen::Index j = 0; dv > 1 && j < dv; ++j) {
+    Problem<double> p = c.in;
+    Mat<double> V(n, dv - 1);
+    V << c.in.V.leftCols(j), c.in.V.rightCols(dv - 1 - j);
+    p.V = V;
+    variant(p, "drop-v-col");
+  }
+  if (n <= 16)
+    for (int which = 0; which < 3; ++which) {
+      const Mat<double>& m = which == 0 ? c.in.Q : which == 1 ? c.in.K : c.in.V;
+      for (Eigen::Index i = 0; i < m.size(); ++i) {
+        if (m(i) == 0) continue;
+        Problem<double> p = c.in;
+        (which == 0 ? p.Q : which == 1 ? p.K : p.V)(i) = 0;
+        variant(p, "zero-entry");
+      }
+    }
+  return out;
+}
+
+std::tuple<Eigen::Index, Eigen::Index, Eigen::Index, long> size_key(const Case& c) {
+  const long nnz = static_cast<long>((c.in.Q.array() != 0).count() + (c.in.K.array() != 0).count() +
+                                     (c.in.V.array() != 0).count());
+  return {c.n(), c.in.Q.cols(), c.in.V.cols(), nnz};
+}
+
+Eigen::Index first_bad_row(const Case& c, const Outcome& o) {
+  for (Eigen::Index t = 0; t < c.n(); ++t)
+    for (Eigen::Index j = 0; j < c.expected.cols(); ++j) {
+      const double err = abs(mpfr256(o.O(t, j)) - c.expected(t, j)).convert_to<double>();
+      if (err > c.bound(t, j)) return t;
+    }
+  return c.n() - 1;
+}
+
+json counterexample_json(const Case& c, const Outcome& o, const CaseCheck& k, int rounds) {
+  return {{"case", c.name},
+          {"n", c.n()},
+          {"d", c.in.Q.cols()},
+          {"dv", c.in.V.cols()},
+          {"options", options_json(c.opt)},
+          {"q", matrix_json(c.in.Q)},
+          {"k", matrix_json(c.in.K)},
+          {"v", matrix_json(c.in.V)},
+          {"expected", matrix_json(rounded(c.expected))},
+          {"got", matrix_json(o.O)},
+          {"first_difference", first_difference_json(k)},
+          {"shrink_rounds", rounds}};
+}
+
+// ---- diagnosis ----------------------------------------------------------------------------------------------
+// Candidates are evaluated in exact arithmetic on cases up to max_n tokens (the chunk-width ones, whose
+// difference only shows past a chunk, on every case).
+json diagnose(const std::string& op, const std::vector<const Case*>& cases, const std::vector<const Outcome*>& outs,
+              const std::vector<bool>& spec_fails, Eigen::Index max_n = kDiagnosisMaxN) {
+  const std::vector<Candidate> cands = diagnosis_candidates(op);
+  std::vector<Problem<rational>> exact(cases.size());
+  for (std::size_t i = 0; i < cases.size(); ++i) exact[i] = exact_inputs(cases[i]->in);
+  std::vector<json> found(cands.size());
+  const bool any_failure = std::find(spec_fails.begin(), spec_fails.end(), true) != spec_fails.end();
+#pragma omp parallel for schedule(dynamic)
+  for (std::size_t ci = 0; ci < cands.size(); ++ci) {
+    const Candidate& cand = cands[ci];
+    const bool by_width = cand.key.find("@w=") != std::string::npos;
+    int applied = 0;
+    // A candidate is judged on the cases it is evaluated on (exact arithmetic is costly beyond n = 16 for
+    // the quadratic ones); when the implementation failed somewhere, the candidate must reproduce at least
+    // one of those failures, or it explains nothing.
+    bool equal = true, explains_a_failure = false, distinguishable = false;
+    for (std::size_t i = 0; i < cases.size() && equal; ++i) {
+      const Case& c = *cases[i];
+      if (!by_width && c.n() > max_n) continue;
+      std::optional<Mat<rational>> r;
+      try {
+        r = cand.eval(exact[i], c.opt);
+      } catch (const std::exception&) {
+        r.reset();
+      }
+      if (!r) continue;
+      ++applied;
+      if (spec_fails[i]) explains_a_failure = true;
+      const Mat<double>& got = outs[i]->O;
+      const double u = 1e3 * std::numeric_limits<float>::epsilon();
+      for (Eigen::Index t = 0; t < got.rows() && equal; ++t)
+        for (Eigen::Index j = 0; j < got.cols() && equal; ++j) {
+          const double want = (*r)(t, j).convert_to<double>();
+          const double tol = std::isfinite(c.bound(t, j)) ? c.bound(t, j) + u * std::fabs(want) : u * std::fabs(want);
+          if (!(std::fabs(got(t, j) - want) <= tol)) equal = false;  // NaN is never equal
+          if (std::fabs(c.expected(t, j).convert_to<double>() - want) > tol) distinguishable = true;
+        }
+    }
+    // A mistake or another operator that coincides with the operator on every case it was tried on says
+    // nothing (a correct implementation would "match" it); registered forms equal to it are listed.
+    const bool registered = cand.key.rfind("mistake:", 0) != 0 && cand.key.rfind("operator:", 0) != 0;
+    if (equal && applied > 0 && (explains_a_failure || !any_failure) && (registered || distinguishable))
+      found[ci] = {{"key", cand.key}, {"description", cand.description}, {"claim", cand.claim}, {"cases", applied}};
+  }
+  json matches = json::array();
+  for (auto& f : found)
+    if (!f.is_null()) matches.push_back(std::move(f));
+  return matches;
+}
+
+}  // namespace
+
+int exit_code_for(const std::string& verdict) {
+  if (verdict == "computes") return 0;
+  if (verdict == "differs" || verdict == "lower-precision") return 1;
+  return 2;
+}
+
+json run_battery(Implementation& impl, const Request& req, const BatteryOptions& opts) {
+  const auto t0 = Clock::now();
+  std::ostream* progress = opts.progress;
+  validate_request(req);
+  std::vector<Case> cases = make_cases(req);
+  compute_all(cases, req);
+  json rounds = json::array();
+  double impl_seconds = 0;
+  std::vector<Outcome> outs = run_round(impl, cases, req, "battery", rounds, impl_seconds, progress);
+
+  // Split and carry: the second halves start from the implementation's own state.
+  if (req.state) {
+    std::vector<Case> seconds;
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+      if (cases[i].kind != "split-a" || !outs[i].error.empty()) continue;
+      auto whole = std::find_if(cases.begin(), cases.end(), [&](const Case& c) { return c.name == cases[i].pair; });
+      if (whole == cases.end()) continue;
+      seconds.push_back(make_split_b(*whole, cases[i], outs[i].state_out, req));
+    }
+    if (!seconds.empty()) {
+      compute_all(seconds, req);
+      std::vector<Outcome> more = run_round(impl, seconds, req, "split second halves", rounds, impl_seconds, progress);
+      cases.insert(cases.end(), seconds.begin(), seconds.end());
+      outs.insert(outs.end(), more.begin(), more.end());
+    }
+  }
+
+  std::vector<CaseCheck> checks(cases.size());
+  for (std::size_t i = 0; i < cases.size(); ++i) checks[i] = check_case(cases[i], outs[i], req);
+
+  // Protocol findings, one line per distinct message (a failed round gives every case the same one).
+  json findings = json::array();
+  {
+    std::vector<std::pair<std::string, std::vector<std::string>>> by_error;
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+      if (checks[i].answered) continue;
+      auto it = std::find_if(by_error.begin(), by_error.end(), [&](const auto& e) { return e.first == checks[i].error; });
+      if (it == by_error.end()) by_error.push_back({checks[i].error, {cases[i].name}});
+      else it->second.push_back(cases[i].name);
+    }
+    for (const auto& r : rounds)
+      if (!r["failure"].get<std::string>().empty())
+        findings.push_back({{"case", "round: " + r["what"].get<std::string>()}, {"cases", r["cases"]}, {"error", r["failure"]}});
+    for (const auto& [error, names] : by_error)
+      findings.push_back({{"case", names.front()}, {"cases", names.size()}, {"error", error}});
+  }
+
+  // Exact cases, by option group.
+  json exact = {{"cases", 0}, {"passed", 0}, {"failed", 0}};
+  double exact_worst = 0;
+  std::map<std::string, std::string> groups;
+  std::vector<std::size_t> exact_idx;
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    if (cases[i].kind != "exact") continue;
+    exact_idx.push_back(i);
+    exact["cases"] = exact["cases"].get<int>() + 1;
+    if (!checks[i].answered) continue;
+    const bool bad = checks[i].output_mismatch();
+    exact[bad ? "failed" : "passed"] = exact[bad ? "failed" : "passed"].get<int>() + 1;
+    exact_worst = std::max(exact_worst, checks[i].worst_ratio);
+    auto& g = groups[cases[i].group];
+    if (g.empty() || g == "computes") g = bad ? "differs" : "computes";
+  }
+  exact["worst_ratio"] = number(exact_worst);
+
+  // Random cases, per n.
+  json random = json::array();
+  bool random_far = false, random_over = false;
+  std::size_t worst_random = cases.size();
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    if (cases[i].kind != "random" || !checks[i].answered) continue;
+    const CaseCheck& k = checks[i];
+    random.push_back(random_entry_json(cases[i], k, req.dtype));
+    if (k.worst_ratio > 1) {
+      random_over = true;
+      if (k.normwise() > kNotRounding) random_far = true;
+      if (worst_random == cases.size() || k.worst_ratio > checks[worst_random].worst_ratio) worst_random = i;
+    }
+  }
+
+  // Carry checks (state handed in, and split-and-carry on the implementation).
+  json carry = json::array();
+  std::size_t first_carry_failure = cases.size();
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const std::string& kind = cases[i].kind;
+    if (kind != "carry" && kind != "split-a" && kind != "split-b" && kind != "whole") continue;
+    if (!checks[i].answered) continue;
+    const CaseCheck& k = checks[i];
+    // Carry cases whose options carry a user γ/ε/λ are judged like random ones: within the bound.
+    std::string result = k.mismatch() ? "differs" : "ok";
+    std::string detail;
+    if (k.output_mismatch())
+      detail = fmt::format("output row {} col {}: expected {:.17g}, got {:.17g} ({:.3g} x the bound)", k.row, k.col,
+                           k.expected, k.got, k.worst_ratio);
+    else if (!k.state_problem.empty())
+      detail = k.state_problem;
+    if (k.mismatch() && first_carry_failure == cases.size()) first_carry_failure = i;
+    carry.push_back({{"case", cases[i].name}, {"kind", kind}, {"result", result}, {"detail", detail}});
+  }
+
+  // The verdict.
+  std::string verdict = "computes";
+  const bool exact_failed = exact["failed"].get<int>() > 0;
+  if (!findings.empty()) verdict = "error";
+  else if (exact_failed || first_carry_failure != cases.size() || random_far) verdict = "differs";
+  else if (random_over) verdict = "lower-precision";
+
+  // The smallest counterexample, by re-running the implementation on simplified exact cases.
+  json counterexample = nullptr;
+  if (verdict == "differs" && exact_failed) {
+    std::size_t start = cases.size();
+    for (std::size_t i : exact_idx)
+      if (checks[i].answered && checks[i].output_mismatch() && (start == cases.size() || size_key(cases[i]) < size_key(cases[start])))
+        start = i;
+    Case best = cases[start];
+    Outcome best_out = outs[start];
+    CaseCheck best_check = checks[start];
+    int used = 0;
+    for (int round = 1; round <= opts.shrink_rounds; ++round) {
+      std::vector<Case> trial = simplifications(best, first_bad_row(best, best_out));
+      if (trial.empty()) break;
+      for (std::size_t j = 0; j < trial.size(); ++j) trial[j].name = fmt::format("shrink{}-{:03d}-{}", round, j, trial[j].name);
+      compute_all(trial, req);
+      std::vector<Outcome> got = run_round(impl, trial, req, fmt::format("shrink {}", round), rounds, impl_seconds, progress);
+      used = round;
+      std::size_t pick = trial.size();
+      for (std::size_t j = 0; j < trial.size(); ++j) {
+        CaseCheck k = check_case(trial[j], got[j], req);
+        if (!k.answered || !k.output_mismatch()) continue;
+        if (pick == trial.size() || size_key(trial[j]) < size_key(trial[pick])) {
+          pick = j;
+          best_check = k;
+        }
+      }
+      if (pick == trial.size()) break;
+      best = trial[pick];
+      best_out = got[pick];
+    }
+    counterexample = counterexample_json(best, best_out, best_check, used);
+  } else if (verdict == "differs" && first_carry_failure != cases.size()) {
+    const std::size_t i = first_carry_failure;
+    counterexample = counterexample_json(cases[i], outs[i], checks[i], 0);
+    counterexample["state_in"] = cases[i].state_in.parts.empty() ? "none" : "given (see the case's state_in)";
+    counterexample["detail"] = checks[i].state_problem;
+  } else if (verdict == "differs" && random_far && worst_random != cases.size()) {
+    counterexample = counterexample_json(cases[worst_random], outs[worst_random], checks[worst_random], 0);
+    counterexample["note"] = "random case: the error is far beyond rounding, but no exact case showed it";
+  }
+
+  // Diagnosis on the exact cases the implementation answered.
+  json matches = json::array();
+  if (opts.diagnose && !exact_idx.empty()) {
+    std::vector<const Case*> dc;
+    std::vector<const Outcome*> doo;
+    std::vector<bool> fails;
+    for (std::size_t i : exact_idx) {
+      if (!checks[i].answered) continue;
+      dc.push_back(&cases[i]);
+      doo.push_back(&outs[i]);
+      fails.push_back(checks[i].output_mismatch());
+    }
+    if (!dc.empty()) {
+      if (!exact_failed) matches.push_back({{"key", req.op + "/reference/spec"}, {"description", "SPEC's " + req.op}, {"claim", ""},
+                                            {"cases", static_cast<int>(dc.size())}});
+      json more = diagnose(req.op, dc, doo, fails);
+      for (auto& m : more) matches.push_back(m);
+    }
+  }
+  json localization = json::object();
+  for (const auto& [g, v] : groups) localization[g] = v;
+
+  const double total = seconds_since(t0);
+  json report = {{"verdict", verdict},
+                 {"op", req.op},
+                 {"options", options_json(req.opt)},
+                 {"dtype", dtype_name(req.dtype)},
+                 {"state", req.state},
+                 {"max_n", req.max_n},
+                 {"matches", matches},
+                 {"localization", localization},
+                 {"exact", exact},
+                 {"random", random},
+                 {"carry", carry},
+                 {"counterexample", counterexample},
+                 {"findings", findings},
+                 {"rounds", rounds},
+                 {"timings", {{"total_seconds", total}, {"implementation_seconds", impl_seconds}, {"harness_seconds", total - impl_seconds}}},
+                 {"harness", {{"commit", build_info::source_tree()}}}};
+  report["summary"] = summary_text(report);
+  return report;
+}
+
+std::string summary_text(const json& r) {
+  std::ostringstream s;
+  const json& o = r["options"];
+  s << "hla verify: " << r["op"].get<std::string>() << " (gamma=" << o["gamma"].get<std::string>()
+    << (o["normalized"].get<bool>() ? ", normalized eps=" + o["eps"].get<std::string>() : "")
+    << (o["ridge"].get<std::string>() != "0" ? ", lambda=" + o["ridge"].get<std::string>() : "") << "), "
+    << r["dtype"].get<std::string>() << (r.value("state", false) ? ", with state" : "") << "\n";
+  s << "verdict: " << r["verdict"].get<std::string>() << "\n";
+  if (r.contains("mode")) s << "  mode: " << r["mode"].get<std::string>() << "\n";
+  if (r.contains("exact") && r["exact"]["cases"].get<int>() > 0)
+    s << fmt::format("  exact cases: {} ({} within bound, {} beyond; worst {:.3g} x the bound)\n", r["exact"]["cases"].get<int>(),
+                     r["exact"]["passed"].get<int>(), r["exact"]["failed"].get<int>(), number_of(r["exact"]["worst_ratio"]));
+  if (r.contains("localization") && !r["localization"].empty()) {
+    s << "  by option group (exact cases):";
+    for (auto& [g, v] : r["localization"].items()) s << " " << g << "=" << v.get<std::string>();
+    s << "\n";
+    if (r["localization"].contains("base"))
+      s << "  computes the operator at gamma = 1, unnormalized, without ridge: "
+        << (r["localization"]["base"] == "computes" ? "yes" : "no") << "\n";
+  }
+  if (r.contains("random"))
+    for (const auto& x : r["random"])
+      s << fmt::format("  random n={:<5} error {:.3g} u, {:.3g} x the bound\n", x["n"].get<long>(), number_of(x["error_in_u"]),
+                       number_of(x["worst_ratio"]));
+  if (r.contains("carry")) {
+    int ok = 0, bad = 0;
+    for (const auto& x : r["carry"]) (x["result"] == "ok" ? ok : bad)++;
+    if (ok + bad) s << fmt::format("  state carry: {} ok, {} differ\n", ok, bad);
+    for (const auto& x : r["carry"])
+      if (x["result"] != "ok") s << "    " << x["case"].get<std::string>() << ": " << x["detail"].get<std::string>() << "\n";
+  }
+  for (const auto& m : r["matches"]) {
+    s << "  matches " << m["key"].get<std::string>() << ": " << m["description"].get<std::string>();
+    if (!m["claim"].get<std::string>().empty()) s << " (see claim " << m["claim"].get<std::string>() << ")";
+    s << "\n";
+  }
+  if (!r["counterexample"].is_null()) {
+    const json& c = r["counterexample"];
+    s << fmt::format("  counterexample (n={}, d={}, dv={}, gamma={}{}{}):\n", c["n"].get<long>(), c["d"].get<long>(), c["dv"].get<long>(),
+                     c["options"]["gamma"].get<std::string>(),
+                     c["options"]["normalized"].get<bool>() ? ", normalized eps=" + c["options"]["eps"].get<std::string>() : "",
+                     c["options"]["ridge"].get<std::string>() != "0" ? ", lambda=" + c["options"]["ridge"].get<std::string>() : "");
+    if (c.contains("q") && c["n"].get<long>() <= 12 && c["d"].get<long>() <= 4) {
+      s << "    q = " << c["q"].dump() << "\n    k = " << c["k"].dump() << "\n    v = " << c["v"].dump() << "\n";
+      s << "    expected = " << c["expected"].dump() << "\n    got      = " << c["got"].dump() << "\n";
+    } else {
+      const json& f = c["first_difference"];
+      s << fmt::format("    first difference at row {}, col {}: expected {:.17g}, got {:.17g}\n", f["row"].get<long>(),
+                       f["col"].get<long>(), number_of(f["expected"]), number_of(f["got"]));
+    }
+  }
+  for (const auto& f : r["findings"]) {
+    const long count = f.value("cases", 1L);
+    s << "  error in " << f["case"].get<std::string>() << (count > 1 ? fmt::format(" (and {} more cases)", count - 1) : "") << ": "
+      << f["error"].get<std::string>() << "\n";
+  }
+  if (r.contains("timings"))
+    s << fmt::format("  time: {:.1f} s in the implementation ({} rounds), {:.1f} s in the harness\n",
+                     r["timings"]["implementation_seconds"].get<double>(), r["rounds"].size(),
+                     r["timings"]["harness_seconds"].get<double>());
+  return s.str();
+}
+
+json judge_given(const Request& req, const Problem<double>& in, const Mat<double>& out) {
+  validate_request(req);
+  Case c;
+  c.kind = "given";
+  c.group = "user";
+  c.opt = req.opt;
+  c.in = in;
+  c.name = "given";
+  compute_expected(c, req);
+  Outcome o;
+  o.O = out;
+  o.error = check_returned_output(c, out);
+  const CaseCheck k = check_case(c, o, req);
+  std::string verdict = !k.answered ? "error" : k.worst_ratio <= 1 ? "computes" : k.normwise() > kNotRounding ? "differs" : "lower-precision";
+  json matches = json::array();
+  if (k.answered && verdict != "computes" && c.n() <= kGivenDiagnosisMaxN) {
+    std::vector<const Case*> dc{&c};
+    std::vector<const Outcome*> doo{&o};
+    matches = diagnose(req.op, dc, doo, {true}, kGivenDiagnosisMaxN);
+  }
+  json findings = json::array();
+  if (!k.answered) findings.push_back({{"case", "given"}, {"error", k.error}});
+  json report = {{"verdict", verdict},
+                 {"mode", "file: measured on the given inputs against MPFR-256 and the rounding bound (no exact cases: a "
+                          "'differs' here means an error beyond 5% normwise, not a proof)"},
+                 {"op", req.op},
+                 {"options", options_json(req.opt)},
+                 {"dtype", dtype_name(req.dtype)},
+                 {"state", false},
+                 {"matches", matches},
+                 {"random", json::array({random_entry_json(c, k, req.dtype)})},
+                 {"counterexample", nullptr},
+                 {"findings", findings},
+                 {"rounds", json::array()},
+                 {"harness", {{"commit", build_info::source_tree()}}}};
+  if (verdict == "differs")
+    report["counterexample"] = {{"n", c.n()}, {"d", c.in.Q.cols()}, {"dv", c.in.V.cols()}, {"options", options_json(c.opt)},
+                                {"first_difference", first_difference_json(k)},
+                                {"note", "the given inputs (not shrunk)"}};
+  report["summary"] = summary_text(report);
+  return report;
+}
+
+}  // namespace hla::verify::ext

@@ -1,0 +1,423 @@
+// Case generation and expected values for `hla verify` (see cases.hpp for the argument).
+#include "verify/external/cases.hpp"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <mutex>
+#include <random>
+
+#include "core/inputs.hpp"
+#include "core/parse.hpp"
+#include "verify/bounds.hpp"
+#include "verify/exactness.hpp"
+
+namespace hla::verify::ext {
+
+std::string dtype_name(DType t) { return t == DType::float64 ? "float64" : "float32"; }
+DType parse_dtype(const std::string& s) {
+  if (s == "float64" || s == "f8" || s == "double" || s == "fp64") return DType::float64;
+  if (s == "float32" || s == "f4" || s == "float" || s == "fp32") return DType::float32;
+  throw InputError("unknown dtype '" + s + "' (float64 or float32)");
+}
+double unit_roundoff(DType t) { return t == DType::float64 ? hla::unit_roundoff<double>() : hla::unit_roundoff<float>(); }
+double round_to(DType t, double x) { return t == DType::float64 ? x : static_cast<double>(static_cast<float>(x)); }
+
+namespace {
+
+// The largest value of the abs operator an exact case may reach (see cases.hpp).
+constexpr double kExactMagnitude = 1024;
+// Literal references cost O(n²)–O(n⁴) in rationals: past this n the exact values come from the streaming
+// form the prime field proves equal to the reference for these options.
+constexpr Eigen::Index kLiteralMaxN = 24;
+
+bool has_battery(const std::string& op) {
+  return op == "hla2" || op == "hla2-unmasked" || op == "ahla" || op == "hla3" || op == "hla3-unmasked" || op == "linear";
+}
+
+std::mutex& oracle_mutex() {
+  static std::mutex m;
+  return m;
+}
+ExactnessOracle& oracle() {
+  static ExactnessOracle o;
+  return o;
+}
+// The streaming form of `op` proven exact (fp61) for (γ, λ): it also defines the state's parts.
+std::pair<std::string, std::string> proxy_form(const std::string& op, const rational& gamma, const rational& lambda) {
+  std::lock_guard<std::mutex> lock(oracle_mutex());
+  auto px = oracle().proxy(op, gamma, lambda);
+  if (!px) throw InputError("no streaming form of " + op + " is exact for these options; cannot verify against it");
+  return *px;
+}
+
+template <class T> Problem<T> concat(const Problem<T>& a, const Problem<T>& b) {
+  if (a.Q.rows() == 0) return b;
+  Problem<T> c;
+  c.Q.resize(a.Q.rows() + b.Q.rows(), b.Q.cols());
+  c.Q << a.Q, b.Q;
+  c.K.resize(c.Q.rows(), b.K.cols());
+  c.K << a.K, b.K;
+  c.V.resize(c.Q.rows(), b.V.cols());
+  c.V << a.V, b.V;
+  return c;
+}
+
+// num in the first dv columns, den in the last, of the unnormalized operator on [V 1] — exactly (T =
+// rational) or in MPFR — over prefix ++ inputs; and the final state of the proxy form when asked.
+template <class T>
+Mat<T> numerator_and_denominator(const std::string& op, const Problem<double>& all, const Options& opt,
+                                 NamedState<T>* state) {
+  Options o = base_options(opt.gamma, opt.ridge);
+  const Problem<T> aug = convert_problem<T>(bounds::augmented(all, false));
+  const auto [form, variant] = proxy_form(op, opt.gamma, opt.ridge);
+  const Entry<T>& streaming = registry<T>().find(op, form, variant);
+  if (state) *state = streaming(convert_problem<T>(all), o).state;
+  if (all.Q.rows() <= kLiteralMaxN) return registry<T>().reference(op)(aug, o).O;
+  return streaming(aug, o).O;
+}
+
+Mat<double> abs_values(const std::string& op, const Problem<double>& all, const Options& opt, NamedState<double>* abs_state) {
+  const std::string aop = bounds::abs_operator(op);
+  Options o = base_options(opt.gamma, opt.ridge);
+  const auto [form, variant] = proxy_form(aop, opt.gamma, opt.ridge);
+  const Entry<double>& e = registry<double>().find(aop, form, variant);
+  Mat<double> A = e(bounds::augmented(all, true), o).O * (1 + 1e-9);
+  if (abs_state) {
+    // The state's own magnitudes: the same streaming form of `op` on |inputs|.
+    const auto [sform, svariant] = proxy_form(op, opt.gamma, opt.ridge);
+    Problem<double> a{all.Q.cwiseAbs(), all.K.cwiseAbs(), all.V.cwiseAbs()};
+    *abs_state = registry<double>().find(op, sform, svariant)(a, o).state;
+  }
+  return A;
+}
+
+// Entries in {−1, 0, 1}, each non-zero with probability `density`.
+Problem<double> ternary_problem(const Shape& s, std::uint64_t seed, double density) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(0, 1);
+  auto fill = [&](Eigen::Index r, Eigen::Index c) {
+    Mat<double> m(r, c);
+    for (Eigen::Index i = 0; i < m.size(); ++i) {
+      const double x = u(rng);
+      m(i) = x < density / 2 ? -1.0 : x < density ? 1.0 : 0.0;
+    }
+    return m;
+  };
+  Problem<double> p;
+  p.Q = fill(s.n, s.d);
+  p.K = fill(s.n, s.d);
+  p.V = fill(s.n, s.dv);
+  return p;
+}
+
+struct Group {
+  std::string name;
+  Options opt;
+};
+
+// The option groups of the exact cases: always the plain operator (γ = 1, unnormalized, no ridge), then
+// each option the user asked for alone, then all of them, each with a dyadic value.
+std::vector<Group> exact_groups(const Request& r) {
+  std::vector<Group> g;
+  g.push_back({"base", {}});
+  const bool decay = r.opt.gamma != 1, norm = r.opt.normalized, ridge = r.opt.ridge != 0;
+  const rational eps = r.opt.eps == 0 ? rational(0) : rational(1, 4);
+  if (decay) {
+    Group a{"decay", {}};
+    a.opt.gamma = rational(3, 4);
+    g.push_back(a);
+    Group b{"decay-half", {}};
+    b.opt.gamma = rational(1, 2);
+    g.push_back(b);
+  }
+  if (norm) {
+    Group a{"normalized", {}};
+    a.opt.normalized = true;
+    a.opt.eps = eps;
+    g.push_back(a);
+  }
+  if (ridge) {
+    Group a{"ridge", {}};
+    a.opt.ridge = rational(1, 2);
+    g.push_back(a);
+  }
+  if (int(decay) + int(norm) + int(ridge) >= 2) {
+    Group a{"all", {}};
+    if (decay) a.opt.gamma = rational(3, 4);
+    a.opt.normalized = norm;
+    a.opt.eps = eps;
+    if (ridge) a.opt.ridge = rational(1, 2);
+    g.push_back(a);
+  }
+  return g;
+}
+
+// True when the exact case's numbers stay small (A ≤ 2^10) and, normalized, no den_t + ε is near 0.
+bool acceptable_exact(const std::string& op, const Problem<double>& p, const Options& opt) {
+  const Mat<double> A = abs_values(op, p, opt, nullptr);
+  if (A.maxCoeff() > kExactMagnitude || A.maxCoeff() < 1) return false;  // small, but not all zero
+  if (!opt.normalized) return true;
+  const Mat<rational> nd = numerator_and_denominator<rational>(op, p, opt, nullptr);
+  const rational eps = opt.eps;
+  for (Eigen::Index t = 0; t < nd.rows(); ++t) {
+    const rational den = nd(t, nd.cols() - 1) + eps;
+    if (den < rational(1, 8) && den > rational(-1, 8)) return false;
+  }
+  return true;
+}
+
+Problem<double> exact_problem(const std::string& op, const Shape& s, const Options& opt, std::uint64_t seed) {
+  double density = s.n <= 12 ? 0.7 : 0.35;
+  for (int attempt = 0; attempt < 400; ++attempt) {
+    Problem<double> p = ternary_problem(s, seed * 7919 + static_cast<std::uint64_t>(attempt), density);
+    if (acceptable_exact(op, p, opt)) return p;
+    if (attempt % 8 == 7) density *= 0.8;
+  }
+  throw std::logic_error(fmt::format("no exact case of shape n={} d={} dv={} within the magnitude limit", s.n, s.d, s.dv));
+}
+
+Problem<double> rounded_gaussian(const Shape& s, std::uint64_t seed) { return gaussian_problem(s, seed); }
+
+std::string shape_tag(const Problem<double>& p) { return fmt::format("n{}-d{}-dv{}", p.Q.rows(), p.Q.cols(), p.V.cols()); }
+
+// The state in the dtype: exact states must survive the rounding unchanged, or the case is not exact.
+bool representable(const NamedState<double>& s, DType t) {
+  for (const auto& [name, m] : s.parts)
+    for (Eigen::Index i = 0; i < m.size(); ++i)
+      if (round_to(t, m(i)) != m(i)) return false;
+  return true;
+}
+
+NamedState<double> rounded_state(const NamedState<rational>& s) {
+  NamedState<double> out;
+  for (const auto& [name, m] : s.parts) {
+    Mat<double> d(m.rows(), m.cols());
+    for (Eigen::Index i = 0; i < m.size(); ++i) d(i) = m(i).convert_to<double>();
+    out.parts.emplace_back(name, d);
+  }
+  return out;
+}
+NamedState<double> rounded_state(const NamedState<mpfr256>& s, DType t) {
+  NamedState<double> out;
+  for (const auto& [name, m] : s.parts) {
+    Mat<double> d(m.rows(), m.cols());
+    for (Eigen::Index i = 0; i < m.size(); ++i) d(i) = round_to(t, m(i).convert_to<double>());
+    out.parts.emplace_back(name, d);
+  }
+  return out;
+}
+
+}  // namespace
+
+void validate_request(const Request& r) {
+  if (!has_battery(r.op))
+    throw InputError("operator '" + r.op + "' has no verification battery (hla2, hla2-unmasked, ahla, hla3, hla3-unmasked, linear)");
+  const Entry<double>& ref = registry<double>().reference(r.op);
+  if (r.opt.gamma <= 0 || r.opt.gamma > 1) throw InputError("--gamma must lie in (0, 1]");
+  if (r.opt.eps < 0) throw InputError("--eps must be >= 0");
+  if (r.opt.ridge < 0) throw InputError("--lambda must be >= 0");
+  if (!caps_allow(ref.caps, r.opt)) throw InputError("operator '" + r.op + "' does not define these options");
+  if (r.max_n < 1 || r.max_n > 8192) throw InputError("--max-n must lie in [1, 8192]");
+  if (r.d < 1 || r.d > 256 || r.dv < 1 || r.dv > 256) throw InputError("--d and --dv must lie in [1, 256]");
+}
+
+std::vector<PartShape> state_layout(const std::string& op, Eigen::Index d, Eigen::Index dv) {
+  const auto [form, variant] = proxy_form(op, 1, 0);
+  Problem<double> p{Mat<double>::Zero(1, d), Mat<double>::Zero(1, d), Mat<double>::Zero(1, dv)};
+  std::vector<PartShape> out;
+  for (const auto& [name, m] : registry<double>().find(op, form, variant)(p, Options{}).state.parts)
+    out.push_back({name, m.rows(), m.cols(), m.cols() == 1});
+  return out;
+}
+
+std::pair<std::string, std::string> streaming_form(const std::string& op, const Options& opt) {
+  return proxy_form(op, opt.gamma, opt.ridge);
+}
+
+Problem<rational> exact_inputs(const Problem<double>& p) { return convert_problem<rational>(p); }
+
+Mat<rational> exact_operator(const std::string& op, const Problem<rational>& p, const Options& opt) {
+  if (p.Q.rows() <= kLiteralMaxN) return registry<rational>().reference(op)(p, opt).O;
+  const auto [form, variant] = proxy_form(op, opt.gamma, opt.ridge);
+  return registry<rational>().find(op, form, variant)(p, opt).O;
+}
+
+std::vector<Case> make_cases(const Request& r) {
+  validate_request(r);
+  std::vector<Case> cases;
+  int index = 0;
+  auto add = [&](Case c) {
+    c.name = fmt::format("{}-{:03d}-{}-{}", c.kind, index++, c.group, shape_tag(c.in));
+    cases.push_back(std::move(c));
+  };
+  // Exact: awkward small shapes (n = 1, d ≠ dv, odd n), then sparse long ones that cross the chunk widths
+  // implementations use (64, 128, 256) at a width that does not divide them.
+  const std::vector<Shape> small{{1, 1, 1}, {2, 1, 1}, {3, 1, 2}, {4, 2, 1}, {5, 2, 3}, {6, 3, 2}, {8, 2, 2}, {11, 3, 3}};
+  const std::vector<Shape> large{{67, 3, 2}, {150, 4, 3}, {300, 3, 2}};
+  std::uint64_t seed = r.seed * 1000003ULL;
+  for (const Group& g : exact_groups(r)) {
+    std::vector<Shape> shapes = small;
+    shapes.insert(shapes.end(), large.begin(), large.end());
+    for (const Shape& s : shapes) {
+      Case c;
+      c.kind = "exact";
+      c.group = g.name;
+      c.opt = g.opt;
+      c.in = exact_problem(r.op, s, g.opt, ++seed);
+      add(std::move(c));
+    }
+  }
+  // Random: the user's options, Gaussian inputs, n up to max_n.
+  std::vector<long> ns{1, 5, 33, 100, 257, r.max_n};
+  ns.erase(std::remove_if(ns.begin(), ns.end(), [&](long n) { return n > r.max_n; }), ns.end());
+  std::sort(ns.begin(), ns.end());
+  ns.erase(std::unique(ns.begin(), ns.end()), ns.end());
+  for (long n : ns) {
+    Case c;
+    c.kind = "random";
+    c.group = "user";
+    c.opt = r.opt;
+    c.in = rounded_gaussian({n, r.d, r.dv}, ++seed);
+    add(std::move(c));
+  }
+  if (!r.state) return cases;
+  // Carry in: the harness's exact state after a prefix, then the implementation continues.
+  const auto groups = exact_groups(r);
+  std::vector<Group> carry_groups{groups.front()};
+  if (groups.size() > 1) carry_groups.push_back(groups.back());
+  for (const Group& g : carry_groups) {
+    for (const auto& [pre, s] : std::vector<std::pair<Eigen::Index, Shape>>{{1, {3, 2, 2}}, {4, {5, 3, 2}}, {9, {70, 2, 3}}}) {
+      Case c;
+      c.kind = "carry";
+      c.group = g.name;
+      Options half = g.opt;
+      if (half.gamma != 1) half.gamma = rational(1, 2);  // powers of 1/2 keep the state exact in any dtype
+      c.opt = half;
+      const Problem<double> all = exact_problem(r.op, {pre + s.n, s.d, s.dv}, half, ++seed);
+      c.prefix = slice_rows(all, 0, pre);
+      c.in = slice_rows(all, pre, pre + s.n);
+      NamedState<rational> st;
+      numerator_and_denominator<rational>(r.op, c.prefix, half, &st);
+      c.state_in = rounded_state(st);
+      c.want_state = true;
+      if (!representable(c.state_in, r.dtype)) continue;
+      add(std::move(c));
+    }
+  }
+  {  // a random prefix's state, rounded to the dtype
+    Case c;
+    c.kind = "carry";
+    c.group = "user";
+    c.opt = r.opt;
+    const Problem<double> all = rounded_gaussian({37 + 50, r.d, r.dv}, ++seed);
+    c.prefix = slice_rows(all, 0, 37);
+    c.in = slice_rows(all, 37, 87);
+    NamedState<mpfr256> st;
+    numerator_and_denominator<mpfr256>(r.op, c.prefix, r.opt, &st);
+    c.state_in = rounded_state(st, r.dtype);
+    c.want_state = true;
+    add(std::move(c));
+  }
+  // Split and carry on the implementation itself: the whole sequence, and its first part with the state out;
+  // the second part (split-b) is made from what the implementation returns.
+  struct Split {
+    std::string group;
+    Options opt;
+    Problem<double> all;
+    Eigen::Index at;
+  };
+  std::vector<Split> splits;
+  splits.push_back({groups.back().name, groups.back().opt, exact_problem(r.op, {9, 2, 3}, groups.back().opt, ++seed), 4});
+  splits.push_back({"user", r.opt, rounded_gaussian({90, r.d, r.dv}, ++seed), 41});
+  for (const Split& s : splits) {
+    Case whole;
+    whole.kind = "whole";
+    whole.group = s.group;
+    whole.opt = s.opt;
+    whole.in = s.all;
+    whole.want_state = true;
+    add(whole);
+    const std::string whole_name = cases.back().name;
+    Case a;
+    a.kind = "split-a";
+    a.group = s.group;
+    a.opt = s.opt;
+    a.in = slice_rows(s.all, 0, s.at);
+    a.want_state = true;
+    a.pair = whole_name;
+    a.split_at = s.at;
+    add(a);
+  }
+  return cases;
+}
+
+Case make_split_b(const Case& whole, const Case& split_a, const NamedState<double>& their_state, const Request&) {
+  Case b;
+  b.kind = "split-b";
+  b.group = whole.group;
+  b.opt = whole.opt;
+  b.in = slice_rows(whole.in, split_a.split_at, whole.n());
+  b.prefix = split_a.in;
+  b.state_in = their_state;
+  b.want_state = true;
+  b.pair = whole.name;
+  b.split_at = split_a.split_at;
+  b.name = split_a.name;
+  const auto at = b.name.find("split-a");
+  if (at != std::string::npos) b.name.replace(at, 7, "split-b");
+  return b;
+}
+
+void compute_expected(Case& c, const Request& r) {
+  const Problem<double> all = concat(c.prefix, c.in);
+  const Eigen::Index n = c.n(), dv = c.in.V.cols();
+  const bool exact = c.kind == "exact" || (c.kind == "carry" && c.group != "user") ||
+                     ((c.kind == "whole" || c.kind == "split-a" || c.kind == "split-b") && c.group != "user");
+  Mat<mpfr256> nd;
+  NamedState<mpfr256> state;
+  if (exact) {
+    NamedState<rational> st;
+    const Mat<rational> q = numerator_and_denominator<rational>(r.op, all, c.opt, c.want_state ? &st : nullptr);
+    nd = q.unaryExpr([](const rational& x) { return to_mpfr(x); });
+    for (const auto& [name, m] : st.parts)
+      state.parts.emplace_back(name, Mat<mpfr256>(m.unaryExpr([](const rational& x) { return to_mpfr(x); })));
+  } else {
+    nd = numerator_and_denominator<mpfr256>(r.op, all, c.opt, c.want_state ? &state : nullptr);
+  }
+  nd = Mat<mpfr256>(nd.bottomRows(n));
+  const mpfr256 eps = from_rational<mpfr256>(c.opt.eps);
+  c.expected.resize(n, dv);
+  ColVec<mpfr256> den(n);
+  for (Eigen::Index t = 0; t < n; ++t) {
+    den(t) = c.opt.normalized ? mpfr256(nd(t, dv) + eps) : mpfr256(1);
+    for (Eigen::Index k = 0; k < dv; ++k) c.expected(t, k) = c.opt.normalized ? mpfr256(nd(t, k) / den(t)) : nd(t, k);
+  }
+  // The bound: the serial depth over the whole sequence (the state summarizes the prefix), γ inexact when
+  // the dtype cannot hold it, plus an absolute floor for terms that underflow in the dtype.
+  // Exact cases are judged at float32's roundoff even for float64: at γ = 1 their outputs are integers (or
+  // one division away), so any tolerance below 1/2 still demands exactness there, while decayed and
+  // normalized exact cases stay exact-within-rounding for float32 arithmetic behind a float64 interface —
+  // which the random cases, at the dtype's own u, then call lower precision.
+  const double u = exact ? std::max(unit_roundoff(r.dtype), hla::unit_roundoff<float>()) : unit_roundoff(r.dtype);
+  const double g = from_rational<double>(c.opt.gamma);
+  const bool gamma_inexact = c.opt.gamma != 1 && rational(round_to(r.dtype, g)) != c.opt.gamma;
+  const long total = static_cast<long>(all.Q.rows());
+  const long h = bounds::rounding_depth(r.op, total, c.opt.gamma != 1, gamma_inexact, total, c.in.Q.cols());
+  NamedState<double> abs_state;
+  const Mat<double> A = abs_values(r.op, all, c.opt, c.want_state ? &abs_state : nullptr).bottomRows(n);
+  const double tiny = (r.dtype == DType::float64 ? std::numeric_limits<double>::min() : std::numeric_limits<float>::min()) *
+                      static_cast<double>(total * total + 1);
+  c.bound = bounds::output_bounds(c.expected, A, c.opt.normalized, den, from_rational<double>(c.opt.eps), u, h).array() + tiny;
+  if (c.want_state) {
+    c.expected_state = state;
+    const double hu = static_cast<double>(h) * u;
+    const double gam = hu < 0.5 ? hu / (1 - hu) : INFINITY;
+    c.state_bound = abs_state;
+    for (auto& [name, m] : c.state_bound.parts) m = (m * (2 * gam)).array() + tiny;
+  }
+}
+
+}  // namespace hla::verify::ext

@@ -1,0 +1,94 @@
+// `hla verify`: the cases an outside implementation is held to, and what each must return.
+//
+// Three kinds of evidence (README "Verify your implementation"):
+//   exact   small-integer Q, K, V in {−1, 0, 1} and dyadic γ, ε, λ, sized so that the abs operator A (the
+//           unmasked operator on |Q|, |K|, |V|, which bounds every partial sum a serial, scan or chunked
+//           algorithm forms) stays ≤ 2^10: at γ = 1 every such intermediate is an integer that float64,
+//           float32 and even TF32's 11-bit significand hold exactly. A correct implementation returns the
+//           reference exactly there (up to a normalized output's final division and decay through exp/log,
+//           which the rounding bound covers); a mismatch beyond the bound proves a different function.
+//           The bound there uses float32's roundoff whatever the dtype (cases.cpp says why).
+//   random  Gaussian inputs at the user's own γ, ε, λ and several n ≤ max_n: error against MPFR-256 over
+//           the rounding bound of verify/bounds.hpp with the serial (deepest) accumulation depth.
+//   carry   (--state) a state handed in (the harness's exact state after a prefix) and handed on (the
+//           implementation's own state, split-and-carry): scan-equals-serial for code we cannot read.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/registry.hpp"
+
+namespace hla::verify::ext {
+
+enum class DType { float64, float32 };
+std::string dtype_name(DType t);
+DType parse_dtype(const std::string& s);  // float64 | float32 (also f8/f4, double/float); InputError otherwise
+double unit_roundoff(DType t);
+double round_to(DType t, double x);  // x rounded to the dtype, as a double
+
+// What the user asked for: the operator, its options (exact rationals), the dtype and the battery's reach.
+struct Request {
+  std::string op = "hla2";
+  Options opt;                // γ, ε, λ, normalized as the user gave them (chunk/threads unused)
+  DType dtype = DType::float64;
+  bool state = false;         // the implementation takes and returns its recurrent state
+  long max_n = 512;           // largest random case
+  long d = 16, dv = 16;       // widths of the random cases (exact cases use their own small widths)
+  std::uint64_t seed = 1;
+};
+// Refuses operators without a battery (softmax) and options the operator does not define.
+void validate_request(const Request& r);
+
+// One state part as the protocol names it: SPEC's part names for the operator (verify --list-state).
+struct PartShape {
+  std::string name;
+  Eigen::Index rows = 0, cols = 0;
+  bool vector = false;  // a d×1 part travels as a 1-D array of length d
+};
+std::vector<PartShape> state_layout(const std::string& op, Eigen::Index d, Eigen::Index dv);
+
+struct Case {
+  std::string name;   // the case's directory: kind, group and shape, e.g. "exact-012-decay-n5-d2-dv1"
+  std::string kind;   // exact | random | carry | split-a | split-b | whole
+  std::string group;  // exact cases: base | decay | normalized | ridge | all; others: user
+  Options opt;
+  Problem<double> in;          // entries exactly representable in the dtype
+  Problem<double> prefix;      // carry cases: the tokens the state_in summarizes (not sent)
+  NamedState<double> state_in; // no parts = none
+  bool want_state = false;
+  std::string pair;            // split cases: the name of the whole-sequence case they are checked against
+  Eigen::Index split_at = 0;   // split-b: where it starts within the whole sequence
+
+  // What it must return (filled by compute_expected).
+  Mat<mpfr256> expected;               // n × dv
+  Mat<double> bound;                   // n × dv tolerance per entry (∞ where no bound exists)
+  NamedState<mpfr256> expected_state;  // when want_state
+  NamedState<double> state_bound;      // tolerance per state entry
+
+  Eigen::Index n() const { return in.Q.rows(); }
+};
+
+// The exact rational inputs of an exact case (every double is a dyadic rational).
+Problem<rational> exact_inputs(const Problem<double>& p);
+
+// Every case of a battery but the split-b halves, whose state comes from the implementation.
+std::vector<Case> make_cases(const Request& r);
+// The second half of a split: tokens [split_at, n) of `whole`, starting from the implementation's state.
+Case make_split_b(const Case& whole, const Case& split_a, const NamedState<double>& their_state, const Request& r);
+
+// Fills expected, bound, expected_state, state_bound: in exact rationals for exact and carry cases, in
+// MPFR-256 for the others; the abs operator in double.
+void compute_expected(Case& c, const Request& r);
+
+// The streaming form (form, variant) of `op` the prime field proves equal to the reference for opt's γ and λ
+// (InputError when none is): it gives the exact values at large n and defines the state's parts.
+std::pair<std::string, std::string> streaming_form(const std::string& op, const Options& opt);
+
+// The exact output (rationals) of a registered form, or of the operator through the fastest form verified
+// equal to its reference; used by the diagnosis and the counterexample search.
+Mat<rational> exact_operator(const std::string& op, const Problem<rational>& p, const Options& opt);
+
+}  // namespace hla::verify::ext

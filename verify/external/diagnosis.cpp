@@ -1,0 +1,280 @@
+// The diagnosis catalogue (diagnosis.hpp): registered forms, other operators, named mistakes.
+#include "verify/external/diagnosis.hpp"
+
+#include <fmt/core.h>
+
+#include "core/inputs.hpp"
+#include "core/parse.hpp"
+#include "verify/exactness.hpp"
+#include "verify/external/cases.hpp"
+
+namespace hla::verify::ext {
+namespace {
+
+using Out = std::optional<Mat<rational>>;
+using P = Problem<rational>;
+
+// Chunk widths at which chunk-dependent candidates are tried: the small ones a test suite uses and the
+// powers of two kernels use.
+const std::vector<int> kChunkWidths{1, 2, 3, 4, 5, 6, 7, 8, 16, 32, 64, 128, 256};
+
+// The ledger claim that decides a paper formula against the operator (README "What the ledger found").
+std::string claim_of(const std::string& op, const std::string& form, const std::string& variant) {
+  if (variant != "paper") return "";
+  const bool scan = form.rfind("scan-", 0) == 0;
+  if (op == "hla2" && form == "serial") return "hla2.serial.masked-decay";
+  if (op == "hla2" && scan) return "hla2.scan.masked-decay";
+  if (op == "hla2" && form == "chunk-figure1c") return "hla2.chunk-form";
+  if (op == "ahla" && scan) return "ahla.scan-decay";
+  if (op == "ahla" && form.rfind("chunk-figure2c", 0) == 0) return "ahla.chunk-form";
+  if (op == "hla3" && (form == "serial" || form == "serial-eq75")) return "hla3.masked.streaming";
+  if (op == "hla3" && scan) return "hla3.scan";
+  return "";
+}
+
+// Q, K, [V 1]: numerator columns and the denominator column in one exact evaluation.
+P with_ones(const P& p) {
+  P a{p.Q, p.K, Mat<rational>(p.V.rows(), p.V.cols() + 1)};
+  a.V.leftCols(p.V.cols()) = p.V;
+  a.V.col(p.V.cols()).setConstant(rational(1));
+  return a;
+}
+
+enum class Division { spec, no_eps, abs_den };
+// num / (den + ε) in one of the ways an implementation might write it; nullopt on a zero denominator.
+Out divide(const Mat<rational>& nd, const rational& eps, Division how) {
+  const Eigen::Index dv = nd.cols() - 1;
+  Mat<rational> o(nd.rows(), dv);
+  for (Eigen::Index t = 0; t < nd.rows(); ++t) {
+    rational den = nd(t, dv);
+    if (how == Division::abs_den && den < 0) den = -den;
+    if (how != Division::no_eps) den += eps;
+    if (den == 0) return std::nullopt;
+    for (Eigen::Index c = 0; c < dv; ++c) o(t, c) = nd(t, c) / den;
+  }
+  return o;
+}
+
+// The operator through the harness's exact path, nullopt where it is not defined (vanishing normalizer,
+// options the operator does not take).
+Out exact_or_none(const std::string& op, const P& p, const Options& o) {
+  if (!caps_allow(registry<rational>().reference(op).caps, o)) return std::nullopt;
+  try {
+    return exact_operator(op, p, o);
+  } catch (const NumericalError&) {
+    return std::nullopt;
+  }
+}
+
+Out normalized_from(const std::string& op, const P& p, const Options& o, Division how) {
+  Options un = o;
+  un.normalized = false;
+  Out nd = exact_or_none(op, with_ones(p), un);
+  if (!nd) return std::nullopt;
+  if (!o.normalized) return Mat<rational>(nd->leftCols(nd->cols() - 1));
+  return divide(*nd, o.eps, how);
+}
+
+// Second-order literal sums with another decay exponent than SPEC's (the mistakes' own definition):
+//   hla2:  Σ_{j≤t} Σ_{i≤j (masked) | i≤t} γ^{e(t,i,j)} (q_t·k_i)(q_j·k_i) v_j
+//   ahla:  Σ_{i≤t} Σ_{j≤i} γ^{e(t,i,j)} (q_t·k_i)(q_i·k_j) v_j
+// ridge and normalization as SPEC's. O(n³): only on short cases.
+using Exponent = long (*)(long t, long i, long j);
+Out second_order_with_exponent(const std::string& op, const P& p, const Options& o, Exponent e) {
+  const long n = p.Q.rows();
+  if (n > 64) return std::nullopt;
+  std::vector<rational> g(static_cast<std::size_t>(3 * n + 1));
+  g[0] = 1;
+  for (std::size_t k = 1; k < g.size(); ++k) g[k] = g[k - 1] * o.gamma;
+  const Mat<rational> qk = p.Q * p.K.transpose(), qq = p.Q * p.Q.transpose();
+  const Eigen::Index dv = p.V.cols();
+  Mat<rational> nd = Mat<rational>::Zero(n, dv + 1);
+  auto add = [&](long t, long j, const rational& w) {
+    nd.row(t).leftCols(dv) += w * p.V.row(j);
+    nd(t, dv) += w;
+  };
+  for (long t = 0; t < n; ++t) {
+    if (op == "ahla") {
+      for (long i = 0; i <= t; ++i)
+        for (long j = 0; j <= i; ++j) add(t, j, g[static_cast<std::size_t>(e(t, i, j))] * qk(t, i) * qk(i, j));
+    } else {
+      for (long j = 0; j <= t; ++j) {
+        const long last = op == "hla2" ? j : t;
+        for (long i = 0; i <= last; ++i) add(t, j, g[static_cast<std::size_t>(e(t, i, j))] * qk(t, i) * qk(j, i));
+        if (o.ridge != 0) add(t, j, o.ridge * g[static_cast<std::size_t>(t - j)] * qq(t, j));
+      }
+    }
+  }
+  if (!o.normalized) return Mat<rational>(nd.leftCols(dv));
+  return divide(nd, o.eps, Division::spec);
+}
+
+void add_registered(std::vector<Candidate>& out, const std::string& op) {
+  for (const Entry<rational>& e : registry<rational>().entries()) {
+    if (e.op != op || e.form == "reference") continue;
+    const bool by_width = e.caps.chunk && e.variant == "paper";
+    const std::vector<int> widths = by_width ? kChunkWidths : std::vector<int>{16};
+    for (int w : widths) {
+      const Entry<rational>* entry = &e;
+      Candidate c;
+      c.key = e.key() + (by_width ? fmt::format("@w={}", w) : "");
+      c.description = e.cite + (by_width ? fmt::format(" (chunk width {})", w) : "");
+      c.claim = claim_of(e.op, e.form, e.variant);
+      c.eval = [entry, w](const P& p, const Options& o) -> Out {
+        if (!caps_allow(entry->caps, o)) return std::nullopt;
+        if (entry->caps.chunk && w > 1 && p.Q.rows() <= w && w != 16) return std::nullopt;  // one chunk: nothing new
+        Options ow = o;
+        ow.chunk = w;
+        ow.threads = 1;
+        try {
+          return (*entry)(p, ow).O;
+        } catch (const NumericalError&) {
+          return std::nullopt;
+        }
+      };
+      out.push_back(std::move(c));
+    }
+  }
+}
+
+void add_other_operators(std::vector<Candidate>& out, const std::string& op) {
+  for (const std::string other : {"hla2", "hla2-unmasked", "ahla", "hla3", "hla3-unmasked", "linear"}) {
+    if (other == op) continue;
+    out.push_back({"operator:" + other, "SPEC's " + other + " operator instead of " + op, "",
+                   [other](const P& p, const Options& o) { return exact_or_none(other, p, o); }});
+  }
+}
+
+void add_mistakes(std::vector<Candidate>& out, const std::string& op) {
+  auto add = [&](std::string key, std::string what, std::function<Out(const P&, const Options&)> f) {
+    out.push_back({"mistake:" + std::move(key), std::move(what), "", std::move(f)});
+  };
+  add("output-before-update", "o_t read from the state before token t is added (and before its decay): only tokens < t reach o_t",
+      [op](const P& p, const Options& o) -> Out {
+        // The exact streaming form, stepped one token at a time: o_t is the read-out of state_{t−1} for a token
+        // with k = v = 0 at γ = 1 (no delta, no decay).
+        const auto [form, variant] = streaming_form(op, o);
+        const Entry<rational>& e = registry<rational>().find(op, form, variant);
+        if (!caps_allow(e.caps, o) || !e.caps.state) return std::nullopt;
+        Options read = o;
+        read.gamma = 1;
+        const Eigen::Index n = p.Q.rows(), d = p.Q.cols(), dv = p.V.cols();
+        Mat<rational> O(n, dv);
+        NamedState<rational> st;
+        try {
+          for (Eigen::Index t = 0; t < n; ++t) {
+            const P probe{p.Q.row(t), Mat<rational>::Zero(1, d), Mat<rational>::Zero(1, dv)};
+            O.row(t) = e(probe, read, t ? &st : nullptr).O.row(0);
+            st = e(slice_rows(p, t, t + 1), o, t ? &st : nullptr).state;
+          }
+        } catch (const NumericalError&) {
+          return std::nullopt;
+        }
+        return O;
+      });
+  add("swap-qk", "queries and keys swapped", [op](const P& p, const Options& o) { return exact_or_none(op, {p.K, p.Q, p.V}, o); });
+  add("no-decay", "decay γ ignored (computed at γ = 1)", [op](const P& p, const Options& o) -> Out {
+    if (o.gamma == 1) return std::nullopt;
+    Options u = o;
+    u.gamma = 1;
+    return exact_or_none(op, p, u);
+  });
+  add("decay-squared", "decay applied twice per step (γ² in place of γ)", [op](const P& p, const Options& o) -> Out {
+    if (o.gamma == 1) return std::nullopt;
+    Options u = o;
+    u.gamma = o.gamma * o.gamma;
+    return exact_or_none(op, p, u);
+  });
+  add("eps-missing", "normalized without ε: num / den", [op](const P& p, const Options& o) -> Out {
+    if (!o.normalized || o.eps == 0) return std::nullopt;
+    return normalized_from(op, p, o, Division::no_eps);
+  });
+  add("eps-abs-den", "normalized by |den| + ε", [op](const P& p, const Options& o) -> Out {
+    if (!o.normalized) return std::nullopt;
+    return normalized_from(op, p, o, Division::abs_den);
+  });
+  add("normalization-flipped", "normalized where SPEC's is not, or not where it is", [op](const P& p, const Options& o) {
+    Options u = o;
+    u.normalized = !o.normalized;
+    return exact_or_none(op, p, u);
+  });
+  add("ridge-missing", "ridge λ ignored", [op](const P& p, const Options& o) -> Out {
+    if (o.ridge == 0) return std::nullopt;
+    Options u = o;
+    u.ridge = 0;
+    return exact_or_none(op, p, u);
+  });
+  add("ridge-numerator-only", "ridge λ in the numerator but not in the denominator", [op](const P& p, const Options& o) -> Out {
+    if (o.ridge == 0 || !o.normalized) return std::nullopt;
+    Options un = o, plain = o;
+    un.normalized = plain.normalized = false;
+    plain.ridge = 0;
+    Out num = exact_or_none(op, p, un), nd = exact_or_none(op, with_ones(p), plain);
+    if (!num || !nd) return std::nullopt;
+    Mat<rational> mixed = *nd;
+    mixed.leftCols(p.V.cols()) = *num;
+    return divide(mixed, o.eps, Division::spec);
+  });
+  if (op == "hla2" || op == "hla2-unmasked")
+    add("ridge-undecayed", "ridge term λ Σ_j (q_t·q_j) v_j without its decay γ^(t−j)", [op](const P& p, const Options& o) -> Out {
+      if (o.ridge == 0 || o.gamma == 1) return std::nullopt;
+      Options plain = o, lin;
+      plain.ridge = 0;
+      plain.normalized = false;
+      Out base = exact_or_none(op, with_ones(p), plain), ridge = exact_or_none("linear", with_ones({p.Q, p.Q, p.V}), lin);
+      if (!base || !ridge) return std::nullopt;
+      Mat<rational> nd = *base + o.ridge * *ridge;
+      if (!o.normalized) return Mat<rational>(nd.leftCols(p.V.cols()));
+      return divide(nd, o.eps, Division::spec);
+    });
+  for (int w : kChunkWidths) {
+    if (w == 1) continue;
+    add(fmt::format("chunk-reset@w={}", w),
+        fmt::format("a chunk form without its carry: the state restarts every {} tokens", w),
+        [op, w](const P& p, const Options& o) -> Out {
+          const long n = p.Q.rows();
+          if (n <= w) return std::nullopt;
+          Mat<rational> O(n, p.V.cols());
+          for (long s = 0; s < n; s += w) {
+            const long len = std::min<long>(w, n - s);
+            Out r = exact_or_none(op, {p.Q.middleRows(s, len), p.K.middleRows(s, len), p.V.middleRows(s, len)}, o);
+            if (!r) return std::nullopt;
+            O.middleRows(s, len) = *r;
+          }
+          return O;
+        });
+  }
+  struct Named {
+    const char* key;
+    const char* what;
+    Exponent e;
+  };
+  std::vector<Named> exponents;
+  if (op == "hla2" || op == "hla2-unmasked") {
+    exponents = {{"decay-keys-only", "decay γ^(t−i) on the key summary S only (C, m undecayed)", [](long t, long i, long) { return t - i; }},
+                 {"decay-values-only", "decay γ^(t−j) on C, m only (S undecayed)", [](long t, long, long j) { return t - j; }}};
+  } else if (op == "ahla") {
+    exponents = {{"decay-outer-only", "decay γ^(t−i) on the outer summary only (P undecayed)", [](long t, long i, long) { return t - i; }},
+                 {"decay-inner-only", "decay γ^(i−j) on P only (the outer summary undecayed)", [](long, long i, long j) { return i - j; }},
+                 {"decay-both-from-t", "decay γ^((t−i)+(t−j)): both summaries decayed from t", [](long t, long i, long j) { return (t - i) + (t - j); }}};
+  }
+  for (const Named& x : exponents) {
+    const Exponent e = x.e;
+    add(x.key, x.what, [op, e](const P& p, const Options& o) -> Out {
+      if (o.gamma == 1) return std::nullopt;
+      return second_order_with_exponent(op, p, o, e);
+    });
+  }
+}
+
+}  // namespace
+
+std::vector<Candidate> diagnosis_candidates(const std::string& op) {
+  std::vector<Candidate> out;
+  add_registered(out, op);
+  add_other_operators(out, op);
+  add_mistakes(out, op);
+  return out;
+}
+
+}  // namespace hla::verify::ext

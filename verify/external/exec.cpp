@@ -1,0 +1,233 @@
+// The black-box protocol: case files out, a command run with a time-out, outputs read back strictly.
+#include "verify/external/exec.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fmt/core.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "core/parse.hpp"
+#include "verify/npy.hpp"
+
+namespace hla::verify::ext {
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char ch : s) out += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return out + "'";
+}
+
+std::string tail_of(const fs::path& file, std::size_t max_chars) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return "";
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  const std::streamoff start = size > static_cast<std::streamoff>(max_chars) ? size - static_cast<std::streamoff>(max_chars) : 0;
+  in.seekg(start);
+  std::string s(static_cast<std::size_t>(size - start), '\0');
+  in.read(s.data(), static_cast<std::streamsize>(s.size()));
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+npy::DType npy_dtype(DType t) { return t == DType::float64 ? npy::DType::f64 : npy::DType::f32; }
+
+fs::path make_temp_dir(const std::string& stem) {
+  std::string tmpl = (fs::temp_directory_path() / (stem + "-XXXXXX")).string();
+  if (!::mkdtemp(tmpl.data())) throw std::runtime_error("cannot create a temporary directory under " + fs::temp_directory_path().string());
+  return tmpl;
+}
+
+// An array read back: its dtype must be the case's, its shape exactly what the protocol says.
+Mat<double> read_matrix(const fs::path& file, const std::string& label, Eigen::Index rows, Eigen::Index cols, bool vector_ok,
+                        const Request& req, std::string& error) {
+  if (!fs::exists(file)) {
+    error = "missing " + label + " (the command did not write it)";
+    return {};
+  }
+  try {
+    const npy::Array a = npy::read(file);
+    if (a.dtype != npy_dtype(req.dtype)) {
+      error = fmt::format("{} is {}, expected {}", label, a.dtype == npy::DType::f64 ? "float64" : "float32", dtype_name(req.dtype));
+      return {};
+    }
+    std::vector<std::size_t> want{static_cast<std::size_t>(rows), static_cast<std::size_t>(cols)};
+    const bool as_vector = vector_ok && a.shape.size() == 1 && a.shape[0] == static_cast<std::size_t>(rows);
+    if (a.shape != want && !as_vector) {
+      std::string got = "(";
+      for (std::size_t i = 0; i < a.shape.size(); ++i) got += (i ? ", " : "") + std::to_string(a.shape[i]);
+      got += a.shape.size() == 1 ? ",)" : ")";
+      error = fmt::format("{} has shape {}, expected ({}, {}){}", label, got, rows, cols, vector_ok ? fmt::format(" or ({},)", rows) : "");
+      return {};
+    }
+    Mat<double> m(rows, cols);
+    for (Eigen::Index t = 0; t < rows; ++t)
+      for (Eigen::Index j = 0; j < cols; ++j) m(t, j) = a.data[static_cast<std::size_t>(t * cols + j)];
+    return m;
+  } catch (const InputError& e) {
+    error = std::string("malformed ") + label + ": " + e.what();
+    return {};
+  }
+}
+
+}  // namespace
+
+std::string ProcessResult::describe() const {
+  std::string s;
+  if (timed_out) s = fmt::format("timed out after {:.0f} s (killed)", seconds);
+  else if (signal) s = fmt::format("killed by signal {} ({})", signal, ::strsignal(signal));
+  else if (exit_code != 0) s = fmt::format("exited with status {}", exit_code);
+  if (!s.empty() && !stderr_tail.empty()) s += "; stderr ends with:\n" + stderr_tail;
+  return s;
+}
+
+ProcessResult run_command(const std::string& command, const fs::path& dir, double timeout, const fs::path& log_dir) {
+  const std::string line = command + " " + shell_quote(dir.string());
+  const fs::path out_file = log_dir / "stdout", err_file = log_dir / "stderr";
+  const auto t0 = std::chrono::steady_clock::now();
+  const pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    const int in = ::open("/dev/null", O_RDONLY);
+    const int out = ::open(out_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int err = ::open(err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (in >= 0) ::dup2(in, 0);
+    if (out >= 0) ::dup2(out, 1);
+    if (err >= 0) ::dup2(err, 2);
+    ::execl("/bin/sh", "sh", "-c", line.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::setpgid(pid, pid);  // also here: no race with the child's own call
+  ProcessResult r;
+  int status = 0;
+  for (;;) {
+    const pid_t w = ::waitpid(pid, &status, WNOHANG);
+    if (w == pid) break;
+    if (w < 0 && errno != EINTR) break;
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (elapsed > timeout) {
+      r.timed_out = true;
+      ::kill(-pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(elapsed < 1 ? 2 : 20));
+  }
+  ::kill(-pid, SIGKILL);  // whatever the command left running in its group
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!r.timed_out) {
+    if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
+    else if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
+  }
+  r.stderr_tail = tail_of(err_file, 1500);
+  return r;
+}
+
+void write_case(const fs::path& dir, const Case& c, const Request& req) {
+  const fs::path cd = dir / c.name;
+  fs::create_directories(cd);
+  const npy::DType t = npy_dtype(req.dtype);
+  npy::write(cd / "q.npy", c.in.Q, t);
+  npy::write(cd / "k.npy", c.in.K, t);
+  npy::write(cd / "v.npy", c.in.V, t);
+  json parts = json::object();
+  for (const PartShape& p : state_layout(req.op, c.in.Q.cols(), c.in.V.cols()))
+    parts[p.name] = p.vector ? json::array({p.rows}) : json::array({p.rows, p.cols});
+  json given = json::array();
+  if (!c.state_in.parts.empty()) {
+    fs::create_directories(cd / "state_in");
+    for (const auto& [name, m] : c.state_in.parts) {
+      if (m.cols() == 1) npy::write(cd / "state_in" / (name + ".npy"), std::vector<double>(m.data(), m.data() + m.size()), t);
+      else npy::write(cd / "state_in" / (name + ".npy"), m, t);
+      given.push_back(name);
+    }
+  }
+  auto value = [&](const rational& r) { return round_to(req.dtype, from_rational<double>(r)); };
+  json j = {{"op", req.op},
+            {"case", c.name},
+            {"kind", c.kind},
+            {"n", c.n()},
+            {"d", c.in.Q.cols()},
+            {"dv", c.in.V.cols()},
+            {"gamma", value(c.opt.gamma)},
+            {"normalized", c.opt.normalized},
+            {"eps", value(c.opt.eps)},
+            {"ridge", value(c.opt.ridge)},
+            {"exact", {{"gamma", format_rational(c.opt.gamma)}, {"eps", format_rational(c.opt.eps)}, {"ridge", format_rational(c.opt.ridge)}}},
+            {"dtype", dtype_name(req.dtype)},
+            {"state", c.want_state && req.state},
+            {"state_parts", parts},
+            {"state_in", given}};
+  std::ofstream(cd / "case.json") << j.dump(2) << "\n";
+}
+
+std::string check_returned_output(const Case& c, const Mat<double>& o) {
+  if (o.rows() != c.n() || o.cols() != c.in.V.cols())
+    return fmt::format("output has shape ({}, {}), expected ({}, {})", o.rows(), o.cols(), c.n(), c.in.V.cols());
+  return "";
+}
+
+std::string check_returned_state(const Case& c, const NamedState<double>& s, const Request& req) {
+  if (!c.want_state || !req.state) return "";
+  for (const PartShape& p : state_layout(req.op, c.in.Q.cols(), c.in.V.cols())) {
+    const Mat<double>* m = nullptr;
+    for (const auto& [name, x] : s.parts)
+      if (name == p.name) m = &x;
+    if (!m) return "state_out has no part '" + p.name + "'";
+    if (m->rows() != p.rows || m->cols() != p.cols)
+      return fmt::format("state_out part '{}' has shape ({}, {}), expected ({}, {})", p.name, m->rows(), m->cols(), p.rows, p.cols);
+  }
+  return "";
+}
+
+Outcome read_outcome(const fs::path& dir, const Case& c, const Request& req) {
+  Outcome o;
+  const fs::path cd = dir / c.name;
+  o.O = read_matrix(cd / "o.npy", "o.npy", c.n(), c.in.V.cols(), false, req, o.error);
+  if (o.error.empty()) o.error = check_returned_output(c, o.O);
+  if (!o.error.empty() || !c.want_state || !req.state) return o;
+  for (const PartShape& p : state_layout(req.op, c.in.Q.cols(), c.in.V.cols())) {
+    Mat<double> m = read_matrix(cd / "state_out" / (p.name + ".npy"), "state_out/" + p.name + ".npy", p.rows, p.cols, p.vector,
+                                req, o.error);
+    if (!o.error.empty()) return o;
+    o.state_out.parts.emplace_back(p.name, std::move(m));
+  }
+  o.error = check_returned_state(c, o.state_out, req);
+  return o;
+}
+
+std::vector<Outcome> ExecImplementation::run(const std::vector<Case>& cases, const Request& req, RoundLog& log) {
+  const fs::path dir = make_temp_dir("hla-verify"), logs = make_temp_dir("hla-verify-log");
+  for (const Case& c : cases) write_case(dir, c, req);
+  const ProcessResult pr = run_command(command_, dir, timeout_, logs);
+  log.seconds = pr.seconds;
+  log.failure = pr.describe();
+  std::vector<Outcome> out;
+  out.reserve(cases.size());
+  for (const Case& c : cases) {
+    Outcome o = read_outcome(dir, c, req);
+    // A failed command's outputs are not trusted: every case carries the failure.
+    if (!log.failure.empty()) o.error = "the command " + log.failure.substr(0, log.failure.find(';')) + (o.error.empty() ? "" : "; " + o.error);
+    out.push_back(std::move(o));
+  }
+  if (keep_) log.what += " (kept in " + dir.string() + ")";
+  else fs::remove_all(dir);
+  fs::remove_all(logs);
+  return out;
+}
+
+}  // namespace hla::verify::ext
