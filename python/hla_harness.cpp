@@ -10,6 +10,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <sstream>
 
 #include "core/inputs.hpp"
@@ -89,7 +90,7 @@ py::array_t<double> reference(const std::string& op, const DoubleArray& q, const
 // or returns wrongly is a finding of that case, never an exception out of verify().
 class CallableImplementation : public Implementation {
  public:
-  explicit CallableImplementation(py::object fn) : fn_(std::move(fn)) {}
+  explicit CallableImplementation(py::object fn) : fn_(std::move(fn)) { read_signature(); }
 
   std::vector<Outcome> run(const std::vector<Case>& cases, const Request& req, RoundLog& log) override {
     py::gil_scoped_acquire gil;
@@ -110,11 +111,11 @@ class CallableImplementation : public Implementation {
     };
     auto value = [&](const rational& r) { return round_to(req.dtype, from_rational<double>(r)); };
     py::dict kw;
-    kw["gamma"] = value(c.opt.gamma);
-    kw["normalized"] = c.opt.normalized;
-    kw["eps"] = value(c.opt.eps);
-    kw["ridge"] = value(c.opt.ridge);
     try {
+      pass(kw, "gamma", py::float_(value(c.opt.gamma)), c.opt.gamma == 1);
+      pass(kw, "normalized", py::bool_(c.opt.normalized), !c.opt.normalized);
+      pass(kw, "eps", py::float_(value(c.opt.eps)), c.opt.eps == 0);
+      pass(kw, "ridge", py::float_(value(c.opt.ridge)), c.opt.ridge == 0);
       py::object result;
       if (req.state) {
         py::object init = py::none();
@@ -126,7 +127,7 @@ class CallableImplementation : public Implementation {
           }
           init = d;
         }
-        kw["initial_state"] = init;
+        pass(kw, "initial_state", init, false);
         result = fn_(arr(c.in.Q), arr(c.in.K), arr(c.in.V), **kw);
         py::tuple t = result.cast<py::tuple>();
         if (t.size() != 2) throw InputError("with state=True the function must return (o, final_state)");
@@ -152,13 +153,49 @@ class CallableImplementation : public Implementation {
     return o;
   }
 
-  // The returned array as the protocol wants it: a NumPy array of the case's dtype and shape (torch
-  // tensors pass through numpy(): .detach().cpu().numpy() is the caller's job).
+  // Which keywords fn takes: all of them with **kwargs (or when Python cannot say, as for some builtins),
+  // else its named parameters. An option fn does not take is left out when it is at its neutral value
+  // (fn(q, k, v) for plain hla2 is fine) and is an error otherwise: a silently ignored γ is a wrong verdict.
+  void read_signature() {
+    try {
+      py::object params = py::module_::import("inspect").attr("signature")(fn_).attr("parameters");
+      const py::object var_kw = py::module_::import("inspect").attr("Parameter").attr("VAR_KEYWORD");
+      for (const py::handle& name : params) {
+        const py::object p = params[name];
+        if (py::object(p.attr("kind")).equal(var_kw)) return;  // **kwargs: everything
+        names_.push_back(py::str(name));
+      }
+      all_ = false;
+    } catch (py::error_already_set&) {
+      all_ = true;
+    }
+  }
+  void pass(py::dict& kw, const std::string& name, py::object value, bool neutral) const {
+    if (all_ || std::find(names_.begin(), names_.end(), name) != names_.end()) {
+      kw[py::str(name)] = std::move(value);
+      return;
+    }
+    if (!neutral) throw InputError("fn takes no keyword '" + name + "' (nor **kwargs), but this battery needs it");
+  }
+
+  // The returned array as the protocol wants it: a NumPy array of the case's dtype and shape. A torch
+  // tensor (detached, moved to the CPU) or anything else NumPy can convert (JAX, CuPy via __array__) is
+  // taken as NumPy would see it; the dtype is not converted, so a float32 answer to a float64 battery is
+  // still reported.
   static Mat<double> read_array(const py::handle& h, const Request& req, Eigen::Index rows, Eigen::Index cols,
                                 const std::string& what, bool vector_ok) {
-    if (!py::isinstance<py::array>(h))
-      throw InputError(what + " is a " + std::string(py::str(py::type::of(h).attr("__name__"))) + ", expected a NumPy array");
-    py::array a = py::reinterpret_borrow<py::array>(h);
+    py::object obj = py::reinterpret_borrow<py::object>(h);
+    if (!py::isinstance<py::array>(obj)) {
+      const std::string type = py::str(py::type::of(obj).attr("__name__"));
+      try {
+        if (py::hasattr(obj, "detach") && py::hasattr(obj, "cpu")) obj = obj.attr("detach")().attr("cpu")();
+        if (!py::hasattr(obj, "__array__")) throw InputError("");
+        obj = py::module_::import("numpy").attr("asarray")(obj);
+      } catch (const std::exception&) {
+        throw InputError(what + " is a " + type + ", expected a NumPy array (or a tensor NumPy can convert)");
+      }
+    }
+    py::array a = py::reinterpret_borrow<py::array>(obj);
     const std::string kind = py::str(a.dtype());
     const std::string want = dtype_name(req.dtype);
     if (kind != want) throw InputError(what + " is " + kind + ", expected " + want);
@@ -175,6 +212,8 @@ class CallableImplementation : public Implementation {
   }
 
   py::object fn_;
+  bool all_ = true;
+  std::vector<std::string> names_;
 };
 
 py::object to_python(const nlohmann::json& j) { return py::module_::import("json").attr("loads")(j.dump()); }

@@ -17,7 +17,8 @@ using namespace hla::sweep;
 
 namespace {
 
-fs::path repo_root() { return fs::path(__FILE__).parent_path().parent_path(); }
+// Not __FILE__: ccache's base_dir makes it relative to the build directory.
+fs::path repo_root() { return fs::path(HLA_SOURCE_DIR); }
 
 std::size_t column(const CsvTable& t, const std::string& name) {
   for (std::size_t i = 0; i < t.header.size(); ++i)

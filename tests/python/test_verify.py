@@ -234,6 +234,29 @@ class PythonModule(unittest.TestCase):
         r = self.h.verify(impls.callable_for("hla2-float32-inside"), "hla2", gamma=0.99, **opts)
         self.assertEqual(r["verdict"], "lower-precision", r["summary"])
 
+    def test_keywords_follow_the_signature_and_tensors_are_taken(self):
+        plain = impls.callable_for("hla2")
+        def positional_only(q, k, v):  # plain hla2 needs no options
+            return plain(q, k, v, gamma=1.0, normalized=False, eps=0.0, ridge=0.0)
+        r = self.h.verify(positional_only, "hla2", max_n=16, d=2, dv=2)
+        self.assertEqual(r["verdict"], "computes", r["summary"])
+        # A γ the function cannot take is an error, never a silently undecayed "differs" or "computes".
+        r = self.h.verify(positional_only, "hla2", gamma=0.5, max_n=16, d=2, dv=2)
+        self.assertEqual(r["verdict"], "error")
+        self.assertIn("takes no keyword 'gamma'", json.dumps(r["findings"]))
+        def named(q, k, v, gamma):
+            return plain(q, k, v, gamma=gamma, normalized=False, eps=0.0, ridge=0.0)
+        r = self.h.verify(named, "hla2", gamma=0.5, max_n=16, d=2, dv=2)
+        self.assertEqual(r["verdict"], "computes", r["summary"])
+        import torch
+        def tensor_out(q, k, v, **o):
+            return torch.from_numpy(plain(q, k, v, **o)).requires_grad_()
+        r = self.h.verify(tensor_out, "hla2", gamma=0.5, max_n=16, d=2, dv=2)
+        self.assertEqual(r["verdict"], "computes", r["summary"])
+        r = self.h.verify(lambda q, k, v, **o: "not an array", "hla2", max_n=16, d=2, dv=2)
+        self.assertEqual(r["verdict"], "error")
+        self.assertIn("is a str, expected a NumPy array", json.dumps(r["findings"]))
+
     def test_exceptions_are_the_error_verdict(self):
         def boom(q, k, v, **o):
             raise RuntimeError("kernel launch failed")
@@ -254,10 +277,10 @@ class TorchExamples(unittest.TestCase):
             cmd = [HLA, "verify", "--exec", f"{PY} {os.path.join(ROOT, 'examples', script)}", "--json", out, *QUICK, *args]
             p = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
             report = None
-    if os.path.exists(out):
-        with open(out) as f:
-            report = json.load(f)
-    return p.returncode, report, p.stdout + p.stderr
+            if os.path.exists(out):
+                with open(out) as f:
+                    report = json.load(f)
+            return p.returncode, report, p.stdout + p.stderr
 
     def test_examples_through_the_cli(self):
         for script, args in (("torch_hla2_serial.py", ["--op", "hla2", "--gamma", "0.99", "--normalized", "--eps", "1e-6", "--state"]),
