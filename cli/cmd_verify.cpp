@@ -24,7 +24,9 @@ using namespace hla::verify::ext;
 
 struct VerifyArgs {
   std::string op = "hla2", gamma = "1", eps = "0", ridge = "0", dtype = "float64";
-  bool normalized = false, state = false, keep = false, no_diagnose = false, list_state = false, quiet = false;
+  bool normalized = false, state = false, keep = false, no_diagnose = false, list_state = false, quiet = false,
+       fixed_d = false;
+  long n_multiple = 1;
   std::string exec, json_file, q, k, v, o, npz;
   long max_n = 512, d = 16, dv = 16;
   std::uint64_t seed = 1;
@@ -45,6 +47,8 @@ Request request_of(const VerifyArgs& a) {
   r.d = a.d;
   r.dv = a.dv;
   r.seed = a.seed;
+  r.fixed_widths = a.fixed_d;
+  r.n_multiple = a.n_multiple;
   validate_request(r);
   return r;
 }
@@ -136,6 +140,8 @@ const CommandRegistrar registrar([](CLI::App& app) {
   sub->add_option("--max-n", a->max_n, "largest random case (default 512)");
   sub->add_option("--d", a->d, "query/key width of the random cases (default 16)");
   sub->add_option("--dv", a->dv, "value width of the random cases (default 16)");
+  sub->add_flag("--fixed-d", a->fixed_d, "every case (exact ones too) at widths --d x --dv: for kernels built for one head size");
+  sub->add_option("--n-multiple", a->n_multiple, "every case's length a multiple of this: for kernels that take whole blocks of tokens");
   sub->add_option("--seed", a->seed, "case seed");
   sub->add_option("--timeout", a->timeout, "seconds per round before the command is killed (default 300)");
   sub->add_option("--shrink-rounds", a->shrink_rounds, "rounds of the counterexample search (default 8)");

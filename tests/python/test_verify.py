@@ -27,11 +27,20 @@ import impls  # noqa: E402
 QUICK = ["--max-n", "64", "--d", "4", "--dv", "3", "--quiet"]
 
 
+def quick_except(args):
+    """QUICK without the options that args give themselves."""
+    out = []
+    for i in range(0, len(QUICK) - 1, 2):
+        if QUICK[i] not in args:
+            out += QUICK[i:i + 2]
+    return out + ["--quiet"]
+
+
 def verify(name, *args, timeout=600):
     """Runs `hla verify --exec impls.py NAME` and returns (exit code, report dict, stdout)."""
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "report.json")
-        cmd = [HLA, "verify", "--exec", f"{PY} {IMPLS} {name}", "--json", out, *QUICK, *args]
+        cmd = [HLA, "verify", "--exec", f"{PY} {IMPLS} {name}", "--json", out, *quick_except(args), *args]
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         report = None
         if os.path.exists(out):
@@ -122,6 +131,24 @@ class ExecVerdicts(unittest.TestCase):
                             ("linear", ["--gamma", "0.5", "--normalized", "--eps", "0.25"])):
             code, r, out = verify(name, "--op", name, *extra)
             self.assertEqual(code, 0, out)
+
+    def test_shape_constraints_of_a_blocked_kernel(self):
+        # Without the constraints a kernel for one head size and whole blocks fails the protocol ...
+        code, r, out = verify("hla2:block16-d8", "--op", "hla2", "--gamma", "0.5")
+        self.assertEqual(code, 2, out)
+        self.assertIn("need n % 16 == 0", json.dumps(r["findings"]))
+        # ... with them every case fits it, exact cases and carry halves included.
+        shape = ["--fixed-d", "--d", "8", "--dv", "8", "--n-multiple", "16"]
+        code, r, out = verify("hla2:block16-d8", "--op", "hla2", "--gamma", "0.5", "--state", *shape)
+        self.assertEqual(code, 0, out)
+        self.assertEqual(r["constraints"], {"fixed_d": True, "n_multiple": 16})
+        self.assertGreater(r["exact"]["cases"], 0)
+        # A wrong kernel under the same constraints: the counterexample keeps them, the diagnosis still names it.
+        code, r, out = verify("hla2-paper-decay:block16-d8", "--op", "hla2", "--gamma", "0.5", *shape)
+        self.assertEqual(code, 1, out)
+        c = r["counterexample"]
+        self.assertEqual((c["n"], c["d"], c["dv"]), (16, 8, 8))
+        self.assertIn("hla2/serial/paper", keys(r))
 
     def test_state_carry_right_and_broken(self):
         code, r, out = verify("hla2", "--op", "hla2", "--gamma", "0.9", "--state")

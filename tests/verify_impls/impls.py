@@ -131,6 +131,11 @@ def main(name, root):
             init = {p: np.load(os.path.join(cdir, "state_in", p + ".npy")) for p in meta["state_in"]}
         if misbehave == "skip-short" and meta["n"] == 1:
             continue
+        if misbehave == "block16-d8" and (meta["n"] % 16 or meta["d"] != 8 or meta["dv"] != 8):
+            # a kernel built for head size 8 and whole blocks of 16 tokens
+            print(f"AssertionError: n={meta['n']} d={meta['d']} dv={meta['dv']}: need n % 16 == 0, d == dv == 8",
+                  file=sys.stderr)
+            sys.exit(1)
         o, state = impl(q, k, v, meta["gamma"], meta["normalized"], meta["eps"], meta["ridge"], initial_state=init)
         if misbehave == "transpose":
             o = o.T.copy()

@@ -176,7 +176,8 @@ void compute_all(std::vector<Case>& cases, const Request& req) {
 // ---- counterexample search ---------------------------------------------------------------------------------
 // Simplifications of a failing exact case: its prefix up to the first wrong row, one column of Q and K (or of
 // V) fewer, one non-zero entry set to 0. Long cases only get the first two, so every round stays small.
-std::vector<Case> simplifications(const Case& c, Eigen::Index first_bad_row) {
+// Under shape constraints lengths move by whole multiples and the widths stay.
+std::vector<Case> simplifications(const Case& c, Eigen::Index first_bad_row, const Request& req) {
   std::vector<Case> out;
   auto variant = [&](Problem<double> p, const std::string& how) {
     Case s;
@@ -188,9 +189,10 @@ std::vector<Case> simplifications(const Case& c, Eigen::Index first_bad_row) {
     out.push_back(std::move(s));
   };
   const Eigen::Index n = c.n(), d = c.in.Q.cols(), dv = c.in.V.cols();
-  if (first_bad_row + 1 < n) variant(slice_rows(c.in, 0, first_bad_row + 1), "prefix");
-  if (n > 1 && first_bad_row + 1 == n && n > 2) variant(slice_rows(c.in, 1, n), "drop-first");
-  for (Eigen::Index j = 0; d > 1 && j < d; ++j) {
+  const Eigen::Index step = req.n_multiple, prefix = req.fit_n(first_bad_row + 1);
+  if (prefix < n) variant(slice_rows(c.in, 0, prefix), "prefix");
+  if (prefix == n && n > 2 * step) variant(slice_rows(c.in, step, n), "drop-first");
+  for (Eigen::Index j = 0; !req.fixed_widths && d > 1 && j < d; ++j) {
     Problem<double> p = c.in;
     Mat<double> Q(n, d - 1), K(n, d - 1);
     Q << c.in.Q.leftCols(j), c.in.Q.rightCols(d - 1 - j);
@@ -199,14 +201,14 @@ std::vector<Case> simplifications(const Case& c, Eigen::Index first_bad_row) {
     p.K = K;
     variant(p, "drop-qk-col");
   }
-  for (Eigen::Index j = 0; dv > 1 && j < dv; ++j) {
+  for (Eigen::Index j = 0; !req.fixed_widths && dv > 1 && j < dv; ++j) {
     Problem<double> p = c.in;
     Mat<double> V(n, dv - 1);
     V << c.in.V.leftCols(j), c.in.V.rightCols(dv - 1 - j);
     p.V = V;
     variant(p, "drop-v-col");
   }
-  if (n <= 16)
+  if (n <= 16 && c.in.Q.size() + c.in.K.size() + c.in.V.size() <= 256)
     for (int which = 0; which < 3; ++which) {
       const Mat<double>& m = which == 0 ? c.in.Q : which == 1 ? c.in.K : c.in.V;
       for (Eigen::Index i = 0; i < m.size(); ++i) {
@@ -250,18 +252,27 @@ json counterexample_json(const Case& c, const Outcome& o, const CaseCheck& k, in
 }
 
 // ---- diagnosis ----------------------------------------------------------------------------------------------
-// Candidates are evaluated in exact arithmetic on cases up to max_n tokens (the chunk-width ones, whose
-// difference only shows past a chunk, on every case).
+// Candidates are evaluated on cases up to max_n tokens (the chunk-width ones, whose difference only shows past
+// a chunk, on every case): in exact rationals where that is cheap, in float64 on long or wide cases
+// (diagnosis.hpp says why the decision is the same).
+constexpr Eigen::Index kRationalDiagnosisWork = 4096;  // n · d · (d + dv) up to which a case is diagnosed in rationals
+
+bool diagnose_in_rationals(const Case& c) {
+  return c.n() * c.in.Q.cols() * (c.in.Q.cols() + c.in.V.cols()) <= kRationalDiagnosisWork;
+}
+
 json diagnose(const std::string& op, const std::vector<const Case*>& cases, const std::vector<const Outcome*>& outs,
               const std::vector<bool>& spec_fails, Eigen::Index max_n = kDiagnosisMaxN) {
-  const std::vector<Candidate> cands = diagnosis_candidates(op);
+  const std::vector<Candidate<rational>> exact_cands = diagnosis_candidates<rational>(op);
+  const std::vector<Candidate<double>> float_cands = diagnosis_candidates<double>(op);
   std::vector<Problem<rational>> exact(cases.size());
-  for (std::size_t i = 0; i < cases.size(); ++i) exact[i] = exact_inputs(cases[i]->in);
-  std::vector<json> found(cands.size());
+  for (std::size_t i = 0; i < cases.size(); ++i)
+    if (diagnose_in_rationals(*cases[i])) exact[i] = exact_inputs(cases[i]->in);
+  std::vector<json> found(exact_cands.size());
   const bool any_failure = std::find(spec_fails.begin(), spec_fails.end(), true) != spec_fails.end();
 #pragma omp parallel for schedule(dynamic)
-  for (std::size_t ci = 0; ci < cands.size(); ++ci) {
-    const Candidate& cand = cands[ci];
+  for (std::size_t ci = 0; ci < exact_cands.size(); ++ci) {
+    const Candidate<rational>& cand = exact_cands[ci];
     const bool by_width = cand.key.find("@w=") != std::string::npos;
     int applied = 0;
     // A candidate is judged on the cases it is evaluated on (exact arithmetic is costly beyond n = 16 for
@@ -271,9 +282,14 @@ json diagnose(const std::string& op, const std::vector<const Case*>& cases, cons
     for (std::size_t i = 0; i < cases.size() && equal; ++i) {
       const Case& c = *cases[i];
       if (!by_width && c.n() > max_n) continue;
-      std::optional<Mat<rational>> r;
+      const bool in_rationals = diagnose_in_rationals(c);
+      std::optional<Mat<double>> r;
       try {
-        r = cand.eval(exact[i], c.opt);
+        if (in_rationals) {
+          if (auto x = cand.eval(exact[i], c.opt)) r = Mat<double>(x->unaryExpr([](const rational& v) { return to_double(v); }));
+        } else {
+          r = float_cands[ci].eval(c.in, c.opt);
+        }
       } catch (const std::exception&) {
         r.reset();
       }
@@ -282,10 +298,12 @@ json diagnose(const std::string& op, const std::vector<const Case*>& cases, cons
       if (spec_fails[i]) explains_a_failure = true;
       const Mat<double>& got = outs[i]->O;
       const double u = 1e3 * std::numeric_limits<float>::epsilon();
+      // float64 candidates carry their own rounding, at most 2^-29 of the float32-level bound (diagnosis.hpp).
+      const double own = in_rationals ? 1 : 1 + std::ldexp(1.0, -20);
       for (Eigen::Index t = 0; t < got.rows() && equal; ++t)
         for (Eigen::Index j = 0; j < got.cols() && equal; ++j) {
-          const double want = (*r)(t, j).convert_to<double>();
-          const double tol = std::isfinite(c.bound(t, j)) ? c.bound(t, j) + u * std::fabs(want) : u * std::fabs(want);
+          const double want = (*r)(t, j);
+          const double tol = (std::isfinite(c.bound(t, j)) ? c.bound(t, j) + u * std::fabs(want) : u * std::fabs(want)) * own;
           if (!(std::fabs(got(t, j) - want) <= tol)) equal = false;  // NaN is never equal
           if (std::fabs(c.expected(t, j).convert_to<double>() - want) > tol) distinguishable = true;
         }
@@ -429,7 +447,7 @@ json run_battery(Implementation& impl, const Request& req, const BatteryOptions&
     CaseCheck best_check = checks[start];
     int used = 0;
     for (int round = 1; round <= opts.shrink_rounds; ++round) {
-      std::vector<Case> trial = simplifications(best, first_bad_row(best, best_out));
+      std::vector<Case> trial = simplifications(best, first_bad_row(best, best_out), req);
       if (trial.empty()) break;
       for (std::size_t j = 0; j < trial.size(); ++j) trial[j].name = fmt::format("shrink{}-{:03d}-{}", round, j, trial[j].name);
       compute_all(trial, req);
@@ -474,7 +492,8 @@ json run_battery(Implementation& impl, const Request& req, const BatteryOptions&
     if (!dc.empty()) {
       if (!exact_failed) matches.push_back({{"key", req.op + "/reference/spec"}, {"description", "SPEC's " + req.op}, {"claim", ""},
                                             {"cases", static_cast<int>(dc.size())}});
-      json more = diagnose(req.op, dc, doo, fails);
+      // Under a length constraint the smallest exact cases are longer: the diagnosis follows them.
+      json more = diagnose(req.op, dc, doo, fails, std::max<Eigen::Index>(kDiagnosisMaxN, req.fit_n(1)));
       for (auto& m : more) matches.push_back(m);
     }
   }
@@ -488,6 +507,7 @@ json run_battery(Implementation& impl, const Request& req, const BatteryOptions&
                  {"dtype", dtype_name(req.dtype)},
                  {"state", req.state},
                  {"max_n", req.max_n},
+                 {"constraints", {{"fixed_d", req.fixed_widths}, {"n_multiple", req.n_multiple}}},
                  {"matches", matches},
                  {"localization", localization},
                  {"exact", exact},

@@ -181,6 +181,24 @@ Problem<double> exact_problem(const std::string& op, const Shape& s, const Optio
 
 Problem<double> rounded_gaussian(const Shape& s, std::uint64_t seed) { return gaussian_problem(s, seed); }
 
+}  // namespace
+
+std::vector<Shape> constrained(const Request& r, std::vector<Shape> shapes) {
+  std::vector<Shape> out;
+  for (Shape s : shapes) {
+    s.n = r.fit_n(s.n);
+    if (r.fixed_widths) {
+      s.d = r.d;
+      s.dv = r.dv;
+    }
+    const bool seen = std::any_of(out.begin(), out.end(), [&](const Shape& o) { return o.n == s.n && o.d == s.d && o.dv == s.dv; });
+    if (!seen) out.push_back(s);
+  }
+  return out;
+}
+
+namespace {
+
 std::string shape_tag(const Problem<double>& p) { return fmt::format("n{}-d{}-dv{}", p.Q.rows(), p.Q.cols(), p.V.cols()); }
 
 // The state in the dtype: exact states must survive the rounding unchanged, or the case is not exact.
@@ -222,6 +240,8 @@ void validate_request(const Request& r) {
   if (!caps_allow(ref.caps, r.opt)) throw InputError("operator '" + r.op + "' does not define these options");
   if (r.max_n < 1 || r.max_n > 8192) throw InputError("--max-n must lie in [1, 8192]");
   if (r.d < 1 || r.d > 256 || r.dv < 1 || r.dv > 256) throw InputError("--d and --dv must lie in [1, 256]");
+  if (r.n_multiple < 1 || r.n_multiple > 1024) throw InputError("--n-multiple must lie in [1, 1024]");
+  if (r.n_multiple > r.max_n) throw InputError("--n-multiple must not exceed --max-n");
 }
 
 std::vector<PartShape> state_layout(const std::string& op, Eigen::Index d, Eigen::Index dv) {
@@ -239,11 +259,13 @@ std::pair<std::string, std::string> streaming_form(const std::string& op, const 
 
 Problem<rational> exact_inputs(const Problem<double>& p) { return convert_problem<rational>(p); }
 
-Mat<rational> exact_operator(const std::string& op, const Problem<rational>& p, const Options& opt) {
-  if (p.Q.rows() <= kLiteralMaxN) return registry<rational>().reference(op)(p, opt).O;
+template <class T> Mat<T> operator_value(const std::string& op, const Problem<T>& p, const Options& opt) {
+  if (p.Q.rows() <= kLiteralMaxN) return registry<T>().reference(op)(p, opt).O;
   const auto [form, variant] = proxy_form(op, opt.gamma, opt.ridge);
-  return registry<rational>().find(op, form, variant)(p, opt).O;
+  return registry<T>().find(op, form, variant)(p, opt).O;
 }
+template Mat<rational> operator_value<rational>(const std::string&, const Problem<rational>&, const Options&);
+template Mat<double> operator_value<double>(const std::string&, const Problem<double>&, const Options&);
 
 std::vector<Case> make_cases(const Request& r) {
   validate_request(r);
@@ -255,12 +277,11 @@ std::vector<Case> make_cases(const Request& r) {
   };
   // Exact: awkward small shapes (n = 1, d ≠ dv, odd n), then sparse long ones that cross the chunk widths
   // implementations use (64, 128, 256) at a width that does not divide them.
-  const std::vector<Shape> small{{1, 1, 1}, {2, 1, 1}, {3, 1, 2}, {4, 2, 1}, {5, 2, 3}, {6, 3, 2}, {8, 2, 2}, {11, 3, 3}};
-  const std::vector<Shape> large{{67, 3, 2}, {150, 4, 3}, {300, 3, 2}};
+  std::vector<Shape> shapes{{1, 1, 1}, {2, 1, 1}, {3, 1, 2}, {4, 2, 1}, {5, 2, 3}, {6, 3, 2}, {8, 2, 2}, {11, 3, 3},
+                             {67, 3, 2}, {150, 4, 3}, {300, 3, 2}};
+  shapes = constrained(r, shapes);
   std::uint64_t seed = r.seed * 1000003ULL;
   for (const Group& g : exact_groups(r)) {
-    std::vector<Shape> shapes = small;
-    shapes.insert(shapes.end(), large.begin(), large.end());
     for (const Shape& s : shapes) {
       Case c;
       c.kind = "exact";
@@ -272,7 +293,8 @@ std::vector<Case> make_cases(const Request& r) {
   }
   // Random: the user's options, Gaussian inputs, n up to max_n.
   std::vector<long> ns{1, 5, 33, 100, 257, r.max_n};
-  ns.erase(std::remove_if(ns.begin(), ns.end(), [&](long n) { return n > r.max_n; }), ns.end());
+  for (long& n : ns) n = r.fit_n(n);
+  ns.erase(std::remove_if(ns.begin(), ns.end(), [&](long n) { return n > r.fit_n(r.max_n); }), ns.end());
   std::sort(ns.begin(), ns.end());
   ns.erase(std::unique(ns.begin(), ns.end()), ns.end());
   for (long n : ns) {
@@ -289,7 +311,8 @@ std::vector<Case> make_cases(const Request& r) {
   std::vector<Group> carry_groups{groups.front()};
   if (groups.size() > 1) carry_groups.push_back(groups.back());
   for (const Group& g : carry_groups) {
-    for (const auto& [pre, s] : std::vector<std::pair<Eigen::Index, Shape>>{{1, {3, 2, 2}}, {4, {5, 3, 2}}, {9, {70, 2, 3}}}) {
+    for (auto [pre, s] : std::vector<std::pair<Eigen::Index, Shape>>{{1, {3, 2, 2}}, {4, {5, 3, 2}}, {9, {70, 2, 3}}}) {
+      s = constrained(r, {s}).front();
       Case c;
       c.kind = "carry";
       c.group = g.name;
@@ -312,9 +335,10 @@ std::vector<Case> make_cases(const Request& r) {
     c.kind = "carry";
     c.group = "user";
     c.opt = r.opt;
-    const Problem<double> all = rounded_gaussian({37 + 50, r.d, r.dv}, ++seed);
+    const Eigen::Index len = r.fit_n(50);
+    const Problem<double> all = rounded_gaussian({37 + len, r.d, r.dv}, ++seed);
     c.prefix = slice_rows(all, 0, 37);
-    c.in = slice_rows(all, 37, 87);
+    c.in = slice_rows(all, 37, 37 + len);
     NamedState<mpfr256> st;
     numerator_and_denominator<mpfr256>(r.op, c.prefix, r.opt, &st);
     c.state_in = rounded_state(st, r.dtype);
@@ -330,8 +354,11 @@ std::vector<Case> make_cases(const Request& r) {
     Eigen::Index at;
   };
   std::vector<Split> splits;
-  splits.push_back({groups.back().name, groups.back().opt, exact_problem(r.op, {9, 2, 3}, groups.back().opt, ++seed), 4});
-  splits.push_back({"user", r.opt, rounded_gaussian({90, r.d, r.dv}, ++seed), 41});
+  // Both halves keep the length constraint: the split falls on a multiple of n_multiple.
+  const long at_exact = r.fit_n(4), at_user = r.fit_n(41);
+  const Shape exact_whole = constrained(r, {{std::max<long>(9, at_exact + r.n_multiple), 2, 3}}).front();
+  splits.push_back({groups.back().name, groups.back().opt, exact_problem(r.op, exact_whole, groups.back().opt, ++seed), at_exact});
+  splits.push_back({"user", r.opt, rounded_gaussian({r.fit_n(std::max<long>(90, at_user + r.n_multiple)), r.d, r.dv}, ++seed), at_user});
   for (const Split& s : splits) {
     Case whole;
     whole.kind = "whole";

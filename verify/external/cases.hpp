@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "core/inputs.hpp"
 #include "core/registry.hpp"
 
 namespace hla::verify::ext {
@@ -38,7 +39,17 @@ struct Request {
   long max_n = 512;           // largest random case
   long d = 16, dv = 16;       // widths of the random cases (exact cases use their own small widths)
   std::uint64_t seed = 1;
+  // Shape constraints of kernels that cannot take every shape (a CUDA/Triton kernel built for one head
+  // size, or for whole blocks of tokens): every case, exact ones and counterexample candidates included,
+  // then has widths d × dv and a length that is a multiple of n_multiple.
+  bool fixed_widths = false;
+  long n_multiple = 1;
+  // The shape a case gets under those constraints.
+  long fit_n(long n) const { return (n + n_multiple - 1) / n_multiple * n_multiple; }
 };
+// The shapes under the request's constraints (lengths rounded up to n_multiple, widths fixed), repeats dropped.
+std::vector<Shape> constrained(const Request& r, std::vector<Shape> shapes);
+
 // Refuses operators without a battery (softmax) and options the operator does not define.
 void validate_request(const Request& r);
 
@@ -87,8 +98,10 @@ void compute_expected(Case& c, const Request& r);
 // (InputError when none is): it gives the exact values at large n and defines the state's parts.
 std::pair<std::string, std::string> streaming_form(const std::string& op, const Options& opt);
 
-// The exact output (rationals) of a registered form, or of the operator through the fastest form verified
-// equal to its reference; used by the diagnosis and the counterexample search.
-Mat<rational> exact_operator(const std::string& op, const Problem<rational>& p, const Options& opt);
+// The operator's output in T (rational: exact; double: for the diagnosis of long cases) through its literal
+// reference at small n, else through the streaming form the prime field proves equal to it.
+template <class T> Mat<T> operator_value(const std::string& op, const Problem<T>& p, const Options& opt);
+extern template Mat<rational> operator_value<rational>(const std::string&, const Problem<rational>&, const Options&);
+extern template Mat<double> operator_value<double>(const std::string&, const Problem<double>&, const Options&);
 
 }  // namespace hla::verify::ext

@@ -11,8 +11,8 @@
 namespace hla::verify::ext {
 namespace {
 
-using Out = std::optional<Mat<rational>>;
-using P = Problem<rational>;
+template <class T> using Out = std::optional<Mat<T>>;
+template <class T> using P = Problem<T>;
 
 // Chunk widths at which chunk-dependent candidates are tried: the small ones a test suite uses and the
 // powers of two kernels use.
@@ -32,46 +32,46 @@ std::string claim_of(const std::string& op, const std::string& form, const std::
   return "";
 }
 
-// Q, K, [V 1]: numerator columns and the denominator column in one exact evaluation.
-P with_ones(const P& p) {
-  P a{p.Q, p.K, Mat<rational>(p.V.rows(), p.V.cols() + 1)};
+// Q, K, [V 1]: numerator columns and the denominator column in one evaluation.
+template <class T> P<T> with_ones(const P<T>& p) {
+  P<T> a{p.Q, p.K, Mat<T>(p.V.rows(), p.V.cols() + 1)};
   a.V.leftCols(p.V.cols()) = p.V;
-  a.V.col(p.V.cols()).setConstant(rational(1));
+  a.V.col(p.V.cols()).setConstant(T(1));
   return a;
 }
 
 enum class Division { spec, no_eps, abs_den };
 // num / (den + ε) in one of the ways an implementation might write it; nullopt on a zero denominator.
-Out divide(const Mat<rational>& nd, const rational& eps, Division how) {
+template <class T> Out<T> divide(const Mat<T>& nd, const rational& eps, Division how) {
   const Eigen::Index dv = nd.cols() - 1;
-  Mat<rational> o(nd.rows(), dv);
+  Mat<T> o(nd.rows(), dv);
   for (Eigen::Index t = 0; t < nd.rows(); ++t) {
-    rational den = nd(t, dv);
+    T den = nd(t, dv);
     if (how == Division::abs_den && den < 0) den = -den;
-    if (how != Division::no_eps) den += eps;
+    if (how != Division::no_eps) den += from_rational<T>(eps);
     if (den == 0) return std::nullopt;
     for (Eigen::Index c = 0; c < dv; ++c) o(t, c) = nd(t, c) / den;
   }
   return o;
 }
 
-// The operator through the harness's exact path, nullopt where it is not defined (vanishing normalizer,
-// options the operator does not take).
-Out exact_or_none(const std::string& op, const P& p, const Options& o) {
-  if (!caps_allow(registry<rational>().reference(op).caps, o)) return std::nullopt;
+// The operator through the harness's path (operator_value), nullopt where it is not defined (vanishing
+// normalizer, options the operator does not take).
+template <class T> Out<T> exact_or_none(const std::string& op, const P<T>& p, const Options& o) {
+  if (!caps_allow(registry<T>().reference(op).caps, o)) return std::nullopt;
   try {
-    return exact_operator(op, p, o);
+    return operator_value<T>(op, p, o);
   } catch (const NumericalError&) {
     return std::nullopt;
   }
 }
 
-Out normalized_from(const std::string& op, const P& p, const Options& o, Division how) {
+template <class T> Out<T> normalized_from(const std::string& op, const P<T>& p, const Options& o, Division how) {
   Options un = o;
   un.normalized = false;
-  Out nd = exact_or_none(op, with_ones(p), un);
+  Out<T> nd = exact_or_none(op, with_ones(p), un);
   if (!nd) return std::nullopt;
-  if (!o.normalized) return Mat<rational>(nd->leftCols(nd->cols() - 1));
+  if (!o.normalized) return Mat<T>(nd->leftCols(nd->cols() - 1));
   return divide(*nd, o.eps, how);
 }
 
@@ -80,16 +80,18 @@ Out normalized_from(const std::string& op, const P& p, const Options& o, Divisio
 //   ahla:  Σ_{i≤t} Σ_{j≤i} γ^{e(t,i,j)} (q_t·k_i)(q_i·k_j) v_j
 // ridge and normalization as SPEC's. O(n³): only on short cases.
 using Exponent = long (*)(long t, long i, long j);
-Out second_order_with_exponent(const std::string& op, const P& p, const Options& o, Exponent e) {
+template <class T> Out<T> second_order_with_exponent(const std::string& op, const P<T>& p, const Options& o, Exponent e) {
   const long n = p.Q.rows();
   if (n > 64) return std::nullopt;
-  std::vector<rational> g(static_cast<std::size_t>(3 * n + 1));
+  std::vector<T> g(static_cast<std::size_t>(3 * n + 1));
   g[0] = 1;
-  for (std::size_t k = 1; k < g.size(); ++k) g[k] = g[k - 1] * o.gamma;
-  const Mat<rational> qk = p.Q * p.K.transpose(), qq = p.Q * p.Q.transpose();
+  const T gamma = from_rational<T>(o.gamma);
+  for (std::size_t k = 1; k < g.size(); ++k) g[k] = g[k - 1] * gamma;
+  const Mat<T> qk = p.Q * p.K.transpose(), qq = p.Q * p.Q.transpose();
   const Eigen::Index dv = p.V.cols();
-  Mat<rational> nd = Mat<rational>::Zero(n, dv + 1);
-  auto add = [&](long t, long j, const rational& w) {
+  Mat<T> nd = Mat<T>::Zero(n, dv + 1);
+  const T ridge = from_rational<T>(o.ridge);
+  auto add = [&](long t, long j, const T& w) {
     nd.row(t).leftCols(dv) += w * p.V.row(j);
     nd(t, dv) += w;
   };
@@ -101,26 +103,26 @@ Out second_order_with_exponent(const std::string& op, const P& p, const Options&
       for (long j = 0; j <= t; ++j) {
         const long last = op == "hla2" ? j : t;
         for (long i = 0; i <= last; ++i) add(t, j, g[static_cast<std::size_t>(e(t, i, j))] * qk(t, i) * qk(j, i));
-        if (o.ridge != 0) add(t, j, o.ridge * g[static_cast<std::size_t>(t - j)] * qq(t, j));
+        if (o.ridge != 0) add(t, j, ridge * g[static_cast<std::size_t>(t - j)] * qq(t, j));
       }
     }
   }
-  if (!o.normalized) return Mat<rational>(nd.leftCols(dv));
+  if (!o.normalized) return Mat<T>(nd.leftCols(dv));
   return divide(nd, o.eps, Division::spec);
 }
 
-void add_registered(std::vector<Candidate>& out, const std::string& op) {
-  for (const Entry<rational>& e : registry<rational>().entries()) {
+template <class T> void add_registered(std::vector<Candidate<T>>& out, const std::string& op) {
+  for (const Entry<T>& e : registry<T>().entries()) {
     if (e.op != op || e.form == "reference") continue;
     const bool by_width = e.caps.chunk && e.variant == "paper";
     const std::vector<int> widths = by_width ? kChunkWidths : std::vector<int>{16};
     for (int w : widths) {
-      const Entry<rational>* entry = &e;
-      Candidate c;
+      const Entry<T>* entry = &e;
+      Candidate<T> c;
       c.key = e.key() + (by_width ? fmt::format("@w={}", w) : "");
       c.description = e.cite + (by_width ? fmt::format(" (chunk width {})", w) : "");
       c.claim = claim_of(e.op, e.form, e.variant);
-      c.eval = [entry, w](const P& p, const Options& o) -> Out {
+      c.eval = [entry, w](const P<T>& p, const Options& o) -> Out<T> {
         if (!caps_allow(entry->caps, o)) return std::nullopt;
         if (entry->caps.chunk && w > 1 && p.Q.rows() <= w && w != 16) return std::nullopt;  // one chunk: nothing new
         Options ow = o;
@@ -137,33 +139,33 @@ void add_registered(std::vector<Candidate>& out, const std::string& op) {
   }
 }
 
-void add_other_operators(std::vector<Candidate>& out, const std::string& op) {
+template <class T> void add_other_operators(std::vector<Candidate<T>>& out, const std::string& op) {
   for (const std::string other : {"hla2", "hla2-unmasked", "ahla", "hla3", "hla3-unmasked", "linear"}) {
     if (other == op) continue;
     out.push_back({"operator:" + other, "SPEC's " + other + " operator instead of " + op, "",
-                   [other](const P& p, const Options& o) { return exact_or_none(other, p, o); }});
+                   [other](const P<T>& p, const Options& o) { return exact_or_none(other, p, o); }});
   }
 }
 
-void add_mistakes(std::vector<Candidate>& out, const std::string& op) {
-  auto add = [&](std::string key, std::string what, std::function<Out(const P&, const Options&)> f) {
+template <class T> void add_mistakes(std::vector<Candidate<T>>& out, const std::string& op) {
+  auto add = [&](std::string key, std::string what, std::function<Out<T>(const P<T>&, const Options&)> f) {
     out.push_back({"mistake:" + std::move(key), std::move(what), "", std::move(f)});
   };
   add("output-before-update", "o_t read from the state before token t is added (and before its decay): only tokens < t reach o_t",
-      [op](const P& p, const Options& o) -> Out {
+      [op](const P<T>& p, const Options& o) -> Out<T> {
         // The exact streaming form, stepped one token at a time: o_t is the read-out of state_{t−1} for a token
         // with k = v = 0 at γ = 1 (no delta, no decay).
         const auto [form, variant] = streaming_form(op, o);
-        const Entry<rational>& e = registry<rational>().find(op, form, variant);
+        const Entry<T>& e = registry<T>().find(op, form, variant);
         if (!caps_allow(e.caps, o) || !e.caps.state) return std::nullopt;
         Options read = o;
         read.gamma = 1;
         const Eigen::Index n = p.Q.rows(), d = p.Q.cols(), dv = p.V.cols();
-        Mat<rational> O(n, dv);
-        NamedState<rational> st;
+        Mat<T> O(n, dv);
+        NamedState<T> st;
         try {
           for (Eigen::Index t = 0; t < n; ++t) {
-            const P probe{p.Q.row(t), Mat<rational>::Zero(1, d), Mat<rational>::Zero(1, dv)};
+            const P<T> probe{p.Q.row(t), Mat<T>::Zero(1, d), Mat<T>::Zero(1, dv)};
             O.row(t) = e(probe, read, t ? &st : nullptr).O.row(0);
             st = e(slice_rows(p, t, t + 1), o, t ? &st : nullptr).state;
           }
@@ -172,72 +174,72 @@ void add_mistakes(std::vector<Candidate>& out, const std::string& op) {
         }
         return O;
       });
-  add("swap-qk", "queries and keys swapped", [op](const P& p, const Options& o) { return exact_or_none(op, {p.K, p.Q, p.V}, o); });
-  add("no-decay", "decay γ ignored (computed at γ = 1)", [op](const P& p, const Options& o) -> Out {
+  add("swap-qk", "queries and keys swapped", [op](const P<T>& p, const Options& o) { return exact_or_none(op, P<T>{p.K, p.Q, p.V}, o); });
+  add("no-decay", "decay γ ignored (computed at γ = 1)", [op](const P<T>& p, const Options& o) -> Out<T> {
     if (o.gamma == 1) return std::nullopt;
     Options u = o;
     u.gamma = 1;
     return exact_or_none(op, p, u);
   });
-  add("decay-squared", "decay applied twice per step (γ² in place of γ)", [op](const P& p, const Options& o) -> Out {
+  add("decay-squared", "decay applied twice per step (γ² in place of γ)", [op](const P<T>& p, const Options& o) -> Out<T> {
     if (o.gamma == 1) return std::nullopt;
     Options u = o;
     u.gamma = o.gamma * o.gamma;
     return exact_or_none(op, p, u);
   });
-  add("eps-missing", "normalized without ε: num / den", [op](const P& p, const Options& o) -> Out {
+  add("eps-missing", "normalized without ε: num / den", [op](const P<T>& p, const Options& o) -> Out<T> {
     if (!o.normalized || o.eps == 0) return std::nullopt;
     return normalized_from(op, p, o, Division::no_eps);
   });
-  add("eps-abs-den", "normalized by |den| + ε", [op](const P& p, const Options& o) -> Out {
+  add("eps-abs-den", "normalized by |den| + ε", [op](const P<T>& p, const Options& o) -> Out<T> {
     if (!o.normalized) return std::nullopt;
     return normalized_from(op, p, o, Division::abs_den);
   });
-  add("normalization-flipped", "normalized where SPEC's is not, or not where it is", [op](const P& p, const Options& o) {
+  add("normalization-flipped", "normalized where SPEC's is not, or not where it is", [op](const P<T>& p, const Options& o) {
     Options u = o;
     u.normalized = !o.normalized;
     return exact_or_none(op, p, u);
   });
-  add("ridge-missing", "ridge λ ignored", [op](const P& p, const Options& o) -> Out {
+  add("ridge-missing", "ridge λ ignored", [op](const P<T>& p, const Options& o) -> Out<T> {
     if (o.ridge == 0) return std::nullopt;
     Options u = o;
     u.ridge = 0;
     return exact_or_none(op, p, u);
   });
-  add("ridge-numerator-only", "ridge λ in the numerator but not in the denominator", [op](const P& p, const Options& o) -> Out {
+  add("ridge-numerator-only", "ridge λ in the numerator but not in the denominator", [op](const P<T>& p, const Options& o) -> Out<T> {
     if (o.ridge == 0 || !o.normalized) return std::nullopt;
     Options un = o, plain = o;
     un.normalized = plain.normalized = false;
     plain.ridge = 0;
-    Out num = exact_or_none(op, p, un), nd = exact_or_none(op, with_ones(p), plain);
+    Out<T> num = exact_or_none(op, p, un), nd = exact_or_none(op, with_ones(p), plain);
     if (!num || !nd) return std::nullopt;
-    Mat<rational> mixed = *nd;
+    Mat<T> mixed = *nd;
     mixed.leftCols(p.V.cols()) = *num;
     return divide(mixed, o.eps, Division::spec);
   });
   if (op == "hla2" || op == "hla2-unmasked")
-    add("ridge-undecayed", "ridge term λ Σ_j (q_t·q_j) v_j without its decay γ^(t−j)", [op](const P& p, const Options& o) -> Out {
+    add("ridge-undecayed", "ridge term λ Σ_j (q_t·q_j) v_j without its decay γ^(t−j)", [op](const P<T>& p, const Options& o) -> Out<T> {
       if (o.ridge == 0 || o.gamma == 1) return std::nullopt;
       Options plain = o, lin;
       plain.ridge = 0;
       plain.normalized = false;
-      Out base = exact_or_none(op, with_ones(p), plain), ridge = exact_or_none("linear", with_ones({p.Q, p.Q, p.V}), lin);
+      Out<T> base = exact_or_none(op, with_ones(p), plain), ridge = exact_or_none("linear", with_ones(P<T>{p.Q, p.Q, p.V}), lin);
       if (!base || !ridge) return std::nullopt;
-      Mat<rational> nd = *base + o.ridge * *ridge;
-      if (!o.normalized) return Mat<rational>(nd.leftCols(p.V.cols()));
+      Mat<T> nd = *base + from_rational<T>(o.ridge) * *ridge;
+      if (!o.normalized) return Mat<T>(nd.leftCols(p.V.cols()));
       return divide(nd, o.eps, Division::spec);
     });
   for (int w : kChunkWidths) {
     if (w == 1) continue;
     add(fmt::format("chunk-reset@w={}", w),
         fmt::format("a chunk form without its carry: the state restarts every {} tokens", w),
-        [op, w](const P& p, const Options& o) -> Out {
+        [op, w](const P<T>& p, const Options& o) -> Out<T> {
           const long n = p.Q.rows();
           if (n <= w) return std::nullopt;
-          Mat<rational> O(n, p.V.cols());
+          Mat<T> O(n, p.V.cols());
           for (long s = 0; s < n; s += w) {
             const long len = std::min<long>(w, n - s);
-            Out r = exact_or_none(op, {p.Q.middleRows(s, len), p.K.middleRows(s, len), p.V.middleRows(s, len)}, o);
+            Out<T> r = exact_or_none(op, P<T>{p.Q.middleRows(s, len), p.K.middleRows(s, len), p.V.middleRows(s, len)}, o);
             if (!r) return std::nullopt;
             O.middleRows(s, len) = *r;
           }
@@ -260,7 +262,7 @@ void add_mistakes(std::vector<Candidate>& out, const std::string& op) {
   }
   for (const Named& x : exponents) {
     const Exponent e = x.e;
-    add(x.key, x.what, [op, e](const P& p, const Options& o) -> Out {
+    add(x.key, x.what, [op, e](const P<T>& p, const Options& o) -> Out<T> {
       if (o.gamma == 1) return std::nullopt;
       return second_order_with_exponent(op, p, o, e);
     });
@@ -269,12 +271,14 @@ void add_mistakes(std::vector<Candidate>& out, const std::string& op) {
 
 }  // namespace
 
-std::vector<Candidate> diagnosis_candidates(const std::string& op) {
-  std::vector<Candidate> out;
+template <class T> std::vector<Candidate<T>> diagnosis_candidates(const std::string& op) {
+  std::vector<Candidate<T>> out;
   add_registered(out, op);
   add_other_operators(out, op);
   add_mistakes(out, op);
   return out;
 }
+template std::vector<Candidate<rational>> diagnosis_candidates<rational>(const std::string&);
+template std::vector<Candidate<double>> diagnosis_candidates<double>(const std::string&);
 
 }  // namespace hla::verify::ext

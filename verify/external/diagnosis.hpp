@@ -7,8 +7,11 @@
 //               queries and keys swapped, decay dropped / squared / on one index only, ε dropped or put
 //               inside |den|, the ridge dropped / in the numerator only / undecayed, the chunk form without
 //               its carry (state reset every w tokens), normalization flipped
-// Each candidate is exact (rationals), so a match on every exact case is strong evidence of what the code
-// computes; the report lists every candidate that matches.
+// Each candidate is one template, evaluated in exact rationals on the small exact cases and in float64 on
+// the long or wide ones (fixed head sizes, n up to 300), where rationals cost minutes: on an exact case
+// every partial sum is bounded by A ≤ 2^10, so float64's own error (≤ γ_h(2^-53)·2A) is ~2^-29 of the
+// float32-level tolerance a match is judged with, and the decision is the one exact arithmetic would make.
+// The report lists every candidate that matches.
 #pragma once
 
 #include <functional>
@@ -20,15 +23,18 @@
 
 namespace hla::verify::ext {
 
-struct Candidate {
+template <class T> struct Candidate {
   std::string key;          // e.g. "hla2/serial/paper", "mistake:decay-squared", "hla2/chunk-figure1c/paper@w=64"
   std::string description;  // one line: what it computes
   std::string claim;        // the ledger claim that decides it against the operator, when there is one
   // The candidate's output, or nullopt where it is not defined for these options.
-  std::function<std::optional<Mat<rational>>(const Problem<rational>&, const Options&)> eval;
+  std::function<std::optional<Mat<T>>(const Problem<T>&, const Options&)> eval;
 };
 
-// Every candidate for an implementation of `op` (the operator's own reference excluded).
-std::vector<Candidate> diagnosis_candidates(const std::string& op);
+// Every candidate for an implementation of `op` (the operator's own reference excluded), in the same order
+// for every scalar (T = rational or double).
+template <class T> std::vector<Candidate<T>> diagnosis_candidates(const std::string& op);
+extern template std::vector<Candidate<rational>> diagnosis_candidates<rational>(const std::string&);
+extern template std::vector<Candidate<double>> diagnosis_candidates<double>(const std::string&);
 
 }  // namespace hla::verify::ext
