@@ -121,9 +121,11 @@ class CallableImplementation : public Implementation {
         py::object init = py::none();
         if (!c.state_in.parts.empty()) {
           py::dict d;
+          const std::vector<PartShape> layout = state_layout(req.op, c.in.Q.cols(), c.in.V.cols());
           for (const auto& [name, m] : c.state_in.parts) {
             py::object a = arr(m);
-            d[py::str(name)] = m.cols() == 1 ? py::object(a.attr("reshape")(m.rows())) : a;
+            const bool vector = std::any_of(layout.begin(), layout.end(), [&](const PartShape& p) { return p.name == name && p.vector; });
+            d[py::str(name)] = vector ? py::object(a.attr("reshape")(m.rows())) : a;
           }
           init = d;
         }
@@ -136,7 +138,7 @@ class CallableImplementation : public Implementation {
           py::dict st = t[1].cast<py::dict>();
           for (const PartShape& p : state_layout(req.op, c.in.Q.cols(), c.in.V.cols())) {
             if (!st.contains(p.name)) throw InputError("final_state has no part '" + p.name + "'");
-            o.state_out.parts.emplace_back(p.name, read_array(st[py::str(p.name)], req, p.rows, p.cols, "final_state['" + p.name + "']", p.vector));
+            o.state_out.parts.emplace_back(p.name, read_array(st[py::str(p.name)], req, p.rows, p.cols, "final_state['" + p.name + "']", p.vector || p.cols == 1));
           }
         }
       } else {

@@ -100,6 +100,8 @@ IMPLS = {
     "hla2-eps-missing": lambda *a, **kw: hla2(*a, **kw, skip_eps=True),
     "hla2-output-first": lambda *a, **kw: hla2(*a, **kw, output_first=True),
     "hla2-broken-state": lambda *a, **kw: hla2(*a, **kw, break_state=True),
+    # a kernel that tiles the head dimension by 8 and forgets the tiles after the first: right for d <= 8
+    "hla2-first8-features": lambda q, k, v, *a, **kw: hla2(q[:, :8].copy(), k[:, :8].copy(), v, *a, **kw),
     "ahla": ahla,
     "linear": linear,
 }
@@ -129,6 +131,12 @@ def main(name, root):
         init = None
         if meta["state_in"]:
             init = {p: np.load(os.path.join(cdir, "state_in", p + ".npy")) for p in meta["state_in"]}
+        if misbehave == "strict-state-shapes":
+            # takes the state parts only in the README's shapes: the vectors (m, h, z, n, eta) 1-D, every other
+            # part 2-D even when one of its sides is 1, and as case.json declares them
+            for p, x in (init or {}).items():
+                assert x.ndim == (1 if p in ("m", "h", "z", "n", "eta") else 2), (p, x.shape)
+                assert list(x.shape) == meta["state_parts"][p], (p, x.shape, meta["state_parts"][p])
         if misbehave == "skip-short" and meta["n"] == 1:
             continue
         if misbehave == "block16-d8" and (meta["n"] % 16 or meta["d"] != 8 or meta["dv"] != 8):

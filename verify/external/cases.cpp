@@ -237,7 +237,13 @@ void validate_request(const Request& r) {
   if (r.opt.gamma <= 0 || r.opt.gamma > 1) throw InputError("--gamma must lie in (0, 1]");
   if (r.opt.eps < 0) throw InputError("--eps must be >= 0");
   if (r.opt.ridge < 0) throw InputError("--lambda must be >= 0");
-  if (!caps_allow(ref.caps, r.opt)) throw InputError("operator '" + r.op + "' does not define these options");
+  if (!caps_allow(ref.caps, r.opt)) {
+    std::string which;
+    if (r.opt.gamma != 1 && !ref.caps.decay) which += ", decay (--gamma must be 1)";
+    if (r.opt.normalized && !ref.caps.normalized) which += ", normalization (no --normalized)";
+    if (r.opt.ridge != 0 && !ref.caps.ridge) which += ", ridge (--lambda must be 0)";
+    throw InputError("operator '" + r.op + "' does not define " + which.substr(2));
+  }
   if (r.max_n < 1 || r.max_n > 8192) throw InputError("--max-n must lie in [1, 8192]");
   if (r.d < 1 || r.d > 256 || r.dv < 1 || r.dv > 256) throw InputError("--d and --dv must lie in [1, 256]");
   if (r.n_multiple < 1 || r.n_multiple > 1024) throw InputError("--n-multiple must lie in [1, 1024]");
@@ -246,10 +252,17 @@ void validate_request(const Request& r) {
 
 std::vector<PartShape> state_layout(const std::string& op, Eigen::Index d, Eigen::Index dv) {
   const auto [form, variant] = proxy_form(op, 1, 0);
-  Problem<double> p{Mat<double>::Zero(1, d), Mat<double>::Zero(1, d), Mat<double>::Zero(1, dv)};
+  const Entry<double>& e = registry<double>().find(op, form, variant);
+  auto parts = [&](Eigen::Index dd, Eigen::Index ddv) {
+    const Problem<double> p{Mat<double>::Zero(1, dd), Mat<double>::Zero(1, dd), Mat<double>::Zero(1, ddv)};
+    return e(p, Options{}).state.parts;
+  };
+  // Which parts are vectors (m, h, z, ...) is a property of the part, not of this d, dv: a C of d × 1 (dv = 1)
+  // is still a matrix. Decided at widths where no matrix part has one column.
+  const auto probe = parts(2, 3), here = parts(d, dv);
   std::vector<PartShape> out;
-  for (const auto& [name, m] : registry<double>().find(op, form, variant)(p, Options{}).state.parts)
-    out.push_back({name, m.rows(), m.cols(), m.cols() == 1});
+  for (std::size_t i = 0; i < here.size(); ++i)
+    out.push_back({here[i].first, here[i].second.rows(), here[i].second.cols(), probe[i].second.cols() == 1});
   return out;
 }
 
@@ -277,8 +290,11 @@ std::vector<Case> make_cases(const Request& r) {
   };
   // Exact: awkward small shapes (n = 1, d ≠ dv, odd n), then sparse long ones that cross the chunk widths
   // implementations use (64, 128, 256) at a width that does not divide them.
+  // Then the random cases' own widths (--d, --dv), short and across a chunk, so that a fault that needs wide
+  // heads (a feature tiling, a head-size special case) is caught exactly too.
   std::vector<Shape> shapes{{1, 1, 1}, {2, 1, 1}, {3, 1, 2}, {4, 2, 1}, {5, 2, 3}, {6, 3, 2}, {8, 2, 2}, {11, 3, 3},
                              {67, 3, 2}, {150, 4, 3}, {300, 3, 2}};
+  if (r.d > 3 || r.dv > 3) shapes.insert(shapes.end(), {{9, r.d, r.dv}, {70, r.d, r.dv}});
   shapes = constrained(r, shapes);
   std::uint64_t seed = r.seed * 1000003ULL;
   for (const Group& g : exact_groups(r)) {

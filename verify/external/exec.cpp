@@ -8,6 +8,7 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -78,7 +79,11 @@ Mat<double> read_matrix(const fs::path& file, const std::string& label, Eigen::I
       for (Eigen::Index j = 0; j < cols; ++j) m(t, j) = a.data[static_cast<std::size_t>(t * cols + j)];
     return m;
   } catch (const InputError& e) {
-    error = std::string("malformed ") + label + ": " + e.what();
+    // The reader names the file by its path, a temporary directory gone by the time anyone reads this.
+    std::string what = e.what();
+    const std::string path = file.string() + ": ";
+    if (what.rfind(path, 0) == 0) what.erase(0, path.size());
+    error = std::string("malformed ") + label + ": " + what;
     return {};
   }
 }
@@ -145,13 +150,16 @@ void write_case(const fs::path& dir, const Case& c, const Request& req) {
   npy::write(cd / "k.npy", c.in.K, t);
   npy::write(cd / "v.npy", c.in.V, t);
   json parts = json::object();
-  for (const PartShape& p : state_layout(req.op, c.in.Q.cols(), c.in.V.cols()))
-    parts[p.name] = p.vector ? json::array({p.rows}) : json::array({p.rows, p.cols});
+  const std::vector<PartShape> layout = state_layout(req.op, c.in.Q.cols(), c.in.V.cols());
+  for (const PartShape& p : layout) parts[p.name] = p.vector ? json::array({p.rows}) : json::array({p.rows, p.cols});
+  auto is_vector = [&](const std::string& name) {
+    return std::any_of(layout.begin(), layout.end(), [&](const PartShape& p) { return p.name == name && p.vector; });
+  };
   json given = json::array();
   if (!c.state_in.parts.empty()) {
     fs::create_directories(cd / "state_in");
     for (const auto& [name, m] : c.state_in.parts) {
-      if (m.cols() == 1) npy::write(cd / "state_in" / (name + ".npy"), std::vector<double>(m.data(), m.data() + m.size()), t);
+      if (is_vector(name)) npy::write(cd / "state_in" / (name + ".npy"), std::vector<double>(m.data(), m.data() + m.size()), t);
       else npy::write(cd / "state_in" / (name + ".npy"), m, t);
       given.push_back(name);
     }
@@ -201,7 +209,7 @@ Outcome read_outcome(const fs::path& dir, const Case& c, const Request& req) {
   if (o.error.empty()) o.error = check_returned_output(c, o.O);
   if (!o.error.empty() || !c.want_state || !req.state) return o;
   for (const PartShape& p : state_layout(req.op, c.in.Q.cols(), c.in.V.cols())) {
-    Mat<double> m = read_matrix(cd / "state_out" / (p.name + ".npy"), "state_out/" + p.name + ".npy", p.rows, p.cols, p.vector,
+    Mat<double> m = read_matrix(cd / "state_out" / (p.name + ".npy"), "state_out/" + p.name + ".npy", p.rows, p.cols, p.vector || p.cols == 1,
                                 req, o.error);
     if (!o.error.empty()) return o;
     o.state_out.parts.emplace_back(p.name, std::move(m));
