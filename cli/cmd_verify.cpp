@@ -15,6 +15,7 @@
 #include "core/parse.hpp"
 #include "verify/external/battery.hpp"
 #include "verify/external/exec.hpp"
+#include "verify/external/precision.hpp"
 #include "verify/npy.hpp"
 
 namespace hla::cli {
@@ -23,8 +24,8 @@ namespace fs = std::filesystem;
 using namespace hla::verify::ext;
 
 struct VerifyArgs {
-  std::string op = "hla2", gamma = "1", eps = "0", ridge = "0", dtype = "float64";
-  bool normalized = false, state = false, keep = false, no_diagnose = false, list_state = false, quiet = false,
+  std::string op = "hla2", gamma = "1", eps = "0", ridge = "0", dtype = "float64", precision;
+  bool normalized = false, state = false, keep = false, no_diagnose = false, list_state = false, quiet = false, calibrate = false,
        fixed_d = false;
   long n_multiple = 1;
   std::string exec, json_file, q, k, v, o, npz;
@@ -42,6 +43,7 @@ Request request_of(const VerifyArgs& a) {
   r.opt.ridge = parse_rational(a.ridge, "--lambda");
   r.opt.normalized = a.normalized;
   r.dtype = parse_dtype(a.dtype);
+  if (!a.precision.empty()) r.precision = parse_precision(a.precision);
   r.state = a.state;
   r.max_n = a.max_n;
   r.d = a.d;
@@ -100,6 +102,12 @@ int run_verify(const VerifyArgs& a) {
       fmt::print("  {:<4} {}\n", p.name, p.vector ? fmt::format("({},)", p.rows) : fmt::format("({}, {})", p.rows, p.cols));
     return 0;
   }
+  if (a.calibrate) {
+    const nlohmann::json c = calibration(req.op, req.opt, req.max_n, req.d, req.dv, a.quiet ? nullptr : &std::cerr);
+    if (!a.json_file.empty()) write_json(a.json_file, c);
+    fmt::print("{}", calibration_text(c));
+    return 0;
+  }
   const bool file_mode = !a.o.empty() || !a.npz.empty();
   if (file_mode == !a.exec.empty())
     throw InputError("give either --exec CMD (run the battery) or the given arrays (--q --k --v --o, or --npz)");
@@ -135,6 +143,9 @@ const CommandRegistrar registrar([](CLI::App& app) {
   sub->add_option("--eps", a->eps, "normalizer stabilizer >= 0");
   sub->add_option("--lambda,--ridge", a->ridge, "ridge >= 0 (hla2)");
   sub->add_option("--dtype", a->dtype, "float64 | float32: the arrays' dtype");
+  sub->add_option("--precision", a->precision,
+                  "fp64 | fp32 | tf32 | bf16 | fp16: the arithmetic the implementation computes in (default: the dtype's); "
+                  "the bound follows it");
   sub->add_option("--exec", a->exec, "command run once per round as: CMD DIR");
   sub->add_flag("--state", a->state, "the implementation takes state_in/ and writes state_out/ (split-and-carry)");
   sub->add_option("--max-n", a->max_n, "largest random case (default 512)");
@@ -150,6 +161,9 @@ const CommandRegistrar registrar([](CLI::App& app) {
   sub->add_flag("--keep", a->keep, "keep the case directories (their paths are in the report)");
   sub->add_flag("--quiet", a->quiet, "no progress lines on stderr");
   sub->add_flag("--list-state", a->list_state, "print the state's part names and shapes for --op, --d, --dv");
+  sub->add_flag("--calibrate", a->calibrate,
+                "run emulated tf32/bf16/fp16 kernels (correct, and accumulating in the format) through the battery for "
+                "--op and its options: the calibration of --precision's bound");
   sub->add_option("--q", a->q, "file mode: queries .npy (n x d)");
   sub->add_option("--k", a->k, "file mode: keys .npy (n x d)");
   sub->add_option("--v", a->v, "file mode: values .npy (n x dv)");

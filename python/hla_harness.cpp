@@ -222,12 +222,14 @@ py::object to_python(const nlohmann::json& j) { return py::module_::import("json
 
 py::object verify_callable(py::object fn, const std::string& op, const py::object& gamma, bool normalized, const py::object& eps,
                   const py::object& ridge, const std::string& dtype, bool state, long max_n, long d, long dv,
-                  std::uint64_t seed, int shrink_rounds, bool diagnose, bool fixed_d, long n_multiple) {
+                  std::uint64_t seed, int shrink_rounds, bool diagnose, bool fixed_d, long n_multiple,
+                  const std::string& precision) {
   if (!PyCallable_Check(fn.ptr())) throw InputError("verify: fn must be callable");
   Request req;
   req.op = op;
   req.opt = options_of(gamma, normalized, eps, ridge);
   req.dtype = parse_dtype(dtype);
+  if (!precision.empty()) req.precision = parse_precision(precision);
   req.state = state;
   req.max_n = max_n;
   req.d = d;
@@ -263,6 +265,7 @@ PYBIND11_MODULE(hla_harness, m) {
         py::arg("eps") = 0.0, py::arg("ridge") = 0.0, py::arg("dtype") = "float64", py::arg("state") = false,
         py::arg("max_n") = 512, py::arg("d") = 16, py::arg("dv") = 16, py::arg("seed") = 1, py::arg("shrink_rounds") = 8,
         py::arg("diagnose") = true, py::arg("fixed_d") = false, py::arg("n_multiple") = 1,
+        py::arg("precision") = "",
         "Runs the `hla verify` battery on fn(q, k, v, gamma=, normalized=, eps=, ridge=) -> o (NumPy in and out; "
         "with state=True: fn(q, k, v, initial_state=dict|None, **options) -> (o, final_state dict)). Returns the "
         "report as a dict with the keys of `hla verify --json` ('verdict', 'matches', 'counterexample', ...).");

@@ -13,6 +13,7 @@
 #include "verify/exactness.hpp"
 #include "verify/external/battery.hpp"
 #include "verify/external/exec.hpp"
+#include "verify/external/precision.hpp"
 
 using namespace hla;
 using namespace hla::verify::ext;
@@ -182,4 +183,27 @@ TEST_CASE("returned outputs: a wrong shape is a protocol error, NaN is a wrong v
   CHECK(j["counterexample"]["first_difference"]["got"] == "NaN");
   CHECK(j["counterexample"]["first_difference"]["row"] == 1);
   CHECK(j["summary"].get<std::string>().find("got nan") != std::string::npos);
+}
+
+TEST_CASE("narrow formats: rounding to nearest even, fp16's range, and the calibrated bound", "[verify]") {
+  // bf16: 8 significant bits; a tie goes to the even neighbour.
+  CHECK(round_to_format(1 + std::ldexp(1.0, -8), Precision::bf16) == 1.0);
+  CHECK(round_to_format(1 + 3 * std::ldexp(1.0, -8), Precision::bf16) == 1 + std::ldexp(1.0, -6));
+  CHECK(round_to_format(-257.0, Precision::bf16) == -256.0);
+  CHECK(round_to_format(1 + std::ldexp(1.0, -11), Precision::tf32) == 1.0);
+  CHECK(round_to_format(1 + std::ldexp(1.0, -10), Precision::fp16) == 1 + std::ldexp(1.0, -10));
+  CHECK(std::isinf(round_to_format(65520.0, Precision::fp16)));
+  CHECK(round_to_format(65504.0, Precision::fp16) == 65504.0);
+  CHECK(round_to_format(std::ldexp(1.0, -25), Precision::fp16) == 0.0);  // below half the subnormal quantum 2^-24
+  CHECK(round_to_format(3 * std::ldexp(1.0, -25), Precision::fp16) == std::ldexp(1.0, -23));
+  CHECK(round_to_format(std::ldexp(1.0, -130), Precision::bf16) == std::ldexp(1.0, -130));  // fp32's range
+  // The emulated correct kernel is the operator to within the format's rounding, and exact on integer inputs.
+  Options o;
+  const Problem<double> p = gaussian_problem({40, 4, 3}, 11);
+  const Mat<double> ref = registry<double>().reference("hla2")(p, o).O;
+  const Mat<double> em = emulate_format_kernel("hla2", p, o, Precision::bf16).O;
+  CHECK((em - ref).cwiseAbs().maxCoeff() <= 0.2 * ref.cwiseAbs().maxCoeff());
+  CHECK((em - ref).cwiseAbs().maxCoeff() > 0);
+  Problem<double> ints{Mat<double>::Ones(5, 2), Mat<double>::Ones(5, 2), Mat<double>::Ones(5, 1)};
+  CHECK(emulate_format_accumulation("hla2", ints, o, Precision::bf16).O == registry<double>().reference("hla2")(ints, o).O);
 }

@@ -65,19 +65,31 @@ inline long rounding_depth(const std::string& op, long acc, bool decays, bool ga
   return order_of(op) * per_level + (order_of(op) + 1) * d + 8;
 }
 
+// γ_h = h u / (1 − h u) (Higham's Lemma 3.1), +∞ when h u ≥ 1/2 (the arithmetic has too few bits for h).
+inline double gamma_h(long h, double u) {
+  const double hu = static_cast<double>(h) * u;
+  return hu >= 0.5 ? INFINITY : hu / (1 - hu);
+}
+
+// Roundings per term when the inputs and the operands of every matrix product are rounded to a narrower
+// format than the accumulation (a bf16/TF32/fp16 kernel accumulating in fp32): each term of the expansion
+// is a product of `factors` inputs (linear q·k·v: 3; second order: 5; third order: 7), each rounded once on
+// input and at most once more as part of an intermediate operand — twice the factors.
+inline long operand_roundings(const std::string& op) { return 2 * (2 * order_of(op) + 1); }
+
 // Per-entry bounds on |computed − exact| for outputs R (exact or MPFR, n × dv), given the abs operator's
 // values A (n × (dv+1): numerator columns, then the denominator column) and, when normalized, the exact
 // denominators den_t + ε. A row whose denominator lies within its own error bound of 0 gets +∞ (nothing
 // bounds a division by a possibly vanishing number); `vacuous_rows` counts them.
+// For a given γ (a sum of γ_h's when the arithmetic mixes formats, see operand_roundings): u is the roundoff
+// of the final division, u_out that of the output's own rounding to a narrower format (0: none).
 template <class R>
-Mat<double> output_bounds(const Mat<R>& out, const Mat<double>& A, bool normalized, const ColVec<R>& den_plus_eps,
-                          double eps, double u, long h, long* vacuous_rows = nullptr) {
+Mat<double> output_bounds_for(const Mat<R>& out, const Mat<double>& A, bool normalized, const ColVec<R>& den_plus_eps,
+                              double eps, double u, double gam, double u_out, long* vacuous_rows = nullptr) {
   const Eigen::Index n = out.rows(), dv = out.cols();
   Mat<double> B = Mat<double>::Constant(n, dv, INFINITY);
   if (vacuous_rows) *vacuous_rows = 0;
-  const double hu = static_cast<double>(h) * u;
-  if (hu >= 0.5) return B;  // vacuous: the arithmetic has too few bits for this depth
-  const double gam = hu / (1 - hu);
+  if (!std::isfinite(gam)) return B;  // vacuous: the arithmetic has too few bits for this depth
   for (Eigen::Index t = 0; t < n; ++t) {
     double lower = 1, dd = 0;
     if (normalized) {
@@ -93,10 +105,17 @@ Mat<double> output_bounds(const Mat<R>& out, const Mat<double>& A, bool normaliz
       const double rv = std::fabs(static_cast<double>(out(t, c)));
       double b = gam * 2 * A(t, c);
       if (normalized) b = (b + rv * dd) / lower * (1 + u) + u * rv;
-      B(t, c) = b;
+      B(t, c) = b + u_out * (rv + b);
     }
   }
   return B;
+}
+
+// The single-format bound: γ_h at the arithmetic's own u.
+template <class R>
+Mat<double> output_bounds(const Mat<R>& out, const Mat<double>& A, bool normalized, const ColVec<R>& den_plus_eps,
+                          double eps, double u, long h, long* vacuous_rows = nullptr) {
+  return output_bounds_for(out, A, normalized, den_plus_eps, eps, u, gamma_h(h, u), 0.0, vacuous_rows);
 }
 
 }  // namespace hla::bounds

@@ -177,6 +177,44 @@ class ExecVerdicts(unittest.TestCase):
         self.assertTrue(any(x["result"] == "over-bound" for x in r["carry"]), out)
         self.assertFalse(any(x["result"] == "differs" for x in r["carry"]), out)
 
+    def test_declared_precisions(self):
+        # A bf16 kernel (bf16 inputs and outputs, fp32 arithmetic) is lower precision as an fp32 kernel and
+        # computes as a bf16 one; one that also accumulates in bf16 loses more than bf16 explains; a wrong
+        # decay is still a different function, found on the exact cases.
+        reach = ["--dtype", "float32", "--max-n", "512", "--d", "16", "--dv", "16"]
+        code, r, out = verify("hla2-bf16-kernel", "--op", "hla2", *reach)
+        self.assertEqual(r["verdict"], "lower-precision", out)
+        for extra in ([], ["--gamma", "0.9", "--normalized", "--eps", "1e-3", "--state"]):
+            code, r, out = verify("hla2-bf16-kernel", "--op", "hla2", "--precision", "bf16", *reach, *extra)
+            self.assertEqual((code, r["verdict"]), (0, "computes"), out)
+            self.assertEqual(r["precision"], "bf16")
+            # errors are reported in bf16's roundoff: a few units, not tens of thousands of fp32's
+            self.assertLess(max(x["error_in_u"] for x in r["random"]), 100, out)
+        code, r, out = verify("hla2-bf16-accumulate", "--op", "hla2", "--precision", "bf16", *reach)
+        self.assertEqual((code, r["verdict"]), (1, "lower-precision"), out)
+        self.assertEqual(r["exact"]["failed"], 0, out)
+        code, r, out = verify("hla2-paper-decay", "--op", "hla2", "--gamma", "0.9", "--precision", "bf16", *reach)
+        self.assertEqual(r["verdict"], "differs", out)
+        self.assertGreater(r["exact"]["failed"], 0, out)
+        self.assertIn("hla2/serial/paper", keys(r))
+        # a declared precision finer than the arrays is refused
+        code, r, out = verify("hla2", "--op", "hla2", "--precision", "fp64", "--dtype", "float32")
+        self.assertEqual(code, 2, out)
+        code, r, out = verify("hla2", "--op", "hla2", "--precision", "fp8")
+        self.assertEqual(code, 2, out)
+
+    def test_calibration(self):
+        p = subprocess.run([HLA, "verify", "--op", "linear", "--calibrate", "--max-n", "512", "--quiet", "--json",
+                            os.path.join(tempfile.gettempdir(), "hla-calibration.json")], capture_output=True, text=True)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with open(os.path.join(tempfile.gettempdir(), "hla-calibration.json")) as f:
+            c = json.load(f)
+        rows = {(x["precision"], x["kernel"].split()[0]): x for x in c["rows"]}
+        for fmt in ("tf32", "bf16", "fp16"):
+            self.assertEqual(rows[(fmt, "correct")]["verdict"], "computes")
+            self.assertEqual(rows[(fmt, "accumulates")]["exact_failed"], 0)
+        self.assertEqual(rows[("bf16", "accumulates")]["verdict"], "lower-precision", p.stdout)
+
     def test_state_parts_travel_in_their_declared_shapes(self):
         # dv = 1: C and G are still (d, 1) matrices, m and h vectors.
         code, r, out = verify("hla2:strict-state-shapes", "--op", "hla2", "--gamma", "0.5", "--state",
@@ -299,6 +337,8 @@ class PythonModule(unittest.TestCase):
         self.assertEqual(r["verdict"], "computes", r["summary"])
         r = self.h.verify(impls.callable_for("hla2-float32-inside"), "hla2", gamma=0.99, **opts)
         self.assertEqual(r["verdict"], "lower-precision", r["summary"])
+        r = self.h.verify(impls.callable_for("hla2-float32-inside"), "hla2", gamma=0.99, precision="fp32", **opts)
+        self.assertEqual(r["verdict"], "computes", r["summary"])
 
     def test_keywords_follow_the_signature_and_tensors_are_taken(self):
         plain = impls.callable_for("hla2")

@@ -56,6 +56,43 @@ def hla2(q, k, v, gamma, normalized, eps, ridge, initial_state=None, decay_rule=
     return o.astype(dt), {x: y.astype(dt) for x, y in state.items()}
 
 
+# ---- reduced precisions: bfloat16 emulated in NumPy (round to nearest even on float32's upper 16 bits) ------
+def bf16(x):
+    x = np.array(x, dtype=np.float32, ndmin=1)
+    b = x.view(np.uint32).astype(np.uint64)
+    b = (b + np.uint64(0x7FFF) + ((b >> np.uint64(16)) & np.uint64(1))) & np.uint64(0xFFFF0000)
+    return b.astype(np.uint32).view(np.float32).reshape(np.shape(x))
+
+
+def hla2_bf16_kernel(q, k, v, gamma, normalized, eps, ridge, initial_state=None):
+    """A bf16 tensor-core kernel as it should be: inputs and outputs in bf16, arithmetic and state in fp32."""
+    dt = q.dtype
+    o, state = hla2(bf16(q), bf16(k), bf16(v), gamma, normalized, eps, ridge, initial_state=initial_state)
+    return bf16(o).astype(dt), {x: y.astype(dt) for x, y in state.items()}
+
+
+def hla2_bf16_accumulate(q, k, v, gamma, normalized, eps, ridge, initial_state=None):
+    """The same recurrence with every state update and read-out rounded to bf16: bf16 accumulation."""
+    dt = q.dtype
+    q, k, v = bf16(q), bf16(k), bf16(v)
+    n, d = q.shape
+    dv = v.shape[1]
+    S, C, m, G, h = (np.zeros(s, np.float32) for s in ((d, d), (d, dv), (d,), (d, dv), (d,)))
+    g = np.float32(gamma)
+    o = np.empty((n, dv), np.float32)
+    for t in range(n):
+        qt, kt, vt = q[t], k[t], v[t]
+        G = bf16(g * g * G + g * np.outer(kt, bf16(kt @ C)))
+        h = bf16(g * g * h + g * kt * bf16(kt @ m))
+        S, C, m = bf16(g * S + np.outer(kt, kt)), bf16(g * C + np.outer(qt, vt)), bf16(g * m + qt)
+        u = bf16(qt @ S + np.float32(ridge) * qt)
+        num = bf16(bf16(u @ C) - bf16(qt @ G))
+        if normalized:
+            num = bf16(num / (bf16(bf16(u @ m) - bf16(qt @ h)) + np.float32(eps)))
+        o[t] = num
+    return o.astype(dt), dict(S=S, C=C, m=m, G=G, h=h)
+
+
 def ahla(q, k, v, gamma, normalized, eps, ridge, initial_state=None):
     n, d = q.shape
     dv = v.shape[1]
@@ -102,6 +139,8 @@ IMPLS = {
     "hla2-broken-state": lambda *a, **kw: hla2(*a, **kw, break_state=True),
     # a kernel that tiles the head dimension by 8 and forgets the tiles after the first: right for d <= 8
     "hla2-first8-features": lambda q, k, v, *a, **kw: hla2(q[:, :8].copy(), k[:, :8].copy(), v, *a, **kw),
+    "hla2-bf16-kernel": hla2_bf16_kernel,
+    "hla2-bf16-accumulate": hla2_bf16_accumulate,
     "ahla": ahla,
     "linear": linear,
 }

@@ -40,6 +40,7 @@ struct CaseCheck {
   Eigen::Index row = -1, col = -1;
   double expected = 0, got = 0;
   double max_err = 0, max_ref = 0, max_bound = 0;
+  double worst_format_ratio = 0;  // max |got − expected| / format_bound (every operation in the declared format)
   // The returned state (when the case asked for it): the first entry beyond its bound, and normwise sizes.
   std::string state_problem;
   std::string state_part;
@@ -50,9 +51,10 @@ struct CaseCheck {
   bool mismatch() const { return output_mismatch() || !state_problem.empty(); }
   double normwise() const { return max_ref > 0 ? max_err / max_ref : max_err; }
   double state_normwise() const { return state_max_ref > 0 ? state_max_err / state_max_ref : state_max_err; }
-  // Beyond the bound by more than any rounding explains (kNotRounding normwise, outputs or state).
+  // Beyond the bound by more than any rounding explains: kNotRounding normwise and beyond even the bound of
+  // every operation in the declared format (outputs), or kNotRounding normwise (state).
   bool far() const {
-    return (output_mismatch() && normwise() > kNotRounding) ||
+    return (output_mismatch() && normwise() > kNotRounding && worst_format_ratio > 1) ||
            (!state_problem.empty() && (state_part.empty() || state_normwise() > kNotRounding));
   }
 };
@@ -76,6 +78,11 @@ CaseCheck check_case(const Case& c, const Outcome& o, const Request& req) {
       k.max_ref = std::max(k.max_ref, ref);
       if (std::isfinite(b)) k.max_bound = std::max(k.max_bound, b);
       const double ratio = !finite ? INFINITY : err == 0 ? 0 : std::isinf(b) ? 0 : b > 0 ? err / b : INFINITY;
+      if (c.format_bound.size()) {
+        const double fb = c.format_bound(t, j);
+        const double fr = !finite ? INFINITY : err == 0 ? 0 : std::isinf(fb) ? 0 : fb > 0 ? err / fb : INFINITY;
+        k.worst_format_ratio = std::max(k.worst_format_ratio, fr);
+      }
       if (ratio > k.worst_ratio) {
         k.worst_ratio = ratio;
         k.row = t;
@@ -114,6 +121,12 @@ CaseCheck check_case(const Case& c, const Outcome& o, const Request& req) {
   return k;
 }
 
+// Does this check prove that the implementation computes another function? On a sharp case (exact for the
+// declared arithmetic) any excess over the bound does; elsewhere only an error beyond rounding (far()).
+bool proves_difference(const Case& c, const CaseCheck& k) {
+  return k.answered && (c.sharp ? k.output_mismatch() : k.far());
+}
+
 // JSON has no NaN or Inf: a non-finite number is written as the string "NaN", "Infinity" or "-Infinity"
 // (as Python's json module reads them back with parse_constant, and as a reader sees at a glance).
 json number(double x) {
@@ -130,12 +143,12 @@ double number_of(const json& j) {
 json first_difference_json(const CaseCheck& k) {
   return {{"row", k.row}, {"col", k.col}, {"expected", number(k.expected)}, {"got", number(k.got)}};
 }
-json random_entry_json(const Case& c, const CaseCheck& k, DType dtype) {
+json random_entry_json(const Case& c, const CaseCheck& k, const Request& req) {
   return {{"n", c.n()},
           {"worst_ratio", number(k.worst_ratio)},
           {"normwise_error", number(k.normwise())},
           {"bound_normwise", number(k.max_ref > 0 ? k.max_bound / k.max_ref : k.max_bound)},
-          {"error_in_u", number(k.normwise() / unit_roundoff(dtype))}};
+          {"error_in_u", number(k.normwise() / precision_model(req.declared(), req.dtype).u_format)}};
 }
 
 json matrix_json(const Mat<double>& m) {
@@ -458,6 +471,7 @@ json run_battery(Implementation& impl, const Request& req, const BatteryOptions&
   double exact_worst = 0;
   std::map<std::string, std::string> groups;
   std::vector<std::size_t> exact_idx;
+  bool exact_over = false;
   for (std::size_t i = 0; i < cases.size(); ++i) {
     if (cases[i].kind != "exact") continue;
     exact_idx.push_back(i);
@@ -467,7 +481,8 @@ json run_battery(Implementation& impl, const Request& req, const BatteryOptions&
       if (g != "differs") g = "incomplete";
       continue;
     }
-    const bool bad = checks[i].output_mismatch();
+    const bool bad = proves_difference(cases[i], checks[i]);
+    if (!bad && checks[i].output_mismatch()) exact_over = true;  // a decayed case beyond a narrow format's bound
     exact[bad ? "failed" : "passed"] = exact[bad ? "failed" : "passed"].get<int>() + 1;
     exact_worst = std::max(exact_worst, checks[i].worst_ratio);
     if (bad) g = "differs";
@@ -481,14 +496,14 @@ json run_battery(Implementation& impl, const Request& req, const BatteryOptions&
   for (std::size_t i = 0; i < cases.size(); ++i) {
     if (cases[i].kind != "random" || !checks[i].answered) continue;
     const CaseCheck& k = checks[i];
-    random.push_back(random_entry_json(cases[i], k, req.dtype));
+    random.push_back(random_entry_json(cases[i], k, req));
     if (k.output_mismatch()) random_over = true;
     if (k.far()) random_far = true;
   }
 
-  // Carry checks (state handed in, and split-and-carry on the implementation). Cases of exact inputs are
-  // judged like exact cases (any excess differs); cases of random inputs at the user's own options like
-  // random ones (an excess below kNotRounding is a precision problem, not another function).
+  // Carry checks (state handed in, and split-and-carry on the implementation). Sharp cases (exact inputs, exact
+  // for the declared arithmetic) are judged like exact cases: any excess differs; the others like random
+  // cases: an excess within rounding of a lower precision is a precision problem, not another function.
   json carry = json::array();
   std::size_t first_carry_failure = cases.size();
   bool carry_over = false;
@@ -497,8 +512,7 @@ json run_battery(Implementation& impl, const Request& req, const BatteryOptions&
     if (kind != "carry" && kind != "split-a" && kind != "split-b" && kind != "whole") continue;
     if (!checks[i].answered) continue;
     const CaseCheck& k = checks[i];
-    const bool random_inputs = cases[i].group == "user";
-    const bool differs = k.mismatch() && (!random_inputs || k.far());
+    const bool differs = k.mismatch() && (cases[i].sharp || k.far());
     const std::string result = differs ? "differs" : k.mismatch() ? "over-bound" : "ok";
     std::string detail;
     if (k.output_mismatch())
@@ -516,7 +530,7 @@ json run_battery(Implementation& impl, const Request& req, const BatteryOptions&
   const bool exact_failed = exact["failed"].get<int>() > 0;
   if (!findings.empty()) verdict = "error";
   else if (exact_failed || first_carry_failure != cases.size() || random_far) verdict = "differs";
-  else if (random_over || carry_over) verdict = "lower-precision";
+  else if (random_over || carry_over || exact_over) verdict = "lower-precision";
 
   // The smallest counterexample, by re-running the implementation on simplified cases: from the smallest
   // failing exact case, or, when only random cases showed the difference, from the smallest of those (a case
@@ -527,11 +541,11 @@ json run_battery(Implementation& impl, const Request& req, const BatteryOptions&
   if (verdict == "differs" && (exact_failed || from_random))
     for (std::size_t i = 0; i < cases.size(); ++i) {
       if (!checks[i].answered || cases[i].kind != (from_random ? "random" : "exact")) continue;
-      if (!(from_random ? checks[i].far() : checks[i].output_mismatch())) continue;
+      if (!proves_difference(cases[i], checks[i])) continue;
       if (start == cases.size() || size_key(cases[i]) < size_key(cases[start])) start = i;
     }
   if (start != cases.size()) {
-    auto still_fails = [&](const CaseCheck& k) { return k.answered && (from_random ? k.far() : k.output_mismatch()); };
+
     Case best = cases[start];
     Outcome best_out = outs[start];
     CaseCheck best_check = checks[start];
@@ -546,7 +560,7 @@ json run_battery(Implementation& impl, const Request& req, const BatteryOptions&
       std::size_t pick = trial.size();
       for (std::size_t j = 0; j < trial.size(); ++j) {
         CaseCheck k = check_case(trial[j], got[j], req);
-        if (!still_fails(k)) continue;
+        if (!proves_difference(trial[j], k)) continue;
         if (pick == trial.size() || size_key(trial[j]) < size_key(trial[pick])) {
           pick = j;
           best_check = k;
@@ -582,7 +596,7 @@ json run_battery(Implementation& impl, const Request& req, const BatteryOptions&
       if (!checks[i].answered) continue;
       dc.push_back(&cases[i]);
       doo.push_back(&outs[i]);
-      fails.push_back(checks[i].output_mismatch());
+      fails.push_back(proves_difference(cases[i], checks[i]));
     }
     // A difference that no exact case shows (random or carry cases only) is not explained by what the
     // exact cases match: the report says so instead of listing the operator's own forms.
@@ -608,6 +622,7 @@ json run_battery(Implementation& impl, const Request& req, const BatteryOptions&
                  {"op", req.op},
                  {"options", options_json(req.opt)},
                  {"dtype", dtype_name(req.dtype)},
+                 {"precision", precision_name(req.declared())},
                  {"state", req.state},
                  {"max_n", req.max_n},
                  {"constraints", {{"fixed_d", req.fixed_widths}, {"n_multiple", req.n_multiple}}},
@@ -632,7 +647,10 @@ std::string summary_text(const json& r) {
   s << "hla verify: " << r["op"].get<std::string>() << " (gamma=" << o["gamma"].get<std::string>()
     << (o["normalized"].get<bool>() ? ", normalized eps=" + o["eps"].get<std::string>() : "")
     << (o["ridge"].get<std::string>() != "0" ? ", lambda=" + o["ridge"].get<std::string>() : "") << "), "
-    << r["dtype"].get<std::string>() << (r.value("state", false) ? ", with state" : "") << "\n";
+    << r["dtype"].get<std::string>()
+    << (r.contains("precision") && r["precision"] != (r["dtype"] == "float64" ? "fp64" : "fp32")
+            ? " (declared " + r["precision"].get<std::string>() + " arithmetic)" : "")
+    << (r.value("state", false) ? ", with state" : "") << "\n";
   s << "verdict: " << r["verdict"].get<std::string>() << "\n";
   if (r.contains("mode")) s << "  mode: " << r["mode"].get<std::string>() << "\n";
   if (r.contains("exact") && r["exact"]["cases"].get<int>() > 0)
@@ -713,7 +731,7 @@ json judge_given(const Request& req, const Problem<double>& in, const Mat<double
   o.O = out;
   o.error = check_returned_output(c, out);
   const CaseCheck k = check_case(c, o, req);
-  std::string verdict = !k.answered ? "error" : k.worst_ratio <= 1 ? "computes" : k.normwise() > kNotRounding ? "differs" : "lower-precision";
+  std::string verdict = !k.answered ? "error" : k.worst_ratio <= 1 ? "computes" : k.far() ? "differs" : "lower-precision";
   json matches = json::array();
   if (k.answered && verdict != "computes" && c.n() <= kGivenDiagnosisMaxN) {
     std::vector<const Case*> dc{&c};
@@ -728,9 +746,10 @@ json judge_given(const Request& req, const Problem<double>& in, const Mat<double
                  {"op", req.op},
                  {"options", options_json(req.opt)},
                  {"dtype", dtype_name(req.dtype)},
+                 {"precision", precision_name(req.declared())},
                  {"state", false},
                  {"matches", matches},
-                 {"random", json::array({random_entry_json(c, k, req.dtype)})},
+                 {"random", json::array({random_entry_json(c, k, req)})},
                  {"counterexample", nullptr},
                  {"findings", findings},
                  {"rounds", json::array()},

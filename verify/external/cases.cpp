@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <mutex>
 #include <random>
 
@@ -13,6 +14,7 @@
 #include "core/parse.hpp"
 #include "verify/bounds.hpp"
 #include "verify/exactness.hpp"
+#include "verify/external/precision.hpp"
 
 namespace hla::verify::ext {
 
@@ -25,10 +27,39 @@ DType parse_dtype(const std::string& s) {
 double unit_roundoff(DType t) { return t == DType::float64 ? hla::unit_roundoff<double>() : hla::unit_roundoff<float>(); }
 double round_to(DType t, double x) { return t == DType::float64 ? x : static_cast<double>(static_cast<float>(x)); }
 
+std::string precision_name(Precision p) {
+  switch (p) {
+    case Precision::fp64: return "fp64";
+    case Precision::fp32: return "fp32";
+    case Precision::tf32: return "tf32";
+    case Precision::bf16: return "bf16";
+    case Precision::fp16: return "fp16";
+  }
+  return "?";
+}
+Precision parse_precision(const std::string& s) {
+  for (Precision p : {Precision::fp64, Precision::fp32, Precision::tf32, Precision::bf16, Precision::fp16})
+    if (s == precision_name(p)) return p;
+  throw InputError("unknown precision '" + s + "' (fp64, fp32, tf32, bf16 or fp16)");
+}
+PrecisionModel precision_model(Precision p, DType dtype) {
+  const double u64 = std::ldexp(1.0, -53), u32 = std::ldexp(1.0, -24);
+  PrecisionModel m;
+  switch (p) {
+    case Precision::fp64: m = {u64, 0, u64, 53}; break;
+    case Precision::fp32: m = {u32, dtype == DType::float64 ? u32 : 0, u32, 24}; break;
+    case Precision::tf32: m = {std::ldexp(1.0, -11), std::ldexp(1.0, -11), u32, 11}; break;
+    case Precision::bf16: m = {std::ldexp(1.0, -8), std::ldexp(1.0, -8), u32, 8}; break;
+    case Precision::fp16: m = {std::ldexp(1.0, -11), std::ldexp(1.0, -11), u32, 11}; break;
+  }
+  return m;
+}
+
 namespace {
 
-// The largest value of the abs operator an exact case may reach (see cases.hpp).
-constexpr double kExactMagnitude = 1024;
+// The largest value of the abs operator an exact case may reach (see cases.hpp): 2^10, and 2^7 for a
+// declared bf16, whose 8-bit significand holds the integers and halves (λ = 1/2) only that far.
+double exact_magnitude(const Request& r) { return precision_model(r.declared(), r.dtype).significand_bits < 11 ? 128 : 1024; }
 // Literal references cost O(n²)–O(n⁴) in rationals: past this n the exact values come from the streaming
 // form the prime field proves equal to the reference for these options.
 constexpr Eigen::Index kLiteralMaxN = 24;
@@ -156,9 +187,9 @@ std::vector<Group> exact_groups(const Request& r) {
 }
 
 // True when the exact case's numbers stay small (A ≤ 2^10) and, normalized, no den_t + ε is near 0.
-bool acceptable_exact(const std::string& op, const Problem<double>& p, const Options& opt) {
+bool acceptable_exact(const std::string& op, const Problem<double>& p, const Options& opt, double magnitude) {
   const Mat<double> A = abs_values(op, p, opt, nullptr);
-  if (A.maxCoeff() > kExactMagnitude || A.maxCoeff() < 1) return false;  // small, but not all zero
+  if (A.maxCoeff() > magnitude || A.maxCoeff() < 1) return false;  // small, but not all zero
   if (!opt.normalized) return true;
   const Mat<rational> nd = numerator_and_denominator<rational>(op, p, opt, nullptr);
   const rational eps = opt.eps;
@@ -169,11 +200,12 @@ bool acceptable_exact(const std::string& op, const Problem<double>& p, const Opt
   return true;
 }
 
-Problem<double> exact_problem(const std::string& op, const Shape& s, const Options& opt, std::uint64_t seed) {
+Problem<double> exact_problem(const Request& r, const Shape& s, const Options& opt, std::uint64_t seed) {
+  const std::string& op = r.op;
   double density = s.n <= 12 ? 0.7 : 0.35;
   for (int attempt = 0; attempt < 400; ++attempt) {
     Problem<double> p = ternary_problem(s, seed * 7919 + static_cast<std::uint64_t>(attempt), density);
-    if (acceptable_exact(op, p, opt)) return p;
+    if (acceptable_exact(op, p, opt, exact_magnitude(r))) return p;
     if (attempt % 8 == 7) density *= 0.8;
   }
   throw std::logic_error(fmt::format("no exact case of shape n={} d={} dv={} within the magnitude limit", s.n, s.d, s.dv));
@@ -247,6 +279,9 @@ void validate_request(const Request& r) {
   if (r.max_n < 1 || r.max_n > 8192) throw InputError("--max-n must lie in [1, 8192]");
   if (r.d < 1 || r.d > 256 || r.dv < 1 || r.dv > 256) throw InputError("--d and --dv must lie in [1, 256]");
   if (r.n_multiple < 1 || r.n_multiple > 1024) throw InputError("--n-multiple must lie in [1, 1024]");
+  if (precision_model(r.declared(), r.dtype).u_format < unit_roundoff(r.dtype))
+    throw InputError("--precision " + precision_name(r.declared()) + " is finer than the " + dtype_name(r.dtype) +
+                     " arrays that carry it");
   if (r.n_multiple > r.max_n) throw InputError("--n-multiple must not exceed --max-n");
 }
 
@@ -303,7 +338,7 @@ std::vector<Case> make_cases(const Request& r) {
       c.kind = "exact";
       c.group = g.name;
       c.opt = g.opt;
-      c.in = exact_problem(r.op, s, g.opt, ++seed);
+      c.in = exact_problem(r, s, g.opt, ++seed);
       add(std::move(c));
     }
   }
@@ -335,7 +370,7 @@ std::vector<Case> make_cases(const Request& r) {
       Options half = g.opt;
       if (half.gamma != 1) half.gamma = rational(1, 2);  // powers of 1/2 keep the state exact in any dtype
       c.opt = half;
-      const Problem<double> all = exact_problem(r.op, {pre + s.n, s.d, s.dv}, half, ++seed);
+      const Problem<double> all = exact_problem(r, {pre + s.n, s.d, s.dv}, half, ++seed);
       c.prefix = slice_rows(all, 0, pre);
       c.in = slice_rows(all, pre, pre + s.n);
       NamedState<rational> st;
@@ -373,7 +408,7 @@ std::vector<Case> make_cases(const Request& r) {
   // Both halves keep the length constraint: the split falls on a multiple of n_multiple.
   const long at_exact = r.fit_n(4), at_user = r.fit_n(41);
   const Shape exact_whole = constrained(r, {{std::max<long>(9, at_exact + r.n_multiple), 2, 3}}).front();
-  splits.push_back({groups.back().name, groups.back().opt, exact_problem(r.op, exact_whole, groups.back().opt, ++seed), at_exact});
+  splits.push_back({groups.back().name, groups.back().opt, exact_problem(r, exact_whole, groups.back().opt, ++seed), at_exact});
   splits.push_back({"user", r.opt, rounded_gaussian({r.fit_n(std::max<long>(90, at_user + r.n_multiple)), r.d, r.dv}, ++seed), at_user});
   for (const Split& s : splits) {
     Case whole;
@@ -417,8 +452,9 @@ Case make_split_b(const Case& whole, const Case& split_a, const NamedState<doubl
 void compute_expected(Case& c, const Request& r) {
   const Problem<double> all = concat(c.prefix, c.in);
   const Eigen::Index n = c.n(), dv = c.in.V.cols();
-  const bool exact = c.kind == "exact" || (c.kind == "carry" && c.group != "user") ||
-                     ((c.kind == "whole" || c.kind == "split-a" || c.kind == "split-b") && c.group != "user");
+  // Exact inputs: the exact cases and whatever is made from them (carries, splits, shrunk counterexamples);
+  // the cases of random inputs are in the group "user".
+  const bool exact = c.kind == "exact" || c.group != "user";
   Mat<mpfr256> nd;
   NamedState<mpfr256> state;
   if (exact) {
@@ -439,27 +475,72 @@ void compute_expected(Case& c, const Request& r) {
     for (Eigen::Index k = 0; k < dv; ++k) c.expected(t, k) = c.opt.normalized ? mpfr256(nd(t, k) / den(t)) : nd(t, k);
   }
   // The bound: the serial depth over the whole sequence (the state summarizes the prefix), γ inexact when
-  // the dtype cannot hold it, plus an absolute floor for terms that underflow in the dtype.
+  // the dtype cannot hold it, plus an absolute floor for terms that underflow in the dtype; for a declared
+  // narrower format (tf32, bf16, fp16), its operand roundings on top of the fp32 accumulation.
   // Exact cases are judged at float32's roundoff even for float64: at γ = 1 their outputs are integers (or
   // one division away), so any tolerance below 1/2 still demands exactness there, while decayed and
   // normalized exact cases stay exact-within-rounding for float32 arithmetic behind a float64 interface —
-  // which the random cases, at the dtype's own u, then call lower precision.
-  const double u = exact ? std::max(unit_roundoff(r.dtype), hla::unit_roundoff<float>()) : unit_roundoff(r.dtype);
+  // which the random cases, at the dtype's own u, then call lower precision. Every input and intermediate of
+  // an exact case at γ = 1, unnormalized, is a small dyadic the declared format holds (exact_magnitude): no
+  // operand rounding there.
+  const PrecisionModel pm = precision_model(r.declared(), r.dtype);
+  const double u_acc = exact ? std::max(pm.u_accumulate, hla::unit_roundoff<float>()) : pm.u_accumulate;
+  const double u_op = exact && c.opt.gamma == 1 && !c.opt.normalized ? 0 : pm.u_operand;
   const double g = from_rational<double>(c.opt.gamma);
   const bool gamma_inexact = c.opt.gamma != 1 && rational(round_to(r.dtype, g)) != c.opt.gamma;
   const long total = static_cast<long>(all.Q.rows());
   const long h = bounds::rounding_depth(r.op, total, c.opt.gamma != 1, gamma_inexact, total, c.in.Q.cols());
+  const long h_op = bounds::operand_roundings(r.op);
   NamedState<double> abs_state;
   const Mat<double> A = abs_values(r.op, all, c.opt, c.want_state ? &abs_state : nullptr).bottomRows(n);
   const double tiny = (r.dtype == DType::float64 ? std::numeric_limits<double>::min() : std::numeric_limits<float>::min()) *
                       static_cast<double>(total * total + 1);
-  c.bound = bounds::output_bounds(c.expected, A, c.opt.normalized, den, from_rational<double>(c.opt.eps), u, h).array() + tiny;
+  // A narrow format (tf32, bf16, fp16): sharp where every partial sum is a dyadic the format holds (exact cases
+  // at γ = 1; a normalized output then only rounds at the division and on output), else calibrated on emulated
+  // kernels (precision.hpp says why). fp32 behind float64 arrays: γ_h of its operand roundings.
+  const bool narrow = pm.significand_bits < 24;
+  c.sharp = exact && (!narrow || c.opt.gamma == 1);
+  const double eps_d = from_rational<double>(c.opt.eps);
+  std::map<std::string, double> calibrated_state;
+  bool emulated = false;
+  if (narrow && !c.sharp) {
+    try {
+      const Run<double> em = emulate_format_kernel(r.op, all, c.opt, r.declared());
+      const Run<double> acc = emulate_format_accumulation(r.op, all, c.opt, r.declared());
+      double e_kernel = 0, e_acc = 0;
+      for (Eigen::Index t = 0; t < n; ++t)
+        for (Eigen::Index k = 0; k < dv; ++k) {
+          const Eigen::Index row = all.Q.rows() - n + t;
+          e_kernel = std::max(e_kernel, abs(mpfr256(em.O(row, k)) - c.expected(t, k)).convert_to<double>());
+          e_acc = std::max(e_acc, abs(mpfr256(acc.O(row, k)) - c.expected(t, k)).convert_to<double>());
+        }
+      for (const auto& [name, want] : state.parts) {
+        double e = 0;
+        const Mat<double>& got = em.state.at(name);
+        for (Eigen::Index i = 0; i < want.size(); ++i) e = std::max(e, abs(mpfr256(got(i)) - want(i)).convert_to<double>());
+        calibrated_state[name] = kCalibrationFactor * e;
+      }
+      const Mat<double> out = c.expected.unaryExpr([](const mpfr256& x) { return std::fabs(x.convert_to<double>()); });
+      c.bound = (out * pm.u_operand).array() + kCalibrationFactor * e_kernel + tiny;
+      c.format_bound = (out * pm.u_operand).array() + kCalibrationFactor * std::max(e_acc, e_kernel) + tiny;
+      emulated = std::isfinite(e_kernel) && std::isfinite(e_acc);
+    } catch (const std::exception&) {
+      emulated = false;  // e.g. a normalizer that vanishes in fp32: the proven bound below
+    }
+  }
+  const double gam = bounds::gamma_h(h, u_acc) + (narrow && c.sharp ? 0.0 : u_op > 0 ? bounds::gamma_h(h_op, u_op) : 0.0);
+  if (!emulated) {
+    const double u_out = narrow && c.opt.normalized ? pm.u_operand : 0.0;
+    c.bound = bounds::output_bounds_for(c.expected, A, c.opt.normalized, den, eps_d, u_acc, gam, u_out).array() + tiny;
+    c.format_bound = bounds::output_bounds_for(c.expected, A, c.opt.normalized, den, eps_d, pm.u_format,
+                                               bounds::gamma_h(h + h_op, pm.u_format), pm.u_format).array() + tiny;
+  }
   if (c.want_state) {
     c.expected_state = state;
-    const double hu = static_cast<double>(h) * u;
-    const double gam = hu < 0.5 ? hu / (1 - hu) : INFINITY;
     c.state_bound = abs_state;
-    for (auto& [name, m] : c.state_bound.parts) m = (m * (2 * gam)).array() + tiny;
+    for (auto& [name, m] : c.state_bound.parts)
+      m = emulated ? Mat<double>(Mat<double>::Constant(m.rows(), m.cols(), calibrated_state[name] + tiny))
+                   : Mat<double>((m * (2 * gam)).array() + tiny);
   }
 }
 

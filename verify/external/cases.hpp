@@ -30,11 +30,31 @@ DType parse_dtype(const std::string& s);  // float64 | float32 (also f8/f4, doub
 double unit_roundoff(DType t);
 double round_to(DType t, double x);  // x rounded to the dtype, as a double
 
+// The arithmetic an implementation declares it computes in (--precision); the arrays stay float32/float64.
+//   fp64, fp32   every operation in that format
+//   tf32, bf16, fp16   inputs and the operands of matrix products in the format, accumulation and state in
+//                fp32 (tensor-core kernels); outputs may be rounded to the format
+enum class Precision { fp64, fp32, tf32, bf16, fp16 };
+std::string precision_name(Precision p);
+Precision parse_precision(const std::string& s);  // InputError for anything else
+
+// How a declared precision enters the bounds (verify/bounds.hpp): operand roundings at u_operand (0 when the
+// format is the arrays' own), accumulation at u_accumulate; u_format is the format's own roundoff, in which
+// errors are reported, and "every operation in the format" at u_format is the bound beyond which an error is
+// no longer a precision problem. significand_bits counts the implicit bit (bf16: 8).
+struct PrecisionModel {
+  double u_format = 0, u_operand = 0, u_accumulate = 0;
+  int significand_bits = 53;
+};
+PrecisionModel precision_model(Precision p, DType dtype);
+
 // What the user asked for: the operator, its options (exact rationals), the dtype and the battery's reach.
 struct Request {
   std::string op = "hla2";
   Options opt;                // γ, ε, λ, normalized as the user gave them (chunk/threads unused)
   DType dtype = DType::float64;
+  std::optional<Precision> precision;  // declared arithmetic; none = the dtype's own
+  Precision declared() const { return precision ? *precision : dtype == DType::float64 ? Precision::fp64 : Precision::fp32; }
   bool state = false;         // the implementation takes and returns its recurrent state
   long max_n = 512;           // largest random case
   long d = 16, dv = 16;       // widths of the random cases (exact cases use their own small widths)
@@ -76,6 +96,9 @@ struct Case {
   // What it must return (filled by compute_expected).
   Mat<mpfr256> expected;               // n × dv
   Mat<double> bound;                   // n × dv tolerance per entry (∞ where no bound exists)
+  bool sharp = false;                  // exact for the declared arithmetic: any excess proves another function
+  Mat<double> format_bound;            // the bound with every operation in the declared format (random cases:
+                                       // an error beyond both it and 5% normwise is not a precision problem)
   NamedState<mpfr256> expected_state;  // when want_state
   NamedState<double> state_bound;      // tolerance per state entry
 

@@ -1,0 +1,51 @@
+// Reduced precisions for `hla verify --precision tf32|bf16|fp16`, emulated inside the harness.
+//
+// A kernel that declares a narrow format is judged as a kernel in that format: its inputs and the operands of
+// its matrix products are in the format, its accumulation and state in fp32 (how tensor-core kernels
+// compute), and its outputs may be rounded to the format. No worst-case bound separates such a kernel from
+// one that also *accumulates* in the format: the operand roundings alone allow γ_h(u)·2A, which on random
+// inputs (whose sums cancel, A ≫ |o|) is far above what either kernel errs. So for these formats the bound is
+// calibrated instead of proven, on the same inputs as each case:
+//   bound         kCalibrationFactor × the error of an emulated correct kernel (inputs rounded to the format,
+//                 the operator's associative fold in fp32 — fast/scan's corrected operator —, read out from its
+//                 inclusive state rounded to the format, as a matrix-product operand is, outputs rounded to
+//                 the format), + the output's own rounding
+//   format bound  the same for an emulated kernel that accumulates in the format (its state kept in the format
+//                 after every token): an error beyond it (and beyond 5%) is no precision problem — `differs`
+// Operators without a scan operator (hla3-unmasked) fall back to the proven, loose γ_h bound.
+// Exact cases at γ = 1 stay exact for any arithmetic in the format (every partial sum an integer or half the
+// format holds, exact_magnitude) and are judged sharply; decayed exact cases, whose γ^k the format cannot
+// hold, are judged like random ones. `hla verify --calibrate` prints, per format and n, how the two emulated
+// kernels fall against the bound (README "Reduced precisions").
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <string>
+
+#include "core/types.hpp"
+#include "verify/external/cases.hpp"
+
+namespace hla::verify::ext {
+
+// How many times an emulated correct kernel's error the operand part of the bound allows: real kernels round
+// at more places than the emulation does (intermediate products cast to the format before the next product),
+// each a few more roundings of the same size (README "Reduced precisions" has the measured ratios).
+constexpr double kCalibrationFactor = 4;
+
+// x rounded to nearest (ties to even) in the format: significand bits of precision_model(p); fp16 also
+// overflows past 65504 and has subnormals below 2^-14; bf16 and tf32 have fp32's exponent range.
+double round_to_format(double x, Precision p);
+Mat<double> round_to_format(const Mat<double>& m, Precision p);
+
+// The outputs (and final state) of an emulated correct kernel in format p, from the zero state (see above).
+Run<double> emulate_format_kernel(const std::string& op, const Problem<double>& p, const Options& opt, Precision prec);
+// The same with the state rounded to p after every token: a kernel that accumulates in the format.
+Run<double> emulate_format_accumulation(const std::string& op, const Problem<double>& p, const Options& opt, Precision prec);
+
+// `hla verify --calibrate`: for each narrow format and n, the normwise error of the two emulations against
+// MPFR-256 and against the battery's bound, on the battery's random cases for `op` and options `opt`.
+nlohmann::json calibration(const std::string& op, const Options& opt, long max_n, long d, long dv, std::ostream* progress);
+std::string calibration_text(const nlohmann::json& c);
+
+}  // namespace hla::verify::ext
