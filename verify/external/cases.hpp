@@ -97,8 +97,8 @@ struct Case {
   Mat<mpfr256> expected;               // n × dv
   Mat<double> bound;                   // n × dv tolerance per entry (∞ where no bound exists)
   bool sharp = false;                  // exact for the declared arithmetic: any excess proves another function
-  Mat<double> format_bound;            // the bound with every operation in the declared format (random cases:
-                                       // an error beyond both it and 5% normwise is not a precision problem)
+  Mat<double> format_bound;            // where a precision problem ends (cases.cpp, compute_expected): an error
+                                       // beyond it and 5% normwise is another function, not a lower precision
   NamedState<mpfr256> expected_state;  // when want_state
   NamedState<double> state_bound;      // tolerance per state entry
 
