@@ -25,7 +25,7 @@ using namespace hla::verify::ext;
 
 struct VerifyArgs {
   std::string op = "hla2", gamma = "1", eps = "0", ridge = "0", dtype = "float64", precision;
-  bool normalized = false, state = false, keep = false, no_diagnose = false, list_state = false, quiet = false, calibrate = false,
+  bool normalized = false, state = false, grad = false, keep = false, no_diagnose = false, list_state = false, quiet = false, calibrate = false,
        fixed_d = false;
   long n_multiple = 1;
   std::string exec, json_file, q, k, v, o, npz;
@@ -45,6 +45,7 @@ Request request_of(const VerifyArgs& a) {
   r.dtype = parse_dtype(a.dtype);
   if (!a.precision.empty()) r.precision = parse_precision(a.precision);
   r.state = a.state;
+  r.grad = a.grad;
   r.max_n = a.max_n;
   r.d = a.d;
   r.dv = a.dv;
@@ -143,6 +144,9 @@ const CommandRegistrar registrar([](CLI::App& app) {
   sub->add_option("--eps", a->eps, "normalizer stabilizer >= 0");
   sub->add_option("--lambda,--ridge", a->ridge, "ridge >= 0 (hla2)");
   sub->add_option("--dtype", a->dtype, "float64 | float32: the arrays' dtype");
+  sub->add_flag("--grad", a->grad,
+                "also hold the backward pass: cases carry do.npy, the command writes dq.npy, dk.npy, dv.npy (and, from a "
+                "given state, optionally dstate_in/<part>.npy)");
   sub->add_option("--precision", a->precision,
                   "fp64 | fp32 | tf32 | bf16 | fp16: the arithmetic the implementation computes in (default: the dtype's); "
                   "the bound follows it");

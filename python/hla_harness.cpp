@@ -117,6 +117,22 @@ class CallableImplementation : public Implementation {
       pass(kw, "eps", py::float_(value(c.opt.eps)), c.opt.eps == 0);
       pass(kw, "ridge", py::float_(value(c.opt.ridge)), c.opt.ridge == 0);
       py::object result;
+      std::vector<py::object> args{arr(c.in.Q), arr(c.in.K), arr(c.in.V)};
+      if (req.grad) args.push_back(arr(c.dO));
+      auto call = [&]() {
+        py::tuple a(args.size());
+        for (std::size_t i = 0; i < args.size(); ++i) a[i] = args[i];
+        return fn_(*a, **kw);
+      };
+      // With grad=True the function returns (o, dq, dk, dv[, final_state]); the gradients follow o.
+      const std::size_t lead = req.grad ? 4 : 1;
+      auto read_gradients = [&](const py::tuple& t) {
+        if (!req.grad) return;
+        const Eigen::Index n = c.n(), d = c.in.Q.cols(), dv = c.in.V.cols();
+        o.dQ = read_array(t[1], req, n, d, "dq", false);
+        o.dK = read_array(t[2], req, n, d, "dk", false);
+        o.dV = read_array(t[3], req, n, dv, "dv", false);
+      };
       if (req.state) {
         py::object init = py::none();
         if (!c.state_in.parts.empty()) {
@@ -130,23 +146,34 @@ class CallableImplementation : public Implementation {
           init = d;
         }
         pass(kw, "initial_state", init, false);
-        result = fn_(arr(c.in.Q), arr(c.in.K), arr(c.in.V), **kw);
+        result = call();
         py::tuple t = result.cast<py::tuple>();
-        if (t.size() != 2) throw InputError("with state=True the function must return (o, final_state)");
+        if (t.size() != lead + 1)
+          throw InputError(req.grad ? "with state=True, grad=True the function must return (o, dq, dk, dv, final_state)"
+                                    : "with state=True the function must return (o, final_state)");
         o.O = read_array(t[0], req, c.n(), c.in.V.cols(), "o", false);
+        read_gradients(t);
         if (c.want_state) {
-          py::dict st = t[1].cast<py::dict>();
+          py::dict st = t[lead].cast<py::dict>();
           for (const PartShape& p : state_layout(req.op, c.in.Q.cols(), c.in.V.cols())) {
             if (!st.contains(p.name)) throw InputError("final_state has no part '" + p.name + "'");
             o.state_out.parts.emplace_back(p.name, read_array(st[py::str(p.name)], req, p.rows, p.cols, "final_state['" + p.name + "']", p.vector || p.cols == 1));
           }
         }
       } else {
-        result = fn_(arr(c.in.Q), arr(c.in.K), arr(c.in.V), **kw);
-        o.O = read_array(result, req, c.n(), c.in.V.cols(), "o", false);
+        result = call();
+        if (req.grad) {
+          py::tuple t = result.cast<py::tuple>();
+          if (t.size() != 4) throw InputError("with grad=True the function must return (o, dq, dk, dv)");
+          o.O = read_array(t[0], req, c.n(), c.in.V.cols(), "o", false);
+          read_gradients(t);
+        } else {
+          o.O = read_array(result, req, c.n(), c.in.V.cols(), "o", false);
+        }
       }
       o.error = check_returned_output(c, o.O);
       if (o.error.empty()) o.error = check_returned_state(c, o.state_out, req);
+      if (o.error.empty()) o.error = check_returned_gradients(c, o, req);
     } catch (py::error_already_set& e) {
       o.error = std::string("the function raised ") + e.what();
     } catch (const std::exception& e) {
@@ -223,7 +250,7 @@ py::object to_python(const nlohmann::json& j) { return py::module_::import("json
 py::object verify_callable(py::object fn, const std::string& op, const py::object& gamma, bool normalized, const py::object& eps,
                   const py::object& ridge, const std::string& dtype, bool state, long max_n, long d, long dv,
                   std::uint64_t seed, int shrink_rounds, bool diagnose, bool fixed_d, long n_multiple,
-                  const std::string& precision) {
+                  const std::string& precision, bool grad) {
   if (!PyCallable_Check(fn.ptr())) throw InputError("verify: fn must be callable");
   Request req;
   req.op = op;
@@ -231,6 +258,7 @@ py::object verify_callable(py::object fn, const std::string& op, const py::objec
   req.dtype = parse_dtype(dtype);
   if (!precision.empty()) req.precision = parse_precision(precision);
   req.state = state;
+  req.grad = grad;
   req.max_n = max_n;
   req.d = d;
   req.dv = dv;
@@ -265,9 +293,10 @@ PYBIND11_MODULE(hla_harness, m) {
         py::arg("eps") = 0.0, py::arg("ridge") = 0.0, py::arg("dtype") = "float64", py::arg("state") = false,
         py::arg("max_n") = 512, py::arg("d") = 16, py::arg("dv") = 16, py::arg("seed") = 1, py::arg("shrink_rounds") = 8,
         py::arg("diagnose") = true, py::arg("fixed_d") = false, py::arg("n_multiple") = 1,
-        py::arg("precision") = "",
+        py::arg("precision") = "", py::arg("grad") = false,
         "Runs the `hla verify` battery on fn(q, k, v, gamma=, normalized=, eps=, ridge=) -> o (NumPy in and out; "
-        "with state=True: fn(q, k, v, initial_state=dict|None, **options) -> (o, final_state dict)). Returns the "
+        "with state=True: fn(q, k, v, initial_state=dict|None, **options) -> (o, final_state dict); with grad=True "
+        "fn(q, k, v, do, **options) -> (o, dq, dk, dv), with both (o, dq, dk, dv, final_state)). Returns the "
         "report as a dict with the keys of `hla verify --json` ('verdict', 'matches', 'counterexample', ...).");
   m.def("state_parts", [](const std::string& op, long d, long dv) {
     std::vector<std::pair<std::string, std::vector<long>>> out;

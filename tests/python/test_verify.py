@@ -234,6 +234,95 @@ class ExecVerdicts(unittest.TestCase):
         self.assertLessEqual(c["dv"], 6)
 
 
+GRAD_IMPLS = os.path.join(ROOT, "tests", "verify_impls", "grad_impls.py")
+
+
+def verify_grad(name, *args, timeout=900):
+    """`hla verify --grad --exec grad_impls.py NAME` (PyTorch autograd implementations)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "report.json")
+        cmd = [HLA, "verify", "--grad", "--exec", f"{PY} {GRAD_IMPLS} {name}", "--json", out, *quick_except(args), *args]
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        report = None
+        if os.path.exists(out):
+            with open(out) as f:
+                report = json.load(f)
+        return p.returncode, report, p.stdout + p.stderr
+
+
+def gradient_keys(report, output):
+    return [m["key"] for m in report["gradient_matches"].get(output, [])]
+
+
+class GradientVerdicts(unittest.TestCase):
+    def test_right_backward_computes(self):
+        code, r, out = verify_grad("hla2", "--op", "hla2", "--gamma", "0.9", "--normalized", "--eps", "0.25",
+                                   "--lambda", "0.5")
+        self.assertEqual(code, 0, out)
+        self.assertEqual(r["outputs"], {"o": "computes", "dq": "computes", "dk": "computes", "dv": "computes"})
+        code, r, out = verify_grad("ahla", "--op", "ahla", "--gamma", "0.9", "--normalized", "--eps", "0.25")
+        self.assertEqual(code, 0, out)
+
+    def test_wrong_backwards_are_named_per_output(self):
+        for name, args, differ, key in [
+                ("hla2:paper-backward", ["--op", "hla2", "--gamma", "0.9"], ("dq", "dk", "dv"), "backward:paper-decay-rule"),
+                ("hla2:detach-den", ["--op", "hla2", "--normalized", "--eps", "0.25"], ("dq", "dk"),
+                 "backward:normalizer-detached"),
+                ("hla2:swap-dq-dk", ["--op", "hla2"], ("dq", "dk"), "backward:swap-dq-dk"),
+                ("hla2:unmasked-backward", ["--op", "hla2"], ("dq", "dk", "dv"), "backward:unmasked"),
+                ("linear:no-decay-backward", ["--op", "linear", "--gamma", "0.9"], ("dq", "dk", "dv"), "backward:no-decay"),
+                ("hla2:no-carry-backward@16", ["--op", "hla2"], ("dq", "dk", "dv"), "backward:no-carry@w=16")]:
+            with self.subTest(name=name):
+                code, r, out = verify_grad(name, *args)
+                self.assertEqual((code, r["verdict"]), (1, "differs"), out)
+                self.assertEqual(r["outputs"]["o"], "computes", out)
+                for o in ("dq", "dk", "dv"):
+                    self.assertEqual(r["outputs"][o], "differs" if o in differ else "computes", (o, out))
+                for o in differ:
+                    self.assertIn(key, gradient_keys(r, o), out)
+                c = r["counterexample"]
+                self.assertIn(c["gradient"]["output"], differ)
+                self.assertIn("do", c)
+        code, r, out = verify_grad("ahla:dv-late", "--op", "ahla")
+        self.assertEqual(r["outputs"], {"o": "computes", "dq": "computes", "dk": "computes", "dv": "differs"}, out)
+
+    def test_lower_precision_and_protocol(self):
+        code, r, out = verify_grad("hla2:float32", "--op", "hla2", "--gamma", "0.9")
+        self.assertEqual((code, r["verdict"]), (1, "lower-precision"), out)
+        code, r, out = verify_grad("hla2:missing-dk", "--op", "hla2")
+        self.assertEqual((code, r["verdict"]), (2, "error"), out)
+        self.assertIn("dk.npy", json.dumps(r["findings"]))
+        code, r, out = verify_grad("hla2", "--op", "hla3")
+        self.assertEqual(code, 2, out)
+
+    def test_backward_from_a_carried_state(self):
+        code, r, out = verify_grad("hla2-serial", "--op", "hla2", "--gamma", "0.9", "--state")
+        self.assertEqual(code, 0, out)
+        self.assertEqual(r["outputs"]["dstate_in.S"], "computes", out)
+        code, r, out = verify_grad("hla2-serial:dstate-wrong", "--op", "hla2", "--gamma", "0.9", "--state")
+        self.assertEqual(r["verdict"], "differs", out)
+        self.assertEqual(r["outputs"]["dstate_in.S"], "differs", out)
+        self.assertEqual(r["outputs"]["dq"], "computes", out)
+        self.assertEqual(r["counterexample"]["gradient"]["output"], "dstate_in.S")
+        code, r, out = verify_grad("hla2-serial:grad-ignores-state", "--op", "hla2", "--state")
+        self.assertEqual(r["verdict"], "differs", out)
+        self.assertEqual(r["outputs"]["o"], "computes", out)
+
+    def test_module(self):
+        sys.path.insert(0, os.path.dirname(GRAD_IMPLS))
+        import grad_impls
+        import hla_harness
+        opts = dict(max_n=64, d=4, dv=3, grad=True)
+        r = hla_harness.verify(grad_impls.callable_for("hla2"), "hla2", gamma=0.9, **opts)
+        self.assertEqual(r["verdict"], "computes", r["summary"])
+        r = hla_harness.verify(grad_impls.callable_for("hla2:paper-backward"), "hla2", gamma=0.9, **opts)
+        self.assertEqual(r["verdict"], "differs", r["summary"])
+        self.assertIn("backward:paper-decay-rule", gradient_keys(r, "dk"))
+        r = hla_harness.verify(lambda q, k, v, do, **o: grad_impls.run("hla2", "", q, k, v, do, 1.0, False, 0, 0)[:2],
+                               "hla2", **opts)
+        self.assertEqual(r["verdict"], "error", r["summary"])
+
+
 class ExecProtocolErrors(unittest.TestCase):
     def expect_error(self, name, text, *extra):
         code, r, out = verify(name, "--op", "hla2", *extra)

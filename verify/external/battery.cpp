@@ -33,29 +33,74 @@ constexpr Eigen::Index kGivenDiagnosisMaxN = 64;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-struct CaseCheck {
-  bool answered = false;
-  std::string error;
+// One returned matrix (o, or with --grad dq, dk, dv) against what it must be.
+struct MatrixCheck {
   double worst_ratio = 0;  // max over entries of |got − expected| / bound
   Eigen::Index row = -1, col = -1;
   double expected = 0, got = 0;
   double max_err = 0, max_ref = 0, max_bound = 0;
-  double worst_format_ratio = 0;  // max |got − expected| / format_bound (every operation in the declared format)
+  double worst_format_ratio = 0;  // max |got − expected| / format_bound (where a precision problem ends)
+  bool mismatch() const { return worst_ratio > 1; }
+  double normwise() const { return max_ref > 0 ? max_err / max_ref : max_err; }
+  // Beyond the bound by more than any rounding explains: kNotRounding normwise and beyond the format bound.
+  bool far() const { return mismatch() && normwise() > kNotRounding && worst_format_ratio > 1; }
+};
+
+MatrixCheck check_matrix(const Mat<mpfr256>& want, const Mat<double>& bound, const Mat<double>& format_bound,
+                         const Mat<double>& got) {
+  MatrixCheck k;
+  for (Eigen::Index t = 0; t < want.rows(); ++t)
+    for (Eigen::Index j = 0; j < want.cols(); ++j) {
+      // NaN or Inf where the operator is finite is a wrong value (0/0 from a missing ε, say): the
+      // implementation answered, and differs there.
+      const bool finite = std::isfinite(got(t, j));
+      const double err = finite ? abs(mpfr256(got(t, j)) - want(t, j)).convert_to<double>() : INFINITY;
+      const double ref = abs(want(t, j)).convert_to<double>();
+      const double b = bound(t, j);
+      k.max_err = std::max(k.max_err, err);
+      k.max_ref = std::max(k.max_ref, ref);
+      if (std::isfinite(b)) k.max_bound = std::max(k.max_bound, b);
+      const double ratio = !finite ? INFINITY : err == 0 ? 0 : std::isinf(b) ? 0 : b > 0 ? err / b : INFINITY;
+      if (format_bound.size()) {
+        const double fb = format_bound(t, j);
+        const double fr = !finite ? INFINITY : err == 0 ? 0 : std::isinf(fb) ? 0 : fb > 0 ? err / fb : INFINITY;
+        k.worst_format_ratio = std::max(k.worst_format_ratio, fr);
+      }
+      if (ratio > k.worst_ratio) {
+        k.worst_ratio = ratio;
+        k.row = t;
+        k.col = j;
+        k.expected = want(t, j).convert_to<double>();
+        k.got = got(t, j);
+      }
+    }
+  return k;
+}
+
+// A case's whole check. Its MatrixCheck part is the worst of the returned matrices (`which`); `parts` has each.
+struct CaseCheck : MatrixCheck {
+  bool answered = false;
+  std::string error;
+  std::string which = "o";
+  std::vector<std::pair<std::string, MatrixCheck>> parts;
   // The returned state (when the case asked for it): the first entry beyond its bound, and normwise sizes.
   std::string state_problem;
   std::string state_part;
   Eigen::Index state_row = -1, state_col = -1;
   double state_expected = 0, state_got = 0;
   double state_max_err = 0, state_max_ref = 0;
-  bool output_mismatch() const { return worst_ratio > 1; }
-  bool mismatch() const { return output_mismatch() || !state_problem.empty(); }
-  double normwise() const { return max_ref > 0 ? max_err / max_ref : max_err; }
+  bool output_mismatch() const { return mismatch(); }
+  bool any_mismatch() const { return output_mismatch() || !state_problem.empty(); }
   double state_normwise() const { return state_max_ref > 0 ? state_max_err / state_max_ref : state_max_err; }
-  // Beyond the bound by more than any rounding explains: kNotRounding normwise and beyond even the bound of
-  // every operation in the declared format (outputs), or kNotRounding normwise (state).
   bool far() const {
-    return (output_mismatch() && normwise() > kNotRounding && worst_format_ratio > 1) ||
-           (!state_problem.empty() && (state_part.empty() || state_normwise() > kNotRounding));
+    for (const auto& [name, m] : parts)
+      if (m.far()) return true;
+    return !state_problem.empty() && (state_part.empty() || state_normwise() > kNotRounding);
+  }
+  const MatrixCheck* part(const std::string& name) const {
+    for (const auto& [n, m] : parts)
+      if (n == name) return &m;
+    return nullptr;
   }
 };
 
@@ -66,30 +111,22 @@ CaseCheck check_case(const Case& c, const Outcome& o, const Request& req) {
     return k;
   }
   k.answered = true;
-  for (Eigen::Index t = 0; t < c.expected.rows(); ++t)
-    for (Eigen::Index j = 0; j < c.expected.cols(); ++j) {
-      // NaN or Inf where the operator is finite is a wrong value (0/0 from a missing ε, say): the
-      // implementation answered, and differs there.
-      const bool finite = std::isfinite(o.O(t, j));
-      const double err = finite ? abs(mpfr256(o.O(t, j)) - c.expected(t, j)).convert_to<double>() : INFINITY;
-      const double ref = abs(c.expected(t, j)).convert_to<double>();
-      const double b = c.bound(t, j);
-      k.max_err = std::max(k.max_err, err);
-      k.max_ref = std::max(k.max_ref, ref);
-      if (std::isfinite(b)) k.max_bound = std::max(k.max_bound, b);
-      const double ratio = !finite ? INFINITY : err == 0 ? 0 : std::isinf(b) ? 0 : b > 0 ? err / b : INFINITY;
-      if (c.format_bound.size()) {
-        const double fb = c.format_bound(t, j);
-        const double fr = !finite ? INFINITY : err == 0 ? 0 : std::isinf(fb) ? 0 : fb > 0 ? err / fb : INFINITY;
-        k.worst_format_ratio = std::max(k.worst_format_ratio, fr);
-      }
-      if (ratio > k.worst_ratio) {
-        k.worst_ratio = ratio;
-        k.row = t;
-        k.col = j;
-        k.expected = c.expected(t, j).convert_to<double>();
-        k.got = o.O(t, j);
-      }
+  k.parts.emplace_back("o", check_matrix(c.expected, c.bound, c.format_bound, o.O));
+  if (req.grad && c.dO.size()) {
+    const GradientValues& e = c.expected_grad;
+    const GradientBounds &b = c.grad_bound, &f = c.grad_format_bound;
+    k.parts.emplace_back("dq", check_matrix(e.dQ, b.dQ, f.dQ, o.dQ));
+    k.parts.emplace_back("dk", check_matrix(e.dK, b.dK, f.dK, o.dK));
+    k.parts.emplace_back("dv", check_matrix(e.dV, b.dV, f.dV, o.dV));
+    // ∂L/∂state_in, when the implementation gave it and a bound exists (unnormalized options)
+    for (const auto& [name, got] : o.dstate_in.parts)
+      for (const auto& [bn, bm] : b.dstate.parts)
+        if (bn == name) k.parts.emplace_back("dstate_in." + name, check_matrix(e.dstate.at(name), bm, bm, got));
+  }
+  for (const auto& [name, m] : k.parts)
+    if (m.worst_ratio > k.worst_ratio || (name == "o" && k.which == "o")) {
+      static_cast<MatrixCheck&>(k) = m;
+      k.which = name;
     }
   if (c.want_state && req.state) {
     for (const auto& [name, want] : c.expected_state.parts) {
@@ -126,6 +163,7 @@ CaseCheck check_case(const Case& c, const Outcome& o, const Request& req) {
 bool proves_difference(const Case& c, const CaseCheck& k) {
   return k.answered && (c.sharp ? k.output_mismatch() : k.far());
 }
+bool part_proves_difference(const Case& c, const MatrixCheck& m) { return c.sharp ? m.mismatch() : m.far(); }
 
 // JSON has no NaN or Inf: a non-finite number is written as the string "NaN", "Infinity" or "-Infinity"
 // (as Python's json module reads them back with parse_constant, and as a reader sees at a glance).
@@ -141,14 +179,23 @@ double number_of(const json& j) {
 }
 
 json first_difference_json(const CaseCheck& k) {
-  return {{"row", k.row}, {"col", k.col}, {"expected", number(k.expected)}, {"got", number(k.got)}};
+  return {{"output", k.which}, {"row", k.row}, {"col", k.col}, {"expected", number(k.expected)}, {"got", number(k.got)}};
 }
 json random_entry_json(const Case& c, const CaseCheck& k, const Request& req) {
-  return {{"n", c.n()},
-          {"worst_ratio", number(k.worst_ratio)},
-          {"normwise_error", number(k.normwise())},
-          {"bound_normwise", number(k.max_ref > 0 ? k.max_bound / k.max_ref : k.max_bound)},
-          {"error_in_u", number(k.normwise() / precision_model(req.declared(), req.dtype).u_format)}};
+  const double u = precision_model(req.declared(), req.dtype).u_format;
+  auto entry = [&](const MatrixCheck& m) {
+    return json{{"worst_ratio", number(m.worst_ratio)},
+                {"normwise_error", number(m.normwise())},
+                {"bound_normwise", number(m.max_ref > 0 ? m.max_bound / m.max_ref : m.max_bound)},
+                {"error_in_u", number(m.normwise() / u)}};
+  };
+  json j = entry(k);  // the worst of the returned matrices
+  j["n"] = c.n();
+  if (k.parts.size() > 1) {
+    j["worst_output"] = k.which;
+    for (const auto& [name, m] : k.parts) j["by_output"][name] = entry(m);
+  }
+  return j;
 }
 
 json matrix_json(const Mat<double>& m) {
@@ -217,19 +264,29 @@ void compute_all(std::vector<Case>& cases, const Request& req) {
 // Under shape constraints lengths move by whole multiples and the widths stay.
 std::vector<Case> simplifications(const Case& c, Eigen::Index first_bad_row, const Request& req) {
   std::vector<Case> out;
-  auto variant = [&](Problem<double> p, const std::string& how) {
+  // With --grad the upstream gradient dO follows the rows and the value columns of V.
+  const bool grad = c.dO.size() > 0;
+  auto variant = [&](Problem<double> p, const std::string& how, Mat<double> dO = {}) {
     Case s;
     s.kind = "shrink";
     s.group = c.group;
     s.opt = c.opt;
     s.in = std::move(p);
+    if (grad) s.dO = dO.size() ? std::move(dO) : c.dO;
     s.name = how;
     out.push_back(std::move(s));
   };
   const Eigen::Index n = c.n(), d = c.in.Q.cols(), dv = c.in.V.cols();
   const Eigen::Index step = req.n_multiple, prefix = req.fit_n(first_bad_row + 1);
-  if (prefix < n) variant(slice_rows(c.in, 0, prefix), "prefix");
-  if (prefix == n && n > 2 * step) variant(slice_rows(c.in, step, n), "drop-first");
+  if (prefix < n) variant(slice_rows(c.in, 0, prefix), "prefix", grad ? Mat<double>(c.dO.topRows(prefix)) : Mat<double>());
+  // Half the length too: a gradient's first wrong row need not be where a shorter sequence still fails.
+  std::vector<Eigen::Index> parts{req.fit_n(n / 2)};
+  if (req.fit_n(3 * n / 4) != parts.front()) parts.push_back(req.fit_n(3 * n / 4));
+  for (const Eigen::Index len : parts)
+    if (len >= 1 && len < n && len != prefix)
+      variant(slice_rows(c.in, 0, len), "prefix-part", grad ? Mat<double>(c.dO.topRows(len)) : Mat<double>());
+  if (prefix == n && n > 2 * step)
+    variant(slice_rows(c.in, step, n), "drop-first", grad ? Mat<double>(c.dO.bottomRows(n - step)) : Mat<double>());
   // Wide cases first lose half their columns at once (a fault of the wide case, e.g. a feature tiling, shows
   // in a few rounds), then one column at a time.
   if (!req.fixed_widths && d > 4) {
@@ -241,7 +298,7 @@ std::vector<Case> simplifications(const Case& c, Eigen::Index first_bad_row, con
   if (!req.fixed_widths && dv > 4) {
     Problem<double> p = c.in;
     p.V = c.in.V.leftCols(dv / 2);
-    variant(p, "halve-v-cols");
+    variant(p, "halve-v-cols", grad ? Mat<double>(c.dO.leftCols(dv / 2)) : Mat<double>());
   }
   for (Eigen::Index j = 0; !req.fixed_widths && d > 1 && j < d; ++j) {
     Problem<double> p = c.in;
@@ -257,9 +314,14 @@ std::vector<Case> simplifications(const Case& c, Eigen::Index first_bad_row, con
     Mat<double> V(n, dv - 1);
     V << c.in.V.leftCols(j), c.in.V.rightCols(dv - 1 - j);
     p.V = V;
-    variant(p, "drop-v-col");
+    Mat<double> dO;
+    if (grad) {
+      dO.resize(n, dv - 1);
+      dO << c.dO.leftCols(j), c.dO.rightCols(dv - 1 - j);
+    }
+    variant(p, "drop-v-col", dO);
   }
-  if (n <= 16 && c.in.Q.size() + c.in.K.size() + c.in.V.size() <= 256)
+  if (n <= 16 && c.in.Q.size() + c.in.K.size() + c.in.V.size() <= 256) {
     for (int which = 0; which < 3; ++which) {
       const Mat<double>& m = which == 0 ? c.in.Q : which == 1 ? c.in.K : c.in.V;
       for (Eigen::Index i = 0; i < m.size(); ++i) {
@@ -269,6 +331,13 @@ std::vector<Case> simplifications(const Case& c, Eigen::Index first_bad_row, con
         variant(p, "zero-entry");
       }
     }
+    for (Eigen::Index i = 0; grad && i < c.dO.size(); ++i) {
+      if (c.dO(i) == 0) continue;
+      Mat<double> dO = c.dO;
+      dO(i) = 0;
+      variant(c.in, "zero-upstream-entry", dO);
+    }
+  }
   return out;
 }
 
@@ -276,21 +345,28 @@ std::vector<Case> simplifications(const Case& c, Eigen::Index first_bad_row, con
 // fewer non-zero entries.
 std::tuple<Eigen::Index, Eigen::Index, Eigen::Index, long> size_key(const Case& c) {
   const long nnz = static_cast<long>((c.in.Q.array() != 0).count() + (c.in.K.array() != 0).count() +
-                                     (c.in.V.array() != 0).count());
+                                     (c.in.V.array() != 0).count() + (c.dO.array() != 0).count());
   return {c.n(), 2 * c.in.Q.cols() + c.in.V.cols(), c.in.Q.cols(), nnz};
 }
 
+// The first row beyond its bound in any returned matrix (o; dq, dk, dv with --grad).
 Eigen::Index first_bad_row(const Case& c, const Outcome& o) {
+  std::vector<std::tuple<const Mat<mpfr256>*, const Mat<double>*, const Mat<double>*>> parts{{&c.expected, &c.bound, &o.O}};
+  if (c.dO.size() && o.dQ.size())
+    parts.insert(parts.end(), {{&c.expected_grad.dQ, &c.grad_bound.dQ, &o.dQ},
+                               {&c.expected_grad.dK, &c.grad_bound.dK, &o.dK},
+                               {&c.expected_grad.dV, &c.grad_bound.dV, &o.dV}});
   for (Eigen::Index t = 0; t < c.n(); ++t)
-    for (Eigen::Index j = 0; j < c.expected.cols(); ++j) {
-      const double err = abs(mpfr256(o.O(t, j)) - c.expected(t, j)).convert_to<double>();
-      if (err > c.bound(t, j)) return t;
-    }
+    for (const auto& [want, bound, got] : parts)
+      for (Eigen::Index j = 0; j < want->cols(); ++j) {
+        const double err = abs(mpfr256((*got)(t, j)) - (*want)(t, j)).convert_to<double>();
+        if (!(err <= (*bound)(t, j))) return t;
+      }
   return c.n() - 1;
 }
 
 json counterexample_json(const Case& c, const Outcome& o, const CaseCheck& k, int rounds) {
-  return {{"case", c.name},
+  json j = {{"case", c.name},
           {"n", c.n()},
           {"d", c.in.Q.cols()},
           {"dv", c.in.V.cols()},
@@ -302,6 +378,21 @@ json counterexample_json(const Case& c, const Outcome& o, const CaseCheck& k, in
           {"got", matrix_json(o.O)},
           {"first_difference", first_difference_json(k)},
           {"shrink_rounds", rounds}};
+  if (c.dO.size() && o.dQ.size()) {
+    // the upstream gradient, and the returned gradient that differs most, expected and got
+    j["do"] = matrix_json(c.dO);
+    const std::string part = k.which.rfind("dstate_in.", 0) == 0 ? k.which.substr(10) : "";
+    const auto pick = [&]() -> std::pair<const Mat<mpfr256>*, const Mat<double>*> {
+      if (k.which == "dk") return {&c.expected_grad.dK, &o.dK};
+      if (k.which == "dv") return {&c.expected_grad.dV, &o.dV};
+      if (!part.empty()) return {&c.expected_grad.dstate.at(part), &o.dstate_in.at(part)};
+      return {&c.expected_grad.dQ, &o.dQ};
+    }();
+    j["gradient"] = {{"output", k.which == "o" ? "dq" : k.which},
+                     {"expected", matrix_json(rounded(*pick.first))},
+                     {"got", matrix_json(*pick.second)}};
+  }
+  return j;
 }
 
 // ---- diagnosis ----------------------------------------------------------------------------------------------
@@ -411,6 +502,71 @@ json diagnose(const std::string& op, const std::vector<const Case*>& cases, cons
   return merge_chunk_widths(found);
 }
 
+// What the returned gradients compute instead (gradients.hpp's candidates), per returned matrix, on the small
+// exact cases (from the zero state): a candidate is listed for dq, dk or dv when it equals that matrix on every
+// case it is evaluated on, reproduces at least one of its failures and differs from the true gradient somewhere.
+json diagnose_gradients(const std::string& op, const std::vector<const Case*>& cases, const std::vector<const Outcome*>& outs,
+                        const std::vector<const CaseCheck*>& checks) {
+  const std::vector<GradientCandidate> cands = gradient_candidates(op);
+  // Chunk-width candidates on every small-width case (their difference shows only past a chunk), the rest up
+  // to kDiagnosisMaxN tokens.
+  std::vector<std::size_t> use;
+  for (std::size_t i = 0; i < cases.size(); ++i)
+    if (diagnose_in_rationals(*cases[i]) && cases[i]->state_in.parts.empty() && cases[i]->dO.size() && outs[i]->dQ.size())
+      use.push_back(i);
+  std::vector<Problem<rational>> in(cases.size());
+  std::vector<Mat<rational>> up(cases.size());
+  for (std::size_t i : use) {
+    in[i] = exact_inputs(cases[i]->in);
+    up[i] = cases[i]->dO.unaryExpr([](double x) { return rational(x); });
+  }
+  const std::vector<std::string> names{"dq", "dk", "dv"};
+  std::vector<std::array<json, 3>> found(cands.size());
+#pragma omp parallel for schedule(dynamic)
+  for (std::size_t ci = 0; ci < cands.size(); ++ci) {
+    std::array<bool, 3> equal{true, true, true}, explains{false, false, false}, distinct{false, false, false};
+    int applied = 0;
+    const bool by_width = cands[ci].key.find("@w=") != std::string::npos;
+    for (std::size_t i : use) {
+      const Case& c = *cases[i];
+      if (!by_width && c.n() > kDiagnosisMaxN) continue;
+      std::optional<ExactGradients> g;
+      try {
+        g = cands[ci].eval(in[i], c.opt, up[i]);
+      } catch (const std::exception&) {
+        g.reset();
+      }
+      if (!g) continue;
+      ++applied;
+      const std::array<const Mat<rational>*, 3> want{&g->dQ, &g->dK, &g->dV};
+      const std::array<const Mat<double>*, 3> got{&outs[i]->dQ, &outs[i]->dK, &outs[i]->dV};
+      const std::array<const Mat<mpfr256>*, 3> truth{&c.expected_grad.dQ, &c.expected_grad.dK, &c.expected_grad.dV};
+      const std::array<const Mat<double>*, 3> bound{&c.grad_bound.dQ, &c.grad_bound.dK, &c.grad_bound.dV};
+      const double u = 1e3 * std::numeric_limits<float>::epsilon();
+      for (int o = 0; o < 3; ++o) {
+        if (const MatrixCheck* m = checks[i]->part(names[o]); m && part_proves_difference(c, *m)) explains[o] = true;
+        for (Eigen::Index e = 0; e < want[o]->size() && equal[o]; ++e) {
+          const double w = to_double((*want[o])(e));
+          const double tol = (std::isfinite((*bound[o])(e)) ? (*bound[o])(e) : 0.0) + u * std::fabs(w);
+          if (!(std::fabs((*got[o])(e) - w) <= tol)) equal[o] = false;
+          if (std::fabs((*truth[o])(e).convert_to<double>() - w) > tol) distinct[o] = true;
+        }
+      }
+    }
+    for (int o = 0; o < 3; ++o)
+      if (applied > 0 && equal[o] && explains[o] && distinct[o])
+        found[ci][o] = {{"key", cands[ci].key}, {"description", cands[ci].description}, {"claim", cands[ci].claim}, {"cases", applied}};
+  }
+  json out = json::object();
+  for (int o = 0; o < 3; ++o) {
+    std::vector<json> list;
+    for (auto& f : found) list.push_back(f[o]);
+    json merged = merge_chunk_widths(list);
+    if (!merged.empty()) out[names[o]] = merged;
+  }
+  return out;
+}
+
 }  // namespace
 
 int exit_code_for(const std::string& verdict) {
@@ -512,17 +668,34 @@ json run_battery(Implementation& impl, const Request& req, const BatteryOptions&
     if (kind != "carry" && kind != "split-a" && kind != "split-b" && kind != "whole") continue;
     if (!checks[i].answered) continue;
     const CaseCheck& k = checks[i];
-    const bool differs = k.mismatch() && (cases[i].sharp || k.far());
-    const std::string result = differs ? "differs" : k.mismatch() ? "over-bound" : "ok";
+    const bool differs = k.any_mismatch() && (cases[i].sharp || k.far());
+    const std::string result = differs ? "differs" : k.any_mismatch() ? "over-bound" : "ok";
     std::string detail;
     if (k.output_mismatch())
-      detail = fmt::format("output row {} col {}: expected {:.17g}, got {:.17g} ({:.3g} x the bound)", k.row, k.col,
-                           k.expected, k.got, k.worst_ratio);
+      detail = fmt::format("{} row {} col {}: expected {:.17g}, got {:.17g} ({:.3g} x the bound)",
+                           k.which == "o" ? "output" : k.which, k.row, k.col, k.expected, k.got, k.worst_ratio);
     else if (!k.state_problem.empty())
       detail = k.state_problem;
     if (differs && first_carry_failure == cases.size()) first_carry_failure = i;
     if (result == "over-bound") carry_over = true;
     carry.push_back({{"case", cases[i].name}, {"kind", kind}, {"result", result}, {"detail", detail}});
+  }
+
+  // Per returned matrix with --grad (o, dq, dk, dv, dstate_in.*): "differs" where a case proves a difference in
+  // it, "lower-precision" where it is only over its bound, "computes" else.
+  json outputs = json::object();
+  if (req.grad) {
+    std::vector<std::string> names;
+    std::map<std::string, std::string> v;
+    for (std::size_t i = 0; i < cases.size(); ++i)
+      for (const auto& [name, m] : checks[i].parts) {
+        if (!v.count(name)) names.push_back(name);
+        std::string& x = v[name];
+        if (x.empty()) x = "computes";
+        if (part_proves_difference(cases[i], m)) x = "differs";
+        else if (m.mismatch() && x == "computes") x = "lower-precision";
+      }
+    for (const auto& name : names) outputs[name] = v[name];
   }
 
   // The verdict.
@@ -586,18 +759,23 @@ json run_battery(Implementation& impl, const Request& req, const BatteryOptions&
   }
 
   // Diagnosis on the exact cases the implementation answered.
-  json matches = json::array();
+  json matches = json::array(), gradient_matches = json::object();
   std::string diagnosis_note;
   if (opts.diagnose && !exact_idx.empty()) {
     std::vector<const Case*> dc;
     std::vector<const Outcome*> doo;
-    std::vector<bool> fails;
+    std::vector<const CaseCheck*> dk;
+    std::vector<bool> fails;  // of the forward (o): the gradients are diagnosed on their own
+    bool o_failed = false;
     for (std::size_t i : exact_idx) {
       if (!checks[i].answered) continue;
       dc.push_back(&cases[i]);
       doo.push_back(&outs[i]);
-      fails.push_back(proves_difference(cases[i], checks[i]));
+      dk.push_back(&checks[i]);
+      fails.push_back(part_proves_difference(cases[i], *checks[i].part("o")));
+      o_failed = o_failed || fails.back();
     }
+    if (req.grad && exact_failed && verdict != "error") gradient_matches = diagnose_gradients(req.op, dc, doo, dk);
     // A difference that no exact case shows (random or carry cases only) is not explained by what the
     // exact cases match: the report says so instead of listing the operator's own forms.
     if (verdict == "error") {
@@ -607,8 +785,8 @@ json run_battery(Implementation& impl, const Request& req, const BatteryOptions&
                        std::string(first_carry_failure != cases.size() ? "state-carry" : "random") +
                        " cases, which the candidates are not compared on";
     } else if (!dc.empty()) {
-      if (!exact_failed) matches.push_back({{"key", req.op + "/reference/spec"}, {"description", "SPEC's " + req.op}, {"claim", ""},
-                                            {"cases", static_cast<int>(dc.size())}});
+      if (!o_failed) matches.push_back({{"key", req.op + "/reference/spec"}, {"description", "SPEC's " + req.op}, {"claim", ""},
+                                        {"cases", static_cast<int>(dc.size())}});
       // Under a length constraint the smallest exact cases are longer: the diagnosis follows them.
       json more = diagnose(req.op, dc, doo, fails, std::max<Eigen::Index>(kDiagnosisMaxN, req.fit_n(1)));
       for (auto& m : more) matches.push_back(m);
@@ -629,6 +807,9 @@ json run_battery(Implementation& impl, const Request& req, const BatteryOptions&
                  {"matches", matches},
                  {"diagnosis_note", diagnosis_note},
                  {"localization", localization},
+                 {"grad", req.grad},
+                 {"outputs", outputs},
+                 {"gradient_matches", gradient_matches},
                  {"exact", exact},
                  {"random", random},
                  {"carry", carry},
@@ -665,6 +846,14 @@ std::string summary_text(const json& r) {
         << (r["localization"]["base"] == "computes" ? "yes" : r["localization"]["base"] == "differs" ? "no" : "unknown (cases unanswered)")
         << "\n";
   }
+  if (r.contains("outputs") && !r["outputs"].empty()) {
+    s << "  by output:";
+    for (const std::string name : {"o", "dq", "dk", "dv"})
+      if (r["outputs"].contains(name)) s << " " << name << "=" << r["outputs"][name].get<std::string>();
+    for (auto& [name, v] : r["outputs"].items())
+      if (name.rfind("dstate_in.", 0) == 0) s << " " << name << "=" << v.get<std::string>();
+    s << "\n";
+  }
   if (r.contains("random"))
     for (const auto& x : r["random"])
       s << fmt::format("  random n={:<5} error {:.3g} u, {:.3g} x the bound\n", x["n"].get<long>(), number_of(x["error_in_u"]),
@@ -678,11 +867,26 @@ std::string summary_text(const json& r) {
       if (x["result"] != "ok") s << "    " << x["case"].get<std::string>() << ": " << x["detail"].get<std::string>() << "\n";
   }
   if (!r.value("diagnosis_note", std::string()).empty()) s << "  diagnosis: " << r["diagnosis_note"].get<std::string>() << "\n";
-  for (const auto& m : r["matches"]) {
+  // A forward that computes the operator lists every registered form equal to it: the summary counts them.
+  const json& ms = r["matches"];
+  const bool spec_first = !ms.empty() && ms[0]["key"].get<std::string>().find("/reference/spec") != std::string::npos;
+  if (spec_first && ms.size() > 1)
+    s << "  matches " << ms[0]["key"].get<std::string>() << ": " << ms[0]["description"].get<std::string>() << " (and "
+      << ms.size() - 1 << " registered forms equal to it on every exact case; --json lists them)\n";
+  for (const auto& m : ms) {
+    if (spec_first && ms.size() > 1) break;
     s << "  matches " << m["key"].get<std::string>() << ": " << m["description"].get<std::string>();
     if (!m["claim"].get<std::string>().empty()) s << " (see claim " << m["claim"].get<std::string>() << ")";
     s << "\n";
   }
+  if (r.contains("gradient_matches"))
+    for (const std::string name : {"dq", "dk", "dv"})
+      if (r["gradient_matches"].contains(name))
+        for (const auto& m : r["gradient_matches"][name]) {
+          s << "  " << name << " matches " << m["key"].get<std::string>() << ": " << m["description"].get<std::string>();
+          if (!m["claim"].get<std::string>().empty()) s << " (see claim " << m["claim"].get<std::string>() << ")";
+          s << "\n";
+        }
   if (!r["counterexample"].is_null()) {
     const json& c = r["counterexample"];
     s << fmt::format("  counterexample (n={}, d={}, dv={}, gamma={}{}{}):\n", c["n"].get<long>(), c["d"].get<long>(), c["dv"].get<long>(),
@@ -693,10 +897,17 @@ std::string summary_text(const json& r) {
       s << "    q = " << c["q"].dump() << "\n    k = " << c["k"].dump() << "\n    v = " << c["v"].dump() << "\n";
       s << "    expected = " << c["expected"].dump() << "\n    got      = " << c["got"].dump() << "\n";
       if (c.contains("state_in") && c["state_in"].is_object()) s << "    state_in = " << c["state_in"].dump() << "\n";
+      if (c.contains("gradient")) {
+        const std::string g = c["gradient"]["output"];
+        s << "    do = " << c["do"].dump() << "\n    expected " << g << " = " << c["gradient"]["expected"].dump() << "\n    got      "
+          << g << " = " << c["gradient"]["got"].dump() << "\n";
+      }
     } else {
       const json& f = c["first_difference"];
       s << fmt::format("    first difference at {}row {}, col {}: expected {:.17g}, got {:.17g}\n",
-                       f.contains("state_part") ? "state part " + f["state_part"].get<std::string>() + " " : "",
+                       f.contains("state_part") ? "state part " + f["state_part"].get<std::string>() + " "
+                       : f.value("output", std::string("o")) != "o" ? f["output"].get<std::string>() + " "
+                                                                     : "",
                        f["row"].get<long>(), f["col"].get<long>(), number_of(f["expected"]), number_of(f["got"]));
     }
     if (c.contains("detail")) s << "    " << c["detail"].get<std::string>() << "\n";

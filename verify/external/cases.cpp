@@ -201,18 +201,31 @@ bool acceptable_exact(const std::string& op, const Problem<double>& p, const Opt
   return true;
 }
 
-Problem<double> exact_problem(const Request& r, const Shape& s, const Options& opt, std::uint64_t seed) {
+// An exact case's inputs (and with --grad its upstream gradient dO, ternary too, with the gradient's terms
+// within the same magnitude limit).
+Problem<double> exact_problem(const Request& r, const Shape& s, const Options& opt, std::uint64_t seed, Mat<double>* dO = nullptr) {
   const std::string& op = r.op;
   double density = s.n <= 12 ? 0.7 : 0.35;
   for (int attempt = 0; attempt < 400; ++attempt) {
-    Problem<double> p = ternary_problem(s, seed * 7919 + static_cast<std::uint64_t>(attempt), density);
-    if (acceptable_exact(op, p, opt, exact_magnitude(r))) return p;
+    const std::uint64_t draw = seed * 7919 + static_cast<std::uint64_t>(attempt);
+    Problem<double> p = ternary_problem(s, draw, density);
+    bool ok = acceptable_exact(op, p, opt, exact_magnitude(r));
+    Mat<double> up;
+    if (ok && r.grad) {
+      up = ternary_problem({s.n, 1, s.dv}, draw ^ 0x9e3779b97f4a7c15ULL, std::max(density, 0.5)).V;
+      ok = gradient_magnitude(op, p, opt, up) <= exact_magnitude(r);
+    }
+    if (ok) {
+      if (dO) *dO = up;
+      return p;
+    }
     if (attempt % 8 == 7) density *= 0.8;
   }
   throw std::logic_error(fmt::format("no exact case of shape n={} d={} dv={} within the magnitude limit", s.n, s.d, s.dv));
 }
 
 Problem<double> rounded_gaussian(const Shape& s, std::uint64_t seed) { return gaussian_problem(s, seed); }
+Mat<double> gaussian_upstream(long n, long dv, std::uint64_t seed) { return gaussian_problem({n, 1, dv}, seed).V; }
 
 }  // namespace
 
@@ -284,6 +297,8 @@ void validate_request(const Request& r) {
     throw InputError("--precision " + precision_name(r.declared()) + " is finer than the " + dtype_name(r.dtype) +
                      " arrays that carry it");
   if (r.n_multiple > r.max_n) throw InputError("--n-multiple must not exceed --max-n");
+  if (r.grad && !has_gradient_battery(r.op))
+    throw InputError("--grad: no gradient reference for operator '" + r.op + "' (hla2, ahla and linear have one)");
 }
 
 std::vector<PartShape> state_layout(const std::string& op, Eigen::Index d, Eigen::Index dv) {
@@ -339,7 +354,7 @@ std::vector<Case> make_cases(const Request& r) {
       c.kind = "exact";
       c.group = g.name;
       c.opt = g.opt;
-      c.in = exact_problem(r, s, g.opt, ++seed);
+      c.in = exact_problem(r, s, g.opt, ++seed, &c.dO);
       add(std::move(c));
     }
   }
@@ -355,6 +370,7 @@ std::vector<Case> make_cases(const Request& r) {
     c.group = "user";
     c.opt = r.opt;
     c.in = rounded_gaussian({n, r.d, r.dv}, ++seed);
+    if (r.grad) c.dO = gaussian_upstream(n, r.dv, ++seed);
     add(std::move(c));
   }
   if (!r.state) return cases;
@@ -371,9 +387,11 @@ std::vector<Case> make_cases(const Request& r) {
       Options half = g.opt;
       if (half.gamma != 1) half.gamma = rational(1, 2);  // powers of 1/2 keep the state exact in any dtype
       c.opt = half;
-      const Problem<double> all = exact_problem(r, {pre + s.n, s.d, s.dv}, half, ++seed);
+      Mat<double> up;
+      const Problem<double> all = exact_problem(r, {pre + s.n, s.d, s.dv}, half, ++seed, &up);
       c.prefix = slice_rows(all, 0, pre);
       c.in = slice_rows(all, pre, pre + s.n);
+      if (r.grad) c.dO = up.bottomRows(s.n);
       NamedState<rational> st;
       numerator_and_denominator<rational>(r.op, c.prefix, half, &st);
       c.state_in = rounded_state(st);
@@ -391,6 +409,7 @@ std::vector<Case> make_cases(const Request& r) {
     const Problem<double> all = rounded_gaussian({37 + len, r.d, r.dv}, ++seed);
     c.prefix = slice_rows(all, 0, 37);
     c.in = slice_rows(all, 37, 37 + len);
+    if (r.grad) c.dO = gaussian_upstream(len, r.dv, ++seed);
     NamedState<mpfr256> st;
     numerator_and_denominator<mpfr256>(r.op, c.prefix, r.opt, &st);
     c.state_in = rounded_state(st, r.dtype);
@@ -404,19 +423,27 @@ std::vector<Case> make_cases(const Request& r) {
     Options opt;
     Problem<double> all;
     Eigen::Index at;
+    Mat<double> dO;
   };
   std::vector<Split> splits;
   // Both halves keep the length constraint: the split falls on a multiple of n_multiple.
   const long at_exact = r.fit_n(4), at_user = r.fit_n(41);
   const Shape exact_whole = constrained(r, {{std::max<long>(9, at_exact + r.n_multiple), 2, 3}}).front();
-  splits.push_back({groups.back().name, groups.back().opt, exact_problem(r, exact_whole, groups.back().opt, ++seed), at_exact});
-  splits.push_back({"user", r.opt, rounded_gaussian({r.fit_n(std::max<long>(90, at_user + r.n_multiple)), r.d, r.dv}, ++seed), at_user});
+  {
+    Mat<double> up;
+    Problem<double> all = exact_problem(r, exact_whole, groups.back().opt, ++seed, &up);
+    splits.push_back({groups.back().name, groups.back().opt, std::move(all), at_exact, up});
+    const long len = r.fit_n(std::max<long>(90, at_user + r.n_multiple));
+    all = rounded_gaussian({len, r.d, r.dv}, ++seed);
+    splits.push_back({"user", r.opt, std::move(all), at_user, r.grad ? gaussian_upstream(len, r.dv, ++seed) : Mat<double>()});
+  }
   for (const Split& s : splits) {
     Case whole;
     whole.kind = "whole";
     whole.group = s.group;
     whole.opt = s.opt;
     whole.in = s.all;
+    whole.dO = s.dO;
     whole.want_state = true;
     add(whole);
     const std::string whole_name = cases.back().name;
@@ -425,6 +452,7 @@ std::vector<Case> make_cases(const Request& r) {
     a.group = s.group;
     a.opt = s.opt;
     a.in = slice_rows(s.all, 0, s.at);
+    if (s.dO.size()) a.dO = s.dO.topRows(s.at);
     a.want_state = true;
     a.pair = whole_name;
     a.split_at = s.at;
@@ -439,6 +467,7 @@ Case make_split_b(const Case& whole, const Case& split_a, const NamedState<doubl
   b.group = whole.group;
   b.opt = whole.opt;
   b.in = slice_rows(whole.in, split_a.split_at, whole.n());
+  if (whole.dO.size()) b.dO = whole.dO.bottomRows(whole.n() - split_a.split_at);
   b.prefix = split_a.in;
   b.state_in = their_state;
   b.want_state = true;
@@ -552,6 +581,21 @@ void compute_expected(Case& c, const Request& r) {
                                                bounds::gamma_h(h + h_op, pm.u_format), pm.u_format).array() + tiny;
   }
   const double gam = bounds::gamma_h(h, u_acc) + (u_op > 0 && !(narrow && c.sharp) ? bounds::gamma_h(h_op, u_op) : 0.0);
+  if (r.grad && c.dO.size()) {
+    // The gradients of the case's own tokens from the state it was given (the implementation's own, for a
+    // split's second half), with the forward's numerator, denominator and their bounds for the normalized bound.
+    const NamedState<double>* init = c.state_in.parts.empty() ? nullptr : &c.state_in;
+    c.expected_grad = expected_gradients(r.op, c.in, c.opt, init, c.dO, exact);
+    Mat<mpfr256> forward(n, dv + 1);
+    forward.leftCols(dv) = nd.leftCols(dv);
+    forward.col(dv) = den;
+    Mat<double> forward_bound = 2 * gam * A;
+    forward_bound.col(dv).array() += 2 * u_acc * eps_d;
+    const double u_grad = c.sharp ? u_acc : std::max(pm.u_accumulate, pm.u_operand);
+    c.grad_bound = gradient_bounds(r.op, c.in, c.opt, init, c.dO, u_grad, h, &forward, &forward_bound);
+    const double u_coarse = std::max(u_grad, precision_model(Precision::bf16, r.dtype).u_format);
+    c.grad_format_bound = c.sharp ? c.grad_bound : gradient_bounds(r.op, c.in, c.opt, init, c.dO, u_coarse, h, &forward, &forward_bound);
+  }
   if (c.want_state) {
     c.expected_state = state;
     c.state_bound = abs_state;

@@ -21,6 +21,7 @@
 
 #include "core/inputs.hpp"
 #include "core/registry.hpp"
+#include "verify/external/gradients.hpp"
 
 namespace hla::verify::ext {
 
@@ -56,6 +57,7 @@ struct Request {
   std::optional<Precision> precision;  // declared arithmetic; none = the dtype's own
   Precision declared() const { return precision ? *precision : dtype == DType::float64 ? Precision::fp64 : Precision::fp32; }
   bool state = false;         // the implementation takes and returns its recurrent state
+  bool grad = false;          // the implementation also returns ∂L/∂(Q, K, V) for L = Σ ⟨dO, O⟩ (gradients.hpp)
   long max_n = 512;           // largest random case
   long d = 16, dv = 16;       // widths of the random cases (exact cases use their own small widths)
   std::uint64_t seed = 1;
@@ -101,6 +103,11 @@ struct Case {
                                        // beyond it and 5% normwise is another function, not a lower precision
   NamedState<mpfr256> expected_state;  // when want_state
   NamedState<double> state_bound;      // tolerance per state entry
+
+  // --grad: the upstream gradient (do.npy, n × dv), the gradients it must return and their tolerances.
+  Mat<double> dO;
+  GradientValues expected_grad;
+  GradientBounds grad_bound, grad_format_bound;  // format: where a precision problem ends (as format_bound)
 
   Eigen::Index n() const { return in.Q.rows(); }
 };

@@ -15,6 +15,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
+#include <tuple>
 
 #include "core/parse.hpp"
 #include "verify/npy.hpp"
@@ -149,6 +150,7 @@ void write_case(const fs::path& dir, const Case& c, const Request& req) {
   npy::write(cd / "q.npy", c.in.Q, t);
   npy::write(cd / "k.npy", c.in.K, t);
   npy::write(cd / "v.npy", c.in.V, t);
+  if (req.grad) npy::write(cd / "do.npy", c.dO, t);
   json parts = json::object();
   const std::vector<PartShape> layout = state_layout(req.op, c.in.Q.cols(), c.in.V.cols());
   for (const PartShape& p : layout) parts[p.name] = p.vector ? json::array({p.rows}) : json::array({p.rows, p.cols});
@@ -178,6 +180,7 @@ void write_case(const fs::path& dir, const Case& c, const Request& req) {
             {"exact", {{"gamma", format_rational(c.opt.gamma)}, {"eps", format_rational(c.opt.eps)}, {"ridge", format_rational(c.opt.ridge)}}},
             {"dtype", dtype_name(req.dtype)},
             {"state", c.want_state && req.state},
+            {"grad", req.grad},
             {"state_parts", parts},
             {"state_in", given}};
   std::ofstream(cd / "case.json") << j.dump(2) << "\n";
@@ -186,6 +189,15 @@ void write_case(const fs::path& dir, const Case& c, const Request& req) {
 std::string check_returned_output(const Case& c, const Mat<double>& o) {
   if (o.rows() != c.n() || o.cols() != c.in.V.cols())
     return fmt::format("output has shape ({}, {}), expected ({}, {})", o.rows(), o.cols(), c.n(), c.in.V.cols());
+  return "";
+}
+
+std::string check_returned_gradients(const Case& c, const Outcome& o, const Request& req) {
+  if (!req.grad) return "";
+  const Eigen::Index n = c.n(), d = c.in.Q.cols(), dv = c.in.V.cols();
+  for (const auto& [name, m, cols] : {std::tuple{"dq", &o.dQ, d}, std::tuple{"dk", &o.dK, d}, std::tuple{"dv", &o.dV, dv}})
+    if (m->rows() != n || m->cols() != cols)
+      return fmt::format("{} has shape ({}, {}), expected ({}, {})", name, m->rows(), m->cols(), n, cols);
   return "";
 }
 
@@ -207,6 +219,21 @@ Outcome read_outcome(const fs::path& dir, const Case& c, const Request& req) {
   const fs::path cd = dir / c.name;
   o.O = read_matrix(cd / "o.npy", "o.npy", c.n(), c.in.V.cols(), false, req, o.error);
   if (o.error.empty()) o.error = check_returned_output(c, o.O);
+  if (o.error.empty() && req.grad) {
+    const Eigen::Index n = c.n(), d = c.in.Q.cols(), dv = c.in.V.cols();
+    o.dQ = read_matrix(cd / "dq.npy", "dq.npy", n, d, false, req, o.error);
+    if (o.error.empty()) o.dK = read_matrix(cd / "dk.npy", "dk.npy", n, d, false, req, o.error);
+    if (o.error.empty()) o.dV = read_matrix(cd / "dv.npy", "dv.npy", n, dv, false, req, o.error);
+    // ∂L/∂state_in is optional: read when the command wrote it.
+    if (o.error.empty() && !c.state_in.parts.empty() && fs::exists(cd / "dstate_in"))
+      for (const PartShape& p : state_layout(req.op, d, dv)) {
+        Mat<double> m = read_matrix(cd / "dstate_in" / (p.name + ".npy"), "dstate_in/" + p.name + ".npy", p.rows, p.cols,
+                                    p.vector || p.cols == 1, req, o.error);
+        if (!o.error.empty()) return o;
+        o.dstate_in.parts.emplace_back(p.name, std::move(m));
+      }
+    if (o.error.empty()) o.error = check_returned_gradients(c, o, req);
+  }
   if (!o.error.empty() || !c.want_state || !req.state) return o;
   for (const PartShape& p : state_layout(req.op, c.in.Q.cols(), c.in.V.cols())) {
     Mat<double> m = read_matrix(cd / "state_out" / (p.name + ".npy"), "state_out/" + p.name + ".npy", p.rows, p.cols, p.vector || p.cols == 1,

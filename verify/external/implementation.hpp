@@ -17,6 +17,8 @@ struct Outcome {
   std::string error;
   Mat<double> O;                // n × dv, values as the dtype held them
   NamedState<double> state_out; // when the case asked for it
+  Mat<double> dQ, dK, dV;       // --grad: ∂L/∂Q, ∂L/∂K, ∂L/∂V
+  NamedState<double> dstate_in; // --grad from a given state: ∂L/∂state_in, when the implementation gives it
 };
 
 // One round's facts beyond the cases (for the report).
@@ -39,5 +41,6 @@ class Implementation {
 // returned array becomes an Outcome or a finding (used by every kind of implementation).
 std::string check_returned_output(const Case& c, const Mat<double>& o);
 std::string check_returned_state(const Case& c, const NamedState<double>& s, const Request& req);
+std::string check_returned_gradients(const Case& c, const Outcome& o, const Request& req);
 
 }  // namespace hla::verify::ext
