@@ -5,8 +5,8 @@ Every ratio is between medians of the same run (the machine is shared and drifts
 are what the targets read):
   - the machine: each GEMM library's 1024² product (roofline/<library>/...) against the best, the peak FMA
     rate (peak/fma/...) and the clock (peak/clock), and how far the best GEMM is from the peak;
-  - the chunk form's ceiling per library: its eight products at width w (gemm/<library>/.../w:<w>/...), two
-    of each shape, as one flop-weighted rate;
+  - the chunk form's ceiling per library: the fused form's nine products at width w
+    (gemm/<library>/.../w:<w>/...) as one flop-weighted rate;
   - hla2 chunked (each registered chunked form) useful GFLOP/s ÷ the best roofline at the same scalar and
     thread count (target ≥ 0.70 at one thread), and its 2-thread speed-up (target ≥ 1.85×), beside the best
     roofline's own 2-thread ÷ 1-thread rate;
@@ -77,10 +77,11 @@ def compute(m):
         for lib in LIBRARIES:
             ceil[lib] = {}
             for w in WIDTHS:
-                shapes = [(w, w, D, "/nt"), (w, D, w, ""), (w, D, D, ""), (D, D, w, "")]
+                # the fused form's nine products per chunk: two of each shape, three d×d (S, C', C updates)
+                shapes = [(w, w, D, "/nt", 2), (w, D, w, "", 2), (w, D, D, "", 2), (D, D, w, "", 3)]
                 flops = secs = 0.0
-                for mm, nn, kk, nt in shapes:
-                    f = 2.0 * mm * nn * kk * 2  # two products of each shape per chunk
+                for mm, nn, kk, nt, count in shapes:
+                    f = 2.0 * mm * nn * kk * count
                     flops += f
                     secs += f / (entry(f"gemm/{lib}/{s}/w:{w}/m:{mm}/n:{nn}/k:{kk}{nt}/threads:1")["gflops"] * 1e9)
                 ceil[lib][w] = flops / secs / 1e9
@@ -108,11 +109,12 @@ def compute(m):
         bws = [b for k, b in m.items() if k.startswith(f"bandwidth/{s}/")]
         if not bws:
             raise KeyError(f"bandwidth/{s}/...")
-        bw = bws[0]
+        bw_name, bw = next((k, b) for k, b in m.items() if k.startswith(f"bandwidth/{s}/"))
         per_token = seconds(dec) / 65536
-        bound = 2 * bw["bytes"] / bw["bytes_per_s"]
+        state_bytes = int(bw_name.split("bytes:")[1].split("/")[0])  # the decoding state (the buffer: whole blocks of it)
+        bound = 2 * state_bytes / bw["bytes_per_s"]
         t["decode"][s] = {"us_per_token": per_token * 1e6, "bound_us_per_token": bound * 1e6,
-                          "state_bytes": bw["bytes"], "bandwidth_gbs": bw["bytes_per_s"] / 1e9,
+                          "state_bytes": state_bytes, "bandwidth_gbs": bw["bytes_per_s"] / 1e9,
                           "bound_over_time": bound / per_token}
         t["linear_ratio"][s] = {th: seconds(entry(f"hla2/chunked/{s}/{SHAPE}/threads:{th}"))
                                 / seconds(entry(f"linear/chunked/{s}/{SHAPE}/threads:{th}")) for th in (1, 2)}

@@ -253,14 +253,16 @@ void bench_clock(benchmark::State& state) {
 // y ← g·y + x over `bytes` of T, the access of the decoding kernels' column passes (read and write every
 // state entry once per token).
 template <class T> void bench_bandwidth(benchmark::State& state, long bytes) {
-  const long len = bytes / long(sizeof(T));
-  std::vector<T> y(len, T(1)), x(256, T(1e-3));
+  constexpr long kBlock = 256;  // y in blocks of kBlock entries (a whole number of them), each against the same x
+  const long len = bytes / long(sizeof(T)) / kBlock * kBlock;
+  std::vector<T> y(len, T(1)), x(kBlock, T(1e-3));
   const T g = T(0.999);
   for (auto _ : state) {
-    T* __restrict yy = y.data();
-    const T* __restrict xx = x.data();
-    for (long i = 0; i < len; i += 256)
-      for (long j = 0; j < 256 && i + j < len; ++j) yy[i + j] = g * yy[i + j] + xx[j];
+    for (long i = 0; i < len; i += kBlock) {
+      T* __restrict yy = y.data() + i;
+      const T* __restrict xx = x.data();
+      for (long j = 0; j < kBlock; ++j) yy[j] = g * yy[j] + xx[j];
+    }
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
   }

@@ -1,6 +1,7 @@
 // hla2's u-form (fast/chunked/hla2.hpp: linear attention over the keys u_j = S_j q_j with decay γ²), computed
-// chunk by chunk in one pass — form "chunked-fused". Same algebra, same products per chunk, same state; what
-// changes is how the work is laid out:
+// chunk by chunk in one pass — form "chunked-fused". Same algebra, same state; what
+// changes is how the work is laid out (and C, which hla2/chunked sums over the whole sequence after the
+// last chunk for the exported state, is carried chunk by chunk: one more product per chunk, on data in cache):
 //
 //   - One OpenMP region per call. Chunks are claimed in order; the two carried states a chunk needs from
 //     its predecessor (S entering it for U, C' entering it for the outputs) are published by the thread
@@ -20,13 +21,16 @@
 //   W = (Q Kᵀ) ⊙ D_γ;  U = W K + diag(γ^{a+1}) Q S0;  S1 = γ^L S0 + (Kᵀ diag(γ^{L−1−b})) K
 //   P = (Q Uᵀ) ⊙ D_γ² [+ λ (Q Qᵀ) ⊙ D_γ];  Y = P [V 1] + diag(γ^{2(a+1)}) Q C'0 [+ λ diag(γ^{a+1}) Q C0]
 //   C'1ᵀ = γ^{2L} C'0ᵀ + ([V 1]ᵀ diag(γ^{2(L−1−b)})) U   [m'1 = γ^{2L} m'0 + Uᵀ γ^{2(L−1−b)} unnormalized]
-//   C1ᵀ = γ^L C0ᵀ + ([V 1]ᵀ diag(γ^{L−1−b})) Q          (ridge only)
+//   C1ᵀ = γ^L C0ᵀ + ([V 1]ᵀ diag(γ^{L−1−b})) Q          (read by the outputs with ridge; always carried,
+//                                                      for the exported state: cheaper here, in cache, than
+//                                                      one n-long product after the last chunk)
 // Exact in rationals and the prime field (the products go through Eigen there): the registry's tests hold it
 // to the reference, the serial form's state and split-and-carry like every chunked form.
 #pragma once
 
 #include <atomic>
 #include <thread>
+#include <type_traits>
 
 #include "fast/chunked/hla2.hpp"
 #include "fast/gemm/small_gemm.hpp"
@@ -56,7 +60,22 @@ template <class T> void causal_mask(T* M, Eigen::Index ld, Eigen::Index L, const
   }
 }
 
-// The eight (with ridge ten) products of a chunk of L rows, dispatched once per call for each chunk length.
+// Asks the cache for rows [c, c+L) of Q, K, V (the next chunk's, while this one computes): each column's
+// segment is contiguous, but the segments of one chunk lie n numbers apart, more streams than the hardware
+// prefetcher follows. float/double only (a no-op for the exact scalars).
+template <class T> void prefetch_rows(const Problem<T>& p, Eigen::Index c, Eigen::Index L) {
+  if constexpr (std::is_same_v<T, double> || std::is_same_v<T, float>) {
+    constexpr Eigen::Index line = 64 / sizeof(T);
+    for (const Mat<T>* X : {&p.Q, &p.K, &p.V})
+      for (Eigen::Index i = 0; i < X->cols(); ++i) {
+        const T* col = X->data() + i * X->rows() + c;
+        for (Eigen::Index a = 0; a < L; a += line) __builtin_prefetch(col + a);
+        __builtin_prefetch(col + L - 1);
+      }
+  }
+}
+
+// The nine (with ridge eleven) products of a chunk of L rows, dispatched once per call for each chunk length.
 template <class T> struct ChunkProducts {
   gemm::Product<T> W, U, U_carry, S_next, P, Y, Y_carry, Cp_next, C_next;
   ChunkProducts(Eigen::Index L, Eigen::Index w, Eigen::Index d, Eigen::Index va)
@@ -68,14 +87,14 @@ template <class T> struct ChunkProducts {
         Y({L, va, L, w, w, w, false, false}),          // P [V 1]                (L×L · L×va)
         Y_carry({L, va, d, w, va, w, true, true}),     // += Q C'0 (C'0ᵀ stored va×d), and λ Q C0 (ridge)
         Cp_next({va, d, L, va, w, va, false, true}),   // C'1ᵀ += [V 1]ᵀx² U     (va×L · L×d)
-        C_next({va, d, L, va, w, va, false, true}) {}  // C1ᵀ += [V 1]ᵀx Q       (ridge)
+        C_next({va, d, L, va, w, va, false, true}) {}  // C1ᵀ += [V 1]ᵀx Q
 };
 
 // Per-thread buffers of one chunk (w rows), allocated once per thread per call.
 template <class T> struct Buffers {
   Mat<T> Q, K, V, Kt, Vt2, Vt1, Q1, Q2, Qr, W, P, R, U, Y;
   explicit Buffers(Eigen::Index w, Eigen::Index d, Eigen::Index va, bool decays, bool ridge)
-      : Q(w, d), K(w, d), V(w, va), Kt(d, w), Vt2(va, w), Vt1(ridge ? va : 0, w), Q1(decays ? w : 0, d),
+      : Q(w, d), K(w, d), V(w, va), Kt(d, w), Vt2(va, w), Vt1(decays ? va : 0, w), Q1(decays ? w : 0, d),
         Q2(decays ? w : 0, d), Qr(ridge ? w : 0, d), W(w, w), P(w, w), R(ridge ? w : 0, w), U(w, d), Y(w, va) {}
 };
 
@@ -98,7 +117,7 @@ template <class T> Run<T> hla2_chunked_fused(const Problem<T>& p, const Options&
   Mat<T> S[2] = {start.S, Mat<T>(d, d)};
   Mat<T> CpT[2] = {start.Cp.leftCols(va).transpose(), Mat<T>(va, d)};
   Mat<T> Mp[2] = {aug ? Mat<T>() : Mat<T>(start.Cp.rightCols(1)), Mat<T>(aug ? 0 : d, 1)};
-  Mat<T> CT[2] = {ridge ? Mat<T>(start.C.leftCols(va).transpose()) : Mat<T>(), Mat<T>(ridge ? va : 0, d)};
+  Mat<T> CT[2] = {start.C.leftCols(va).transpose(), Mat<T>(va, d)};
   std::atomic<Eigen::Index> s_ready{0}, cp_ready{0}, next_chunk{0};
   const int threads = static_cast<int>(std::min<Eigen::Index>(std::max(opt.threads, 1), M));
   // One thread updates each state in place (it reads the entering state before it writes the next one).
@@ -129,8 +148,9 @@ template <class T> Run<T> hla2_chunked_fused(const Problem<T>& p, const Options&
       const Eigen::Index c = plan.begin(k), L = plan.len(k);
       const ChunkProducts<T>& mm = L == w ? full : last;
       const T g = dec.chunk_factor(L), g2 = g * g;
+      if (k + 1 < M) prefetch_rows(p, plan.begin(k + 1), plan.len(k + 1));
       // Copies: the chunk's rows of Q, K, [V 1]; Kᵀ weighted by γ^{L−1−b}, [V 1]ᵀ by γ^{2(L−1−b)} (and by
-      // γ^{L−1−b} for C with ridge); Q weighted by γ^{a+1}, γ^{2(a+1)} (and λγ^{a+1} with ridge).
+      // γ^{L−1−b} for C); Q weighted by γ^{a+1}, γ^{2(a+1)} (and λγ^{a+1} with ridge).
       b.Q.topRows(L) = p.Q.middleRows(c, L);
       b.K.topRows(L) = p.K.middleRows(c, L);
       b.V.topLeftCorner(L, dv) = p.V.middleRows(c, L);
@@ -144,7 +164,7 @@ template <class T> Run<T> hla2_chunked_fused(const Problem<T>& p, const Options&
           b.Kt.col(j) = b.K.row(j).transpose();
           b.Vt2.col(j) = b.V.row(j).transpose();
         }
-        if (ridge) b.Vt1.col(j) = x * b.V.row(j).transpose();
+        if (decays) b.Vt1.col(j) = x * b.V.row(j).transpose();
       }
       const T* Q1 = b.Q.data();  // diag(γ^{a+1}) Q
       const T* Q2 = b.Q.data();  // diag(γ^{2(a+1)}) Q
@@ -194,10 +214,8 @@ template <class T> Run<T> hla2_chunked_fused(const Problem<T>& p, const Options&
         if (decays) Mp[out].noalias() += b.U.topRows(L).transpose() * dec2.pw.segment(0, L).reverse();
         else Mp[out] += b.U.topRows(L).colwise().sum().transpose();
       }
-      if (ridge) {
-        advance(CT, in, out, g);
-        mm.C_next(b.Vt1.data(), b.Q.data(), CT[out].data());
-      }
+      advance(CT, in, out, g);
+      mm.C_next(decays ? b.Vt1.data() : b.Vt2.data(), b.Q.data(), CT[out].data());
       cp_ready.store(k + 1, std::memory_order_release);
 
       // The chunk's outputs, divided by their normalizer when normalized.
@@ -219,9 +237,8 @@ template <class T> Run<T> hla2_chunked_fused(const Problem<T>& p, const Options&
   const int fin = slot(M);
   const Mat<T> Cp_final = CpT[fin].transpose();
   const Mat<T> Cp_full = aug ? Cp_final : join(Cp_final, Mp[fin]);
-  const Mat<T> C_carried = ridge ? Mat<T>(CT[fin].transpose()) : Mat<T>();
-  return {std::move(O), hla2_u_final_state<T>(p.Q, p.V, S[fin], start.C, ridge ? &C_carried : nullptr, Cp_full, gamma,
-                                               opt.threads)};
+  const Mat<T> C_carried = CT[fin].transpose();
+  return {std::move(O), hla2_u_final_state<T>(p.Q, p.V, S[fin], start.C, &C_carried, Cp_full, gamma, opt.threads)};
 }
 
 }  // namespace hla::fast::chunked
