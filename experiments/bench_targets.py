@@ -132,7 +132,7 @@ def report(t, context, path):
             print(f"  roofline {th}T (1024²): {libs} → best {mc['best'][th]}, {mc['best_over_peak'][th]:.2f} of peak")
         ceil = t["ceiling"][s]
         cells = "; ".join(f"w={w}: " + " ".join(f"{lib} {ceil[lib][w]:.0f}" for lib in LIBRARIES) for w in WIDTHS)
-        print(f"  chunk-form ceiling (its 8 products, GFLOP/s): {cells}")
+        print(f"  chunk-form ceiling (its 9 products, GFLOP/s): {cells}")
         for form, per in t["hla2"].items():
             h = per[s]
             print(f"  hla2 {form:13} × best roofline 1T {h['x_best_roofline'][1]:.2f} ({h['gflops'][1]:.1f} GFLOP/s, target ≥ 0.70)"
