@@ -1,66 +1,182 @@
 #!/usr/bin/python3
-"""Issue 5's target ratios from one Google Benchmark run (results/bench.json by default).
+"""Issue 14's target ratios from one `make bench` run (results/bench.json by default).
 
 Every ratio is between medians of the same run (the machine is shared and drifts; ratios within one run
 are what the targets read):
-  - hla2 chunked useful GFLOP/s ÷ the roofline (Eigen's square GEMM) at the same scalar and thread count,
-  - hla2 chunked 1-thread time ÷ 2-thread time (beside the roofline's own 2-thread ÷ 1-thread rate: what
-    the machine's second core gives a large GEMM in the same run),
-  - hla2 chunked time ÷ linear chunked time at the same scalar and thread count.
-Usage: /usr/bin/python3 experiments/bench_targets.py [bench.json]   (exit 2: file missing or entries absent)
+  - the machine: each GEMM library's 1024² product (roofline/<library>/...) against the best, the peak FMA
+    rate (peak/fma/...) and the clock (peak/clock), and how far the best GEMM is from the peak;
+  - the chunk form's ceiling per library: the fused form's nine products at width w
+    (gemm/<library>/.../w:<w>/...) as one flop-weighted rate;
+  - hla2 chunked (each registered chunked form) useful GFLOP/s ÷ the best roofline at the same scalar and
+    thread count (target ≥ 0.70 at one thread), and its 2-thread speed-up (target ≥ 1.85×), beside the best
+    roofline's own 2-thread ÷ 1-thread rate;
+  - the PyTorch peer's time ÷ ours (target ≥ 3×), both precisions;
+  - the decoding kernel's time per token ÷ its bandwidth bound: the state it reads and writes per token
+    (S, [C m]ᵀ, [G h]ᵀ: d² + 2d(dv + 1) numbers) at the measured read+write rate of a buffer that size;
+  - hla2 chunked ÷ linear chunked time (issue 5's target ≤ 2.5).
+Usage: bench_targets.py [bench.json] [--add-entries peer.json ...] [--write]
+  --add-entries  merge the benchmark entries of these JSON files (the PyTorch peer's) into bench.json first
+  --write        store the ratios under "targets" in bench.json
+Exit 2: file missing or an entry absent.
 """
+import argparse
 import json
 import sys
 
 SHAPE = "n:65536/d:64/dv:64"
+SCALARS = ("float", "double")
+LIBRARIES = ("eigen", "openblas", "blis", "libxsmm")
+WIDTHS = (32, 48, 64, 96, 128)
+D = 64
 
 
-def medians(path):
-    with open(path) as f:
-        data = json.load(f)
+def key_of(run_name):
+    # "<name>/min_time:.../real_time": drop Google Benchmark's trailing parts
+    return "/".join(p for p in run_name.split("/") if not p.startswith(("min_time:", "real_time")))
+
+
+def medians(data):
     out = {}
     for b in data["benchmarks"]:
-        if b.get("aggregate_name") != "median":
-            continue
-        # "<op>/<form>/<scalar>/.../threads:<t>/min_time:...": drop the trailing Google Benchmark parts
-        key = "/".join(p for p in b["run_name"].split("/") if not p.startswith(("min_time:", "real_time")))
-        out[key] = b
-    return data.get("context", {}), out
+        if b.get("aggregate_name") == "median":
+            out[key_of(b["run_name"])] = b
+    return out
 
 
-def main():
-    path = sys.argv[1] if len(sys.argv) > 1 else "results/bench.json"
-    try:
-        context, m = medians(path)
-    except (OSError, ValueError, KeyError) as e:
-        print(f"bench_targets: cannot read {path}: {e}", file=sys.stderr)
-        return 2
+def cvs(data):
+    return {key_of(b["run_name"]): b for b in data["benchmarks"] if b.get("aggregate_name") == "cv"}
+
+
+def seconds(b):
+    scale = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}[b.get("time_unit", "ns")]
+    return b["real_time"] * scale
+
+
+def compute(m):
+    """The targets' numbers, as a dict (raises KeyError naming a missing entry)."""
 
     def entry(name):
         if name not in m:
             raise KeyError(name)
         return m[name]
 
-    def gflops(name):
-        return entry(name)["gflops"]
+    t = {"machine": {}, "ceiling": {}, "hla2": {}, "peer": {}, "decode": {}, "linear_ratio": {}}
+    clock = entry("peak/clock/threads:1")["ghz"]
+    for s in SCALARS:
+        roof = {th: {lib: entry(f"roofline/{lib}/{s}/threads:{th}")["gflops"] for lib in LIBRARIES} for th in (1, 2)}
+        best = {th: max(roof[th], key=roof[th].get) for th in (1, 2)}
+        peak = {th: entry(f"peak/fma/{s}/threads:{th}")["gflops"] for th in (1, 2)}
+        lanes = entry(f"peak/fma/{s}/threads:1")["lanes"]
+        t["machine"][s] = {
+            "roofline": roof, "best": best, "best_gflops": {th: roof[th][best[th]] for th in (1, 2)},
+            "peak_gflops": peak, "lanes": lanes, "clock_ghz": clock,
+            "fma_per_cycle": peak[1] / (2 * lanes * clock),
+            "best_over_peak": {th: roof[th][best[th]] / peak[th] for th in (1, 2)},
+        }
+        ceil = {}
+        for lib in LIBRARIES:
+            ceil[lib] = {}
+            for w in WIDTHS:
+                # the fused form's nine products per chunk: two of each shape, three d×d (S, C', C updates)
+                shapes = [(w, w, D, "/nt", 2), (w, D, w, "", 2), (w, D, D, "", 2), (D, D, w, "", 3)]
+                flops = secs = 0.0
+                for mm, nn, kk, nt, count in shapes:
+                    f = 2.0 * mm * nn * kk * count
+                    flops += f
+                    secs += f / (entry(f"gemm/{lib}/{s}/w:{w}/m:{mm}/n:{nn}/k:{kk}{nt}/threads:1")["gflops"] * 1e9)
+                ceil[lib][w] = flops / secs / 1e9
+        t["ceiling"][s] = ceil
+        best1 = roof[1][best[1]]
+        for form in ("chunked", "chunked-fused"):
+            h = {th: entry(f"hla2/{form}/{s}/{SHAPE}/threads:{th}") for th in (1, 2)}
+            t["hla2"].setdefault(form, {})[s] = {
+                "gflops": {th: h[th]["gflops"] for th in (1, 2)},
+                "x_best_roofline": {th: h[th]["gflops"] / roof[th][best[th]] for th in (1, 2)},
+                "x_ceiling_w48": h[1]["gflops"] / max(ceil[lib][48] for lib in LIBRARIES),
+                "speedup_2t": seconds(h[1]) / seconds(h[2]),
+                "roofline_speedup_2t": roof[2][best[2]] / best1,
+            }
+        for op in ("hla2", "linear"):
+            for th in (1, 2):
+                peer = entry(f"peer/torch/{op}/chunked/{s}/{SHAPE}/threads:{th}")
+                ours = {form: seconds(entry(f"{op}/{form}/{s}/{SHAPE}/threads:{th}"))
+                        for form in (("chunked", "chunked-fused") if op == "hla2" else ("chunked",))}
+                fastest = min(ours, key=ours.get)
+                t["peer"].setdefault(op, {}).setdefault(s, {})[th] = {
+                    "peer_ms": seconds(peer) * 1e3, "ours_ms": ours[fastest] * 1e3, "ours_form": fastest,
+                    "peer_over_ours": seconds(peer) / ours[fastest], "peer_max_rel_error": peer["max_rel_error"]}
+        dec = entry(f"hla2/decode/{s}/{SHAPE}/threads:1")
+        bws = [b for k, b in m.items() if k.startswith(f"bandwidth/{s}/")]
+        if not bws:
+            raise KeyError(f"bandwidth/{s}/...")
+        bw_name, bw = next((k, b) for k, b in m.items() if k.startswith(f"bandwidth/{s}/"))
+        per_token = seconds(dec) / 65536
+        state_bytes = int(bw_name.split("bytes:")[1].split("/")[0])  # the decoding state (the buffer: whole blocks of it)
+        bound = 2 * state_bytes / bw["bytes_per_s"]
+        t["decode"][s] = {"us_per_token": per_token * 1e6, "bound_us_per_token": bound * 1e6,
+                          "state_bytes": state_bytes, "bandwidth_gbs": bw["bytes_per_s"] / 1e9,
+                          "bound_over_time": bound / per_token}
+        t["linear_ratio"][s] = {th: seconds(entry(f"hla2/chunked/{s}/{SHAPE}/threads:{th}"))
+                                / seconds(entry(f"linear/chunked/{s}/{SHAPE}/threads:{th}")) for th in (1, 2)}
+    return t
 
-    def seconds(name):
-        return entry(name)["real_time"]
 
+def report(t, context, path):
     print(f"{path}: commit {context.get('hla_git_commit', '?')}, {context.get('date', '?')}")
+    for s in SCALARS:
+        mc = t["machine"][s]
+        print(f"{s}: peak {mc['peak_gflops'][1]:.1f} GFLOP/s on 1 core = {mc['fma_per_cycle']:.2f} FMA/cycle × {mc['lanes']} lanes"
+              f" × 2 × {mc['clock_ghz']:.2f} GHz (2 cores: {mc['peak_gflops'][2]:.1f})")
+        for th in (1, 2):
+            libs = ", ".join(f"{lib} {g:.1f}" for lib, g in mc["roofline"][th].items())
+            print(f"  roofline {th}T (1024²): {libs} → best {mc['best'][th]}, {mc['best_over_peak'][th]:.2f} of peak")
+        ceil = t["ceiling"][s]
+        cells = "; ".join(f"w={w}: " + " ".join(f"{lib} {ceil[lib][w]:.0f}" for lib in LIBRARIES) for w in WIDTHS)
+        print(f"  chunk-form ceiling (its 9 products, GFLOP/s): {cells}")
+        for form, per in t["hla2"].items():
+            h = per[s]
+            print(f"  hla2 {form:13} × best roofline 1T {h['x_best_roofline'][1]:.2f} ({h['gflops'][1]:.1f} GFLOP/s, target ≥ 0.70)"
+                  f"  2T {h['x_best_roofline'][2]:.2f}  | 2T speed-up {h['speedup_2t']:.2f}× (target ≥ 1.85; best roofline's own"
+                  f" {h['roofline_speedup_2t']:.2f}×)  | × ceiling(w=48) {h['x_ceiling_w48']:.2f}")
+        for op, per in t["peer"].items():
+            cells = "  ".join(f"{th}T {c['peer_over_ours']:.2f}× ({c['peer_ms']:.0f} vs {c['ours_ms']:.0f} ms {c['ours_form']})"
+                              for th, c in per[s].items())
+            print(f"  PyTorch peer {op:6} time ÷ ours: {cells}  (target ≥ 3)")
+        dc = t["decode"][s]
+        print(f"  hla2 decode: {dc['us_per_token']:.2f} µs/token; bound {dc['bound_us_per_token']:.2f} µs ({2 * dc['state_bytes'] / 1024:.0f} KiB"
+              f" read+written at {dc['bandwidth_gbs']:.0f} GB/s) → {dc['bound_over_time']:.2f} of the bound")
+        lr = t["linear_ratio"][s]
+        print(f"  hla2 / linear chunked time: 1T {lr[1]:.2f}  2T {lr[2]:.2f}  (≤ 2.5)")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("path", nargs="?", default="results/bench.json")
+    ap.add_argument("--add-entries", nargs="*", default=[])
+    ap.add_argument("--write", action="store_true")
+    args = ap.parse_args()
     try:
-        for scalar in ("float", "double"):
-            h1 = f"hla2/chunked/{scalar}/{SHAPE}/threads:1"
-            h2 = f"hla2/chunked/{scalar}/{SHAPE}/threads:2"
-            roof = {t: gflops(f"roofline/gemm/{scalar}/threads:{t}") for t in (1, 2)}
-            print(f"{scalar:6}  × roofline 1T {gflops(h1) / roof[1]:.2f} ({gflops(h1):.1f} of {roof[1]:.1f} GFLOP/s)"
-                  f"  2T {gflops(h2) / roof[2]:.2f} ({gflops(h2):.1f} of {roof[2]:.1f})"
-                  f"  |  2T speed-up {seconds(h1) / seconds(h2):.2f}× (roofline's own {roof[2] / roof[1]:.2f}×)"
-                  f"  |  hla2 / linear time 1T {seconds(h1) / seconds(f'linear/chunked/{scalar}/{SHAPE}/threads:1'):.2f}"
-                  f"  2T {seconds(h2) / seconds(f'linear/chunked/{scalar}/{SHAPE}/threads:2'):.2f}")
-    except KeyError as e:
-        print(f"bench_targets: {path} has no median for {e}; run `make bench` (the default subset)", file=sys.stderr)
+        with open(args.path) as f:
+            data = json.load(f)
+        for extra in args.add_entries:
+            with open(extra) as f:
+                add = json.load(f)["benchmarks"]
+            names = {b["name"] for b in add}
+            data["benchmarks"] = [b for b in data["benchmarks"] if b["name"] not in names] + add
+    except (OSError, ValueError, KeyError) as e:
+        print(f"bench_targets: cannot read {args.path} or an added file: {e}", file=sys.stderr)
         return 2
+    try:
+        t = compute(medians(data))
+    except KeyError as e:
+        print(f"bench_targets: {args.path} has no median for {e}; run `make bench` (the default subset)", file=sys.stderr)
+        return 2
+    report(t, data.get("context", {}), args.path)
+    if args.write or args.add_entries:
+        if args.write:
+            data["targets"] = t
+        with open(args.path, "w") as f:
+            json.dump(data, f, indent=1)
     return 0
 
 

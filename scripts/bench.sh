@@ -1,23 +1,49 @@
 #!/usr/bin/env bash
 # `make bench`: the quick default benchmark subset -> results/bench.json (Google Benchmark JSON) and its figure
-# results/bench.{png,pdf,svg}.
-#   hla2 and linear chunked, float and double, n = 65536, d = dv = 64, threads 1 and 2, their multi-head
-#   runs (4 heads with their own Q, K, V), hla2 multi-query
-#   (4 heads sharing K, V), and the roofline
-#   (Eigen's square matrix product). Chunk width: HLA_BENCH_CHUNK (default 48, see experiments/bench/bench_main.cpp).
+# results/bench.{png,pdf,svg}, in one run (about 10 minutes on 2 cores):
+#   - the forms: hla2 and linear chunked, hla2 chunked-fused, float and double, n = 65536, d = dv = 64,
+#     threads 1 and 2; their multi-head runs (4 heads with their own Q, K, V), hla2 multi-query (4 heads
+#     sharing K, V); hla2's decoding kernel (one thread);
+#   - the machine's limits (experiments/bench/gemm_libraries.cpp): every GEMM library's 1024² product
+#     (roofline/<library>/...: eigen, openblas, blis, libxsmm; threads 1 and 2), the chunk form's own
+#     product shapes in each library (gemm/...), the peak FMA rate and clock (peak/...), the cache
+#     bandwidth of the decoding state (bandwidth/...);
+#   - the PyTorch peer (experiments/peer/torch_chunked.py) on the same inputs, threads 1 and 2, its outputs
+#     checked against ours (peer/torch/...), merged into the same JSON;
+#   - the targets' ratios (experiments/bench_targets.py), printed and written into the JSON ("targets").
+# Chunk width: HLA_BENCH_CHUNK (default 48, see experiments/bench/bench_main.cpp); repetitions HLA_BENCH_REPS (5).
 # Larger set: HLA_BENCH_FULL=1 scripts/bench.sh <build>  (n = 2^10..2^20, d = dv in {16, 64, 128}, every
-# registered fast form), written to results/bench-full.json instead.
+# registered fast form, no peer), written to results/bench-full.json instead.
 set -euo pipefail
 build=${1:-build}
 root=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$root/results"
+shape='n:65536/d:64/dv:64'
 if [[ "${HLA_BENCH_FULL:-0}" != "0" ]]; then
   out="$root/results/bench-full.json"
   filter='.'
 else
   out="$root/results/bench.json"
-  filter='^((hla2|linear)/chunked/(float|double)/n:65536/d:64/dv:64/threads:[12])|^hla2/chunked-multiquery/(float|double)/n:65536/|^(hla2|linear)/chunked-multihead/(float|double)/n:65536/|^roofline/'
+  filter="^((hla2|linear)/chunked|hla2/chunked-fused)/(float|double)/$shape/threads:[12]|^hla2/decode/(float|double)/$shape/threads:1"
+  filter+="|^hla2/chunked-multiquery/(float|double)/n:65536/|^(hla2|linear)/chunked-multihead/(float|double)/n:65536/"
+  filter+='|^roofline/|^gemm/|^peak/|^bandwidth/'
 fi
+# No BLAS thread of a library may spin beside a form after its own entry (OpenBLAS's idle threads busy-wait
+# for 2^28 cycles by default): 2^4 cycles, then sleep.
+export OPENBLAS_THREAD_TIMEOUT=4
+
+peer_entries=()
+if [[ "${HLA_BENCH_FULL:-0}" == "0" ]]; then
+  peer=$(mktemp -d)
+  trap 'rm -rf "$peer"' EXIT
+  "$build/bin/hla_bench" --write-peer-inputs "$peer"
+  for t in 1 2; do
+    OMP_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t /usr/bin/python3 "$root/experiments/peer/torch_chunked.py" "$peer" \
+      --threads "$t" --chunk "${HLA_BENCH_CHUNK:-48}" --reps "${HLA_BENCH_REPS:-5}" --out "$peer/peer-$t.json"
+    peer_entries+=("$peer/peer-$t.json")
+  done
+fi
+
 # Repetitions of all entries are interleaved in random order, so a slow spell of the shared machine spreads
 # over the entries instead of hitting one of them (ratios between entries are what the targets read).
 "$build/bin/hla_bench" --benchmark_filter="$filter" --benchmark_repetitions="${HLA_BENCH_REPS:-5}" \
@@ -25,5 +51,8 @@ fi
   --benchmark_report_aggregates_only=true --benchmark_out="$out" --benchmark_out_format=json \
   --benchmark_counters_tabular=true
 echo "wrote $out"
+if [[ "${HLA_BENCH_FULL:-0}" == "0" ]]; then
+  /usr/bin/python3 "$root/experiments/bench_targets.py" "$out" --add-entries "${peer_entries[@]}" --write
+fi
 # Its figure: GFLOP/s against the rooflines, threads side by side (results/bench.png beside bench.json).
 /usr/bin/python3 "$root/experiments/plot.py" "$out"

@@ -26,6 +26,7 @@ const std::vector<ExactForm>& exact_forms() {
   static const std::vector<ExactForm> f{
       {"hla2", "chunked", "corrected", "corrected", true, true},
       {"hla2", "chunked-monoid", "corrected", "corrected", true, true},
+      {"hla2", "chunked-fused", "corrected", "corrected", true, true},
       {"ahla", "chunked", "paper", "paper", true, false},
       {"hla3", "chunked", "corrected", "corrected", false, false},
       {"linear", "chunked", "paper", "paper", true, false},
@@ -211,19 +212,19 @@ template <class T> double worst_ratio(const Mat<T>& got, const Mat<mpfr256>& ref
   return worst;
 }
 
-void check_rounding(const std::string& op, const std::string& variant, bool decay) {
+void check_rounding(const std::string& op, const std::string& form, const std::string& variant, bool decay) {
   const Shape shape{120, 8, 4};
   const Problem<double> in = gaussian_problem(shape, 16);
   const Problem<double> absin{in.Q.cwiseAbs(), in.K.cwiseAbs(), in.V.cwiseAbs()};
   for (int w : {7, 32}) {
     const Options o = make_options(decay ? rational(3, 4) : rational(1), false, w, 2);
-    const std::string what = op + " w=" + std::to_string(w);
+    const std::string what = op + "/" + form + " w=" + std::to_string(w);
     const Mat<mpfr256> ref = registry<mpfr256>().reference(op)(convert_problem<mpfr256>(in), o).O;
     const std::string abs_op = op == "hla2" ? "hla2-unmasked" : op;
     const Mat<mpfr256> mag = registry<mpfr256>().reference(abs_op)(convert_problem<mpfr256>(absin), o).O;
     const double h = 3.0 * shape.d + 3.0 * w + std::ceil(double(shape.n) / w) + 8, factor = op == "hla2" ? 2.0 : 1.0;
-    const double wd = worst_ratio(registry<double>().find(op, "chunked", variant)(in, o).O, ref, mag, factor, h, what);
-    const double wf = worst_ratio(registry<float>().find(op, "chunked", variant)(convert_problem<float>(in), o).O, ref,
+    const double wd = worst_ratio(registry<double>().find(op, form, variant)(in, o).O, ref, mag, factor, h, what);
+    const double wf = worst_ratio(registry<float>().find(op, form, variant)(convert_problem<float>(in), o).O, ref,
                                   mag, factor, h, what);
     // Errors are real (nonzero), so the check is not vacuous.
     INFO(what << " worst err/bound double " << wd << " float " << wf);
@@ -233,7 +234,7 @@ void check_rounding(const std::string& op, const std::string& variant, bool deca
 }
 
 TEST_CASE("chunked float/double fast path is within the rounding-error bound of MPFR", "[chunked]") {
-  for (const auto& f : exact_forms()) check_rounding(f.op, f.variant, f.decay);
+  for (const auto& f : exact_forms()) check_rounding(f.op, f.form, f.variant, f.decay);
 }
 
 TEST_CASE("multi-query chunked (shared K, V, one S) equals the per-head reference exactly, in parallel", "[chunked]") {

@@ -1,10 +1,11 @@
 // Google Benchmark for the fast forms: every registered non-reference form of the float and double
-// registries (iterated, not hard-coded, so new forms are benchmarked), plus the machine's roofline —
-// Eigen's square matrix product.
+// registries (iterated, not hard-coded, so new forms are benchmarked). The machine's limits — every GEMM
+// library's 1024² product (the rooflines), the chunk form's own product shapes, the peak FMA rate, the
+// clock and the cache bandwidth — are registered by experiments/bench/gemm_libraries.cpp.
 //
 //   names     <operator>/<form>/<scalar>/n:<n>/d:<d>/dv:<dv>/threads:<t>   (variant: the registry's one per
 //             (op, form); a second variant of the same form gets "/<variant>" after the form)
-//             roofline/gemm/<scalar>/threads:<t>
+//             roofline/<library>/<scalar>/threads:<t>, gemm/..., peak/..., bandwidth/... (gemm_libraries.cpp)
 //             hla2/chunked-multiquery/.../heads:4 and <op>/chunked-multihead/.../heads:4 (§5.2; all heads counted)
 //   counters  tokens_per_s; gflops = useful flops / s, with useful flops counted by the *serial* formula
 //             per token (useful_flops_per_token below), whatever the form actually executes; chunk
@@ -23,6 +24,7 @@
 #include <Eigen/Core>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -33,8 +35,12 @@
 #include "core/registry.hpp"
 #include "fast/chunked/hla2.hpp"
 #include "fast/heads.hpp"
+#include "verify/npy.hpp"
 
 using namespace hla;
+
+// experiments/bench/gemm_libraries.cpp: the GEMM libraries' versions and chosen code paths.
+std::vector<std::pair<std::string, std::string>> gemm_library_context();
 
 namespace {
 
@@ -87,21 +93,6 @@ template <class T> void bench_form(benchmark::State& state, const Entry<T>* e, E
   state.counters["gflops"] = benchmark::Counter(double(n) * useful_flops_per_token(e->op, double(d), double(dv)) / 1e9,
                                                 benchmark::Counter::kIsIterationInvariantRate);
   state.counters["chunk"] = chunk;
-}
-
-template <class T> void bench_gemm(benchmark::State& state, int size, int threads) {
-  const Mat<T> A = Mat<T>::Random(size, size), B = Mat<T>::Random(size, size);
-  Mat<T> C(size, size);
-  Eigen::setNbThreads(threads);
-  for (auto _ : state) {
-    C.noalias() = A * B;
-    benchmark::DoNotOptimize(C.data());
-    benchmark::ClobberMemory();
-  }
-  Eigen::setNbThreads(1);
-  state.counters["gflops"] =
-      benchmark::Counter(2.0 * size * size * size / 1e9, benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["size"] = size;
 }
 
 template <class T> void register_forms(const std::vector<std::array<Eigen::Index, 3>>& shapes, int chunk) {
@@ -200,16 +191,6 @@ template <class T> void register_multihead(int chunk) {
     }
 }
 
-template <class T> void register_roofline() {
-  for (int t : {1, 2}) {
-    const std::string name = fmt::format("roofline/gemm/{}/threads:{}", scalar_name<T>(), t);
-    benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) { bench_gemm<T>(s, 1024, t); })
-        ->UseRealTime()
-        ->Unit(benchmark::kMillisecond)
-        ->MinTime(0.5);
-  }
-}
-
 void describe_build() {
   const std::string simd = Eigen::SimdInstructionSetsInUse();
   const int float_lanes = Eigen::internal::packet_traits<float>::size;
@@ -223,11 +204,45 @@ void describe_build() {
       {"hla_eigen", fmt::format("{}.{}.{}", EIGEN_WORLD_VERSION, EIGEN_MAJOR_VERSION, EIGEN_MINOR_VERSION)},
       {"hla_allocator", ReuseFreedMemory::description},
   };
-  for (const auto& [k, v] : info) {
+  std::vector<std::pair<std::string, std::string>> all(std::begin(info), std::end(info));
+  for (auto& kv : gemm_library_context()) all.push_back(std::move(kv));
+  for (const auto& [k, v] : all) {
     fmt::print("{:<24} {}\n", k, v);
     benchmark::AddCustomContext(k, v);
   }
   fmt::print("\n");
+}
+
+// `--write-peer-inputs DIR`: the default entries' inputs (n = 65536, d = dv = 64, float64) as DIR/{q,k,v}.npy
+// and the registered chunked forms' outputs on them, DIR/o_<op>_<scalar>.npy, for the PyTorch peer
+// (experiments/peer/torch_chunked.py), which times itself on the same inputs and checks its outputs against these.
+template <class T> void write_peer_outputs(const std::filesystem::path& dir, int chunk) {
+  const Problem<T> p = convert_problem<T>(inputs(65536, 64, 64));
+  Options opt;
+  opt.chunk = chunk;
+  for (const char* op : {"hla2", "linear"}) {
+    const Entry<T>& e = registry<T>().find(op, "chunked", std::string(op) == "hla2" ? "corrected" : "paper");
+    const Mat<T> O = e(p, opt).O;
+    npy::write(dir / fmt::format("o_{}_{}.npy", op, scalar_name<T>()), Mat<double>(O.template cast<double>()),
+               std::is_same_v<T, float> ? npy::DType::f32 : npy::DType::f64);
+  }
+}
+
+int write_peer_inputs(const std::filesystem::path& dir, int chunk) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    fmt::print(stderr, "hla_bench: cannot create {}: {}\n", dir.string(), ec.message());
+    return 2;
+  }
+  const Problem<double>& p = inputs(65536, 64, 64);
+  npy::write(dir / "q.npy", p.Q);
+  npy::write(dir / "k.npy", p.K);
+  npy::write(dir / "v.npy", p.V);
+  write_peer_outputs<float>(dir, chunk);
+  write_peer_outputs<double>(dir, chunk);
+  fmt::print("wrote the peer's inputs and the harness's outputs to {}\n", dir.string());
+  return 0;
 }
 
 }  // namespace
@@ -235,9 +250,16 @@ void describe_build() {
 int main(int argc, char** argv) {
   bool full = std::getenv("HLA_BENCH_FULL") && std::strcmp(std::getenv("HLA_BENCH_FULL"), "0") != 0;
   std::vector<char*> args;
+  const char* peer_dir = nullptr;
   for (int i = 0; i < argc; ++i) {
     if (std::strcmp(argv[i], "--full") == 0) full = true;
-    else args.push_back(argv[i]);
+    else if (std::strcmp(argv[i], "--write-peer-inputs") == 0) {
+      if (i + 1 >= argc) {
+        fmt::print(stderr, "hla_bench: --write-peer-inputs needs a directory\n");
+        return 2;
+      }
+      peer_dir = argv[++i];
+    } else args.push_back(argv[i]);
   }
   int nargs = static_cast<int>(args.size());
   int chunk = 48;
@@ -250,6 +272,7 @@ int main(int argc, char** argv) {
     }
     chunk = static_cast<int>(v);
   }
+  if (peer_dir) return write_peer_inputs(peer_dir, chunk);
   const ReuseFreedMemory steady_state;
 
   describe_build();
@@ -264,8 +287,6 @@ int main(int argc, char** argv) {
   register_multiquery<double>(shapes, chunk);
   register_multihead<float>(chunk);
   register_multihead<double>(chunk);
-  register_roofline<float>();
-  register_roofline<double>();
 
   benchmark::Initialize(&nargs, args.data());
   if (benchmark::ReportUnrecognizedArguments(nargs, args.data())) return 1;

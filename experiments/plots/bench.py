@@ -2,7 +2,8 @@
 the same scalar and thread count, measured in the same run), one and two threads side by side.
 
 Entries are Google Benchmark names `<op>/<form>/<scalar>/n:../d:../dv:../threads:<t>[/heads:<h>]/...`; rooflines
-`roofline/<library>/<scalar>/threads:<t>` (today's single roofline is `roofline/gemm/...`).
+`roofline/<library>/<scalar>/threads:<t>` (eigen, openblas, blis, libxsmm: the best of them is drawn);
+the PyTorch peer's entries `peer/torch/<op>/<form>/...` are bars like ours; gemm/, peak/, bandwidth/ entries are skipped.
 Writes bench.{pdf,svg,png} beside the JSON (results/bench.json → results/bench.png).
 """
 import json
@@ -29,6 +30,11 @@ def parse(name):
                 f[k] = int(v)
         elif p in SCALARS:
             f["scalar"] = p
+    if parts[0] in ("gemm", "peak", "bandwidth"):
+        return "limit", f
+    if parts[0] == "peer":  # peer/<framework>/<op>/<form>/...
+        f["op"], f["form"] = parts[2], f"{parts[1]} peer"
+        return "entry", f
     if parts[0] == "roofline":
         f["library"] = parts[1] if len(parts) > 1 and parts[1] not in SCALARS and ":" not in parts[1] else "gemm"
         return "roofline", f
@@ -62,7 +68,7 @@ def draw(path):
             continue
         if kind == "roofline":
             roofs[(f["scalar"], f["library"])][f["threads"]] = g
-        else:
+        elif kind == "entry":
             form = {"chunked-multihead": "multi-head", "chunked-multiquery": "multi-query"}.get(f["form"], f["form"])
             label = f"{f['op']} {form}" + (f" ×{f['heads']}" if f["heads"] > 1 else "")
             entries[(f["scalar"], label)][f["threads"]] = g
@@ -81,28 +87,30 @@ def draw(path):
         for i, t in enumerate(threads):
             ys = [entries[(scalar, lab)].get(t, np.nan) for lab in labels]
             ax.bar(x - 0.4 + width * (i + 0.5), ys, width, color=shades[i], edgecolor="#333333", lw=0.4)
-        for j, lib in enumerate(libraries):
-            for i, t in enumerate(threads):
-                g = roofs.get((scalar, lib), {}).get(t)
-                if g:
-                    ax.axhline(g, color="#000000" if i == 0 else "#777777", ls=ROOF_LS[j % len(ROOF_LS)], lw=0.9)
-                    ax.text(len(labels) - 0.45, g, f"{lib} {t} thr", fontsize=6.5, va="bottom", ha="right",
-                            color="#000000" if i == 0 else "#777777")
+        # The best roofline at each thread count (the fastest library's 1024² product in this run).
+        roof = {t: max((roofs[(scalar, lib)][t], lib) for lib in libraries if t in roofs.get((scalar, lib), {}))
+                for t in threads if any(t in roofs.get((scalar, lib), {}) for lib in libraries)}
+        for i, t in enumerate(threads):
+            if t in roof:
+                g, lib = roof[t]
+                ax.axhline(g, color="#000000" if i == 0 else "#777777", ls=ROOF_LS[i % len(ROOF_LS)], lw=0.9)
+                ax.text(len(labels) - 0.45, g, f"{lib} {t} thr", fontsize=6.5, va="bottom", ha="right",
+                        color="#000000" if i == 0 else "#777777")
         ax.set_xticks(x)
         ax.set_xticklabels(labels, rotation=30, ha="right")
         ax.set_title(scalar)
         ax.grid(axis="x", visible=False)
-        main = entries.get((scalar, "hla2 chunked"), {})
-        roof = roofs.get((scalar, libraries[0]), {}) if libraries else {}
-        cells = [f"{main[t]:.1f} GFLOP/s at {t} thread{'s' if t > 1 else ''}"
-                 + (f" ({main[t] / roof[t]:.2f} of the roofline)" if t in roof else "") for t in threads if t in main]
-        if cells:
-            readings.append(f"hla2 chunked {scalar}: " + ", ".join(cells))
+        for label in ("hla2 chunked", "hla2 chunked-fused"):
+            main = entries.get((scalar, label), {})
+            cells = [f"{main[t]:.1f} GFLOP/s at {t} thread{'s' if t > 1 else ''}"
+                     + (f" ({main[t] / roof[t][0]:.2f} of {roof[t][1]}'s)" if t in roof else "") for t in threads if t in main]
+            if cells:
+                readings.append(f"{label} {scalar}: " + ", ".join(cells))
     style.ylabel(axes, "useful GFLOP/s (median)")
     handles = [Line2D([], [], color=shades[i], marker="s", ms=7, ls="none", mec="#333333", mew=0.4,
                       label=f"{t} thread{'s' if t > 1 else ''}") for i, t in enumerate(threads)]
-    handles += [Line2D([], [], color="#000000", ls=ROOF_LS[j % len(ROOF_LS)], label=f"roofline: {lib} (matrix product)")
-                for j, lib in enumerate(libraries)]
+    handles += [Line2D([], [], color="#000000" if i == 0 else "#777777", ls=ROOF_LS[i % len(ROOF_LS)],
+                       label=f"best 1024² GEMM, {t} thread{'s' if t > 1 else ''}") for i, t in enumerate(threads)]
     style.legend_below(fig, handles, ncol=4)
     commit = ctx.get("hla_git_commit", "")
     reading = "; ".join(readings) + (f" (commit {commit})." if commit else ".")

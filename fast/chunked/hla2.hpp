@@ -167,6 +167,47 @@ template <class T> Run<T> hla2_chunked_monoid(const Problem<T>& p, const Options
 // Multi-query (§5.2): heads with their own queries and shared keys and values share S — phase (A) and
 // the S carry run once for all heads, phases (B) and (C) in parallel over (head, chunk) pairs. The
 // one-head case is the registered form.
+// The u-form's state entering token 0, from an initial state in the serial form's terms: S, C_init = [C m]
+// and Cp = [C' m'] with C' = S C − G, m' = S m − h (d×(dv+1) each).
+template <class T> struct Hla2UStart {
+  Mat<T> S, C, Cp;
+  Hla2UStart(const NamedState<T>* init, Eigen::Index d, Eigen::Index dv) {
+    const Hla2State<T, true> st0 = load_state<Hla2State<T, true>>(init, d, dv);
+    S = st0.S;
+    C = join(st0.C, st0.m);
+    Cp = S * C - join(st0.G, st0.h);
+  }
+};
+
+// The final state exported in the serial form's terms (G = S C − C', h = S m − m'), from the u-form's S and
+// Cp_full = [C' m'] after the last token. C is not carried chunk by chunk unless an output reads it (ridge):
+// otherwise it is one weighted sum over the whole sequence, C = γ^n C_init + Qᵀ diag(γ^{n−1−j}) [V 1].
+// `carried`: C's carried columns (d×dv, or d×(dv+1) with m), or null; what it lacks is summed here.
+template <class T>
+NamedState<T> hla2_u_final_state(const Mat<T>& Q, const Mat<T>& V, const Mat<T>& S, const Mat<T>& C_init, const Mat<T>* carried,
+                                 const Mat<T>& Cp_full, const T& gamma, int threads) {
+  const Eigen::Index n = Q.rows(), d = Q.cols(), dv = V.cols();
+  Mat<T> C(d, dv + 1);
+  if (carried && carried->cols() == dv + 1) {
+    C = *carried;
+  } else {
+    ColVec<T> x;  // γ^{n−1−j}; empty (no weights) without decay
+    T gn(1);
+    if (gamma != T(1)) {
+      x.resize(n);
+      x(n - 1) = T(1);
+      for (Eigen::Index j = n - 1; j > 0; --j) x(j - 1) = x(j) * gamma;
+      gn = x(0) * gamma;
+    }
+    if (carried) C.leftCols(dv) = *carried;
+    else C.leftCols(dv) = gn * C_init.leftCols(dv) + weighted_gram<T>(Q, x, V, threads);
+    const Mat<T> ones = Mat<T>::Ones(n, 1);
+    C.col(dv) = gn * C_init.col(dv) + weighted_gram<T>(Q, x, ones, threads);
+  }
+  const Mat<T> G = S * C - Cp_full;  // back to the serial state's terms (exact in rationals)
+  return export_state<Hla2State<T, true>, T>({S, C.leftCols(dv), C.rightCols(1), G.leftCols(dv), G.rightCols(1)});
+}
+
 template <class T> struct Hla2UWorkspace {
   Mat<T> Vd, Kd, Qs, W, P;
   ColVec<T> x;
@@ -179,7 +220,6 @@ template <class T> struct Hla2UWorkspace {
 template <class T>
 std::vector<Run<T>> hla2_chunked_heads(const std::vector<const Mat<T>*>& Qs, const Mat<T>& K, const Mat<T>& V,
                                        const Options& opt, const std::vector<const NamedState<T>*>& init) {
-  using St = Hla2State<T, true>;
   const ChunkSetup<T> setup(K.rows(), K.cols(), V.cols(), opt);
   [[maybe_unused]] const auto& [n, d, dv, da, plan, M, w, NG, threads, gamma, eps, dec, decays, g] = setup;
   const T lambda = from_rational<T>(opt.ridge);
@@ -195,11 +235,11 @@ std::vector<Run<T>> hla2_chunked_heads(const std::vector<const Mat<T>*>& Qs, con
   Mat<T> S;
   std::vector<Mat<T>> C(H), Cp(H), Mp(H), Cb(H), Cpb(H), Mpb(H), Ub(H), Out(H), C_init(H);
   for (Eigen::Index h = 0; h < H; ++h) {
-    const St st0 = load_state<St>(init.empty() ? nullptr : init[h], d, dv);
+    Hla2UStart<T> st0(init.empty() ? nullptr : init[h], d, dv);
     if (h == 0) S = st0.S;
     else if (st0.S != S) throw InputError("multi-query heads share S: head " + std::to_string(h) + "'s initial S differs from head 0's");
-    C_init[h] = join(st0.C, st0.m);
-    const Mat<T> Cp_full = S * C_init[h] - join(st0.G, st0.h);  // C' = S C − G (and m' = S m − h) entering token 0
+    C_init[h] = std::move(st0.C);
+    const Mat<T>& Cp_full = st0.Cp;
     C[h] = C_init[h].leftCols(va);
     Cp[h] = Cp_full.leftCols(va);
     if (!aug) Mp[h] = Cp_full.rightCols(1);
@@ -325,33 +365,11 @@ std::vector<Run<T>> hla2_chunked_heads(const std::vector<const Mat<T>*>& Qs, con
       }
     });
   }
-  // Without ridge no output reads C, so it is not carried chunk by chunk: the final C (for the exported
-  // state) is one weighted sum over the whole sequence, C = γ^n C_init + Qᵀ diag(γ^{n−1−j}) [V 1]. With
-  // ridge, C's value columns were carried and only the vector part m is summed here when unnormalized.
-  if (!ridge || !aug) {
-    ColVec<T> x;  // γ^{n−1−j}; empty (no weights) without decay
-    T gn(1);
-    if (decays) {
-      x.resize(n);
-      x(n - 1) = T(1);
-      for (Eigen::Index j = n - 1; j > 0; --j) x(j - 1) = x(j) * gamma;
-      gn = x(0) * gamma;
-    }
-    const Mat<T> ones = Mat<T>::Ones(n, 1);
-    for (Eigen::Index h = 0; h < H; ++h) {
-      Mat<T> full(d, da);
-      if (ridge) full.leftCols(dv) = C[h].leftCols(dv);
-      else full.leftCols(dv) = gn * C_init[h].leftCols(dv) + weighted_gram<T>(*Qs[h], x, V, threads);
-      full.col(dv) = gn * C_init[h].col(dv) + weighted_gram<T>(*Qs[h], x, ones, threads);
-      C[h] = std::move(full);
-    }
-  }
   std::vector<Run<T>> runs;
   for (Eigen::Index h = 0; h < H; ++h) {
     const Mat<T> Cp_full = aug ? Cp[h] : join(Cp[h], Mp[h]);
-    Mat<T> G = S * C[h] - Cp_full;  // back to the serial state's terms (exact in rationals)
-    St fin{S, C[h].leftCols(dv), C[h].rightCols(1), G.leftCols(dv), G.rightCols(1)};
-    runs.push_back({aug ? finish_outputs<T>(std::move(Out[h]), true, eps) : std::move(Out[h]), export_state<St, T>(fin)});
+    NamedState<T> fin = hla2_u_final_state<T>(*Qs[h], V, S, C_init[h], ridge ? &C[h] : nullptr, Cp_full, gamma, threads);
+    runs.push_back({aug ? finish_outputs<T>(std::move(Out[h]), true, eps) : std::move(Out[h]), std::move(fin)});
   }
   return runs;
 }
