@@ -25,7 +25,12 @@ template <class T> struct AhlaSeg {
   fast::AhlaState<T> st;  // P, m, E, n of the segment
   Mat<T> R;               // Σ k qᵀ over the segment (attenuated in the printed variant, not in the corrected)
   T rho{1};
-  NamedState<T> named() const { return named_segment<fast::AhlaState<T>, T>(st, {{"R", R}, {"rho", scalar_part(rho)}}); }
+  template <class Self, class F> static void fields(Self& s, F&& visit) {
+    fast::AhlaState<T>::fields(s.st, visit);
+    visit("R", s.R);
+    visit("rho", s.rho);
+  }
+  NamedState<T> named() const { return named_segment<AhlaSeg, T>(*this); }
 };
 
 template <class T> class AhlaOp {
@@ -35,6 +40,7 @@ template <class T> class AhlaOp {
   AhlaOp(const Options& o, Variant v) : ro_(o), variant_(v) {}
 
   Seg identity(Eigen::Index d, Eigen::Index dv) const { return {Serial::zero(d, dv), Mat<T>::Zero(d, d), T(1)}; }
+  Variant variant() const { return variant_; }
 
   Seg token(const TokenRows<T>& x) const {
     Seg s{Serial::zero(x.q.size(), x.v.size()), x.k * x.q.transpose(), ro_.gamma};

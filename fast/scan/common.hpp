@@ -15,6 +15,7 @@
 #pragma once
 
 #include <exception>
+#include <type_traits>
 #include <mutex>
 
 #include "core/state.hpp"
@@ -54,12 +55,15 @@ template <class Op, class T> typename Op::Seg segment(const Op& op, const Proble
   return s;
 }
 
-// A segment state as named parts: the serial state's parts, then the segment-only parts (for equality,
-// counting and printing counterexamples).
-template <class Serial, class T>
-NamedState<T> named_segment(const Serial& st, std::vector<std::pair<std::string, Mat<T>>> extra) {
-  NamedState<T> n = export_state<Serial, T>(st);
-  for (auto& part : extra) n.parts.push_back(std::move(part));
+// A segment lists its parts once, in `Seg::fields(seg, visit)`: the serial state's parts, then the
+// segment-only parts — matrices, or a scalar such as ρ (visited as a T). Its named parts (equality, counting,
+// printing counterexamples) and its serialization across ranks (fast/distributed/codec.hpp) derive from it.
+template <class Seg, class T> NamedState<T> named_segment(const Seg& s) {
+  NamedState<T> n;
+  Seg::fields(s, [&](const char* name, const auto& part) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(part)>, T>) n.parts.emplace_back(name, scalar_part(part));
+    else n.parts.emplace_back(name, part);
+  });
   return n;
 }
 

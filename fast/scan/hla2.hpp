@@ -27,7 +27,11 @@ namespace hla::scan {
 template <class T, bool Masked> struct Hla2Seg {
   fast::Hla2State<T, Masked> st;  // S, C, m (, G, h) of the segment
   T rho{1};                       // ρ = γ^length
-  NamedState<T> named() const { return named_segment<fast::Hla2State<T, Masked>, T>(st, {{"rho", scalar_part(rho)}}); }
+  template <class Self, class F> static void fields(Self& s, F&& visit) {
+    fast::Hla2State<T, Masked>::fields(s.st, visit);
+    visit("rho", s.rho);
+  }
+  NamedState<T> named() const { return named_segment<Hla2Seg, T>(*this); }
 };
 
 template <class T, bool Masked> class Hla2Op {
@@ -37,6 +41,7 @@ template <class T, bool Masked> class Hla2Op {
   Hla2Op(const Options& o, Variant v) : ro_(o), variant_(v) {}
 
   Seg identity(Eigen::Index d, Eigen::Index dv) const { return {Serial::zero(d, dv), T(1)}; }
+  Variant variant() const { return variant_; }
 
   Seg token(const TokenRows<T>& x) const {
     Seg s{Serial::zero(x.q.size(), x.v.size()), ro_.gamma};

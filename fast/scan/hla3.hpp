@@ -43,9 +43,11 @@ template <class T> ColVec<T> vec_of(const Mat<T>& X) { return Eigen::Map<const C
 template <class T> struct Hla3TensorSeg {
   fast::Hla3CorrectedState<T> st;  // S^K, S^Q, P, m, F, η
   Mat<T> R, r, U, M, Mm;           // R^QP, r^Qm, U^KQ, dense M^KQP, dense M^KQm
-  NamedState<T> named() const {
-    return named_segment<fast::Hla3CorrectedState<T>, T>(st, {{"RQP", R}, {"rQm", r}, {"UKQ", U}, {"MKQP", M}, {"MKQm", Mm}});
+  template <class Self, class F> static void fields(Self& s, F&& visit) {
+    fast::Hla3CorrectedState<T>::fields(s.st, visit);
+    visit("RQP", s.R); visit("rQm", s.r); visit("UKQ", s.U); visit("MKQP", s.M); visit("MKQm", s.Mm);
   }
+  NamedState<T> named() const { return named_segment<Hla3TensorSeg, T>(*this); }
 };
 
 // ⊗3 of eqs. 7.6–7.7 as printed.
@@ -117,9 +119,11 @@ template <class T> class Hla3TensorOp {
 template <class T> struct Hla3MinimalSeg {
   fast::Hla3MinimalState<T> st;  // S^K, P, m, F, η
   Mat<T> SQ, X, x, Y;
-  NamedState<T> named() const {
-    return named_segment<fast::Hla3MinimalState<T>, T>(st, {{"SQ", SQ}, {"X", X}, {"x", x}, {"Y", Y}});
+  template <class Self, class F> static void fields(Self& s, F&& visit) {
+    fast::Hla3MinimalState<T>::fields(s.st, visit);
+    visit("SQ", s.SQ); visit("X", s.X); visit("x", s.x); visit("Y", s.Y);
   }
+  NamedState<T> named() const { return named_segment<Hla3MinimalSeg, T>(*this); }
 };
 
 // The corrected third-order concatenation (derived above).

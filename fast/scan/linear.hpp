@@ -12,7 +12,11 @@ namespace hla::scan {
 template <class T> struct LinearSeg {
   fast::LinearState<T> st;
   T rho{1};
-  NamedState<T> named() const { return named_segment<fast::LinearState<T>, T>(st, {{"rho", scalar_part(rho)}}); }
+  template <class Self, class F> static void fields(Self& s, F&& visit) {
+    fast::LinearState<T>::fields(s.st, visit);
+    visit("rho", s.rho);
+  }
+  NamedState<T> named() const { return named_segment<LinearSeg, T>(*this); }
 };
 
 template <class T> class LinearOp {
