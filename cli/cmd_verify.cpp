@@ -14,6 +14,7 @@
 #include "cli/commands.hpp"
 #include "core/parse.hpp"
 #include "verify/external/battery.hpp"
+#include "verify/external/combine.hpp"
 #include "verify/external/exec.hpp"
 #include "verify/external/precision.hpp"
 #include "verify/npy.hpp"
@@ -25,10 +26,10 @@ using namespace hla::verify::ext;
 
 struct VerifyArgs {
   std::string op = "hla2", gamma = "1", eps = "0", ridge = "0", dtype = "float64", precision;
-  bool normalized = false, state = false, grad = false, keep = false, no_diagnose = false, list_state = false, quiet = false, calibrate = false,
+  bool normalized = false, state = false, grad = false, combine = false, keep = false, no_diagnose = false, list_state = false, quiet = false, calibrate = false,
        fixed_d = false;
   long n_multiple = 1;
-  std::string exec, json_file, q, k, v, o, npz;
+  std::string exec, json_file, q, k, v, o, npz, parts;
   long max_n = 512, d = 16, dv = 16;
   std::uint64_t seed = 1;
   double timeout = 300;
@@ -109,6 +110,18 @@ int run_verify(const VerifyArgs& a) {
     fmt::print("{}", calibration_text(c));
     return 0;
   }
+  if (a.combine) {
+    if (a.exec.empty()) throw InputError("--combine needs --exec CMD");
+    if (a.timeout <= 0) throw InputError("--timeout must be > 0 seconds");
+    const PartMap map = a.parts.empty() ? PartMap{} : read_part_map(a.parts);
+    ExecCombine impl(a.exec, a.timeout, a.keep);
+    nlohmann::json report = run_combine_battery(impl, req, map, a.quiet ? nullptr : &std::cerr);
+    report["command"] = a.exec;
+    if (!a.json_file.empty()) write_json(a.json_file, report);
+    fmt::print("{}", report["summary"].get<std::string>());
+    return exit_code_for(report["verdict"].get<std::string>());
+  }
+  if (!a.parts.empty()) throw InputError("--parts goes with --combine");
   const bool file_mode = !a.o.empty() || !a.npz.empty();
   if (file_mode == !a.exec.empty())
     throw InputError("give either --exec CMD (run the battery) or the given arrays (--q --k --v --o, or --npz)");
@@ -144,6 +157,10 @@ const CommandRegistrar registrar([](CLI::App& app) {
   sub->add_option("--eps", a->eps, "normalizer stabilizer >= 0");
   sub->add_option("--lambda,--ridge", a->ridge, "ridge >= 0 (hla2)");
   sub->add_option("--dtype", a->dtype, "float64 | float32: the arrays' dtype");
+  sub->add_flag("--combine", a->combine,
+                "hold the command's segment summaries and combine operator instead (associativity, identity, agreement "
+                "with its segments and with the exact operator): cases of kind 'segment' and 'combine'");
+  sub->add_option("--parts", a->parts, "with --combine: a JSON object mapping your part names onto SPEC's (or null)");
   sub->add_flag("--grad", a->grad,
                 "also hold the backward pass: cases carry do.npy, the command writes dq.npy, dk.npy, dv.npy (and, from a "
                 "given state, optionally dstate_in/<part>.npy)");

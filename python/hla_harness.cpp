@@ -11,12 +11,14 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <chrono>
 #include <sstream>
 
 #include "core/inputs.hpp"
 #include "core/parse.hpp"
 #include "core/registry.hpp"
 #include "verify/external/battery.hpp"
+#include "verify/external/combine.hpp"
 
 namespace py = pybind11;
 using namespace hla;
@@ -277,6 +279,100 @@ py::object verify_callable(py::object fn, const std::string& op, const py::objec
   return to_python(report);
 }
 
+// A segment function and a combine as the combine battery sees them (verify/external/combine.hpp):
+//   segment(q, k, v, gamma=) -> {part: array}        combine(a, b, a_tokens=, b_tokens=, gamma=) -> {part: array}
+class CallableCombine : public CombineImplementation {
+ public:
+  CallableCombine(py::object segment, py::object combine) : segment_(std::move(segment)), combine_(std::move(combine)) {}
+  std::vector<CombineOutcome> run(const std::vector<CombineCase>& cases, const Request& req, RoundLog& log) override {
+    py::gil_scoped_acquire gil;
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<CombineOutcome> out;
+    for (const CombineCase& c : cases) out.push_back(one(c, req));
+    log.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return out;
+  }
+
+ private:
+  static py::object numpy_of(const Part& p, DType t) {
+    std::vector<py::ssize_t> shape(p.shape.begin(), p.shape.end());
+    py::array_t<double> a(shape);
+    std::copy(p.values.begin(), p.values.end(), a.mutable_data());
+    return t == DType::float32 ? py::object(a.attr("astype")("float32")) : py::object(a);
+  }
+  static py::dict dict_of(const Summary& s, DType t) {
+    py::dict d;
+    for (const Part& p : s) d[py::str(p.name)] = numpy_of(p, t);
+    return d;
+  }
+  static Summary summary_of(const py::object& result, DType t, const std::string& what) {
+    if (!py::isinstance<py::dict>(result)) throw InputError(what + " must return a dict {part name: array}");
+    Summary s;
+    for (const auto& [key, value] : result.cast<py::dict>()) {
+      const std::string name = py::str(key);
+      py::object obj = py::reinterpret_borrow<py::object>(value);
+      if (py::hasattr(obj, "detach") && py::hasattr(obj, "cpu")) obj = obj.attr("detach")().attr("cpu")();
+      py::array a = py::module_::import("numpy").attr("asarray")(obj);
+      const std::string kind = py::str(a.dtype());
+      if (kind != dtype_name(t)) throw InputError(what + " part '" + name + "' is " + kind + ", expected " + dtype_name(t));
+      if (a.ndim() > 2) throw InputError(what + " part '" + name + "' has " + std::to_string(a.ndim()) + " dimensions");
+      DoubleArray d = DoubleArray::ensure(a);
+      Part p{name, {}, std::vector<double>(d.data(), d.data() + d.size())};
+      for (py::ssize_t i = 0; i < a.ndim(); ++i) p.shape.push_back(static_cast<std::size_t>(a.shape(i)));
+      s.push_back(std::move(p));
+    }
+    std::sort(s.begin(), s.end(), [](const Part& x, const Part& y) { return x.name < y.name; });
+    return s;
+  }
+  CombineOutcome one(const CombineCase& c, const Request& req) {
+    CombineOutcome o;
+    const double g = round_to(req.dtype, from_rational<double>(c.opt.gamma));
+    try {
+      if (c.kind == "segment") {
+        auto arr = [&](const Mat<double>& m) {
+          py::array_t<double> a = to_numpy(m);
+          return req.dtype == DType::float32 ? py::object(a.attr("astype")("float32")) : py::object(a);
+        };
+        o.summary = summary_of(segment_(arr(c.tokens.Q), arr(c.tokens.K), arr(c.tokens.V), py::arg("gamma") = g), req.dtype, "segment");
+      } else {
+        o.summary = summary_of(combine_(dict_of(c.a, req.dtype), dict_of(c.b, req.dtype), py::arg("a_tokens") = c.a_tokens,
+                                        py::arg("b_tokens") = c.b_tokens, py::arg("gamma") = g),
+                               req.dtype, "combine");
+      }
+    } catch (py::error_already_set& e) {
+      o.error = std::string("the function raised ") + e.what();
+    } catch (const std::exception& e) {
+      o.error = e.what();
+    }
+    return o;
+  }
+  py::object segment_, combine_;
+};
+
+py::object verify_combine(py::object segment, py::object combine, const std::string& op, const py::object& gamma,
+                          const std::string& dtype, const py::object& parts, long d, long dv, std::uint64_t seed) {
+  if (!PyCallable_Check(segment.ptr()) || !PyCallable_Check(combine.ptr()))
+    throw InputError("verify_combine: segment and combine must be callable");
+  Request req;
+  req.op = op;
+  req.opt.gamma = exact_param(gamma, "gamma");
+  req.dtype = parse_dtype(dtype);
+  req.d = d;
+  req.dv = dv;
+  req.seed = seed;
+  PartMap map;
+  if (!parts.is_none())
+    for (const auto& [user, target] : parts.cast<py::dict>())
+      map.emplace_back(py::str(user), target.is_none() ? std::string() : std::string(py::str(target)));
+  CallableCombine impl(segment, combine);
+  nlohmann::json report;
+  {
+    py::gil_scoped_release release;
+    report = run_combine_battery(impl, req, map);
+  }
+  return to_python(report);
+}
+
 }  // namespace
 
 PYBIND11_MODULE(hla_harness, m) {
@@ -298,6 +394,12 @@ PYBIND11_MODULE(hla_harness, m) {
         "with state=True: fn(q, k, v, initial_state=dict|None, **options) -> (o, final_state dict); with grad=True "
         "fn(q, k, v, do, **options) -> (o, dq, dk, dv), with both (o, dq, dk, dv, final_state)). Returns the "
         "report as a dict with the keys of `hla verify --json` ('verdict', 'matches', 'counterexample', ...).");
+  m.def("verify_combine", &verify_combine, py::arg("segment"), py::arg("combine"), py::arg("op"), py::kw_only(),
+        py::arg("gamma") = 1.0, py::arg("dtype") = "float64", py::arg("parts") = py::none(), py::arg("d") = 16,
+        py::arg("dv") = 16, py::arg("seed") = 1,
+        "Runs the `hla verify --combine` battery on an outside scan operator: segment(q, k, v, gamma=) -> {part: array} "
+        "and combine(a, b, a_tokens=, b_tokens=, gamma=) -> {part: array} (a precedes b). parts: {your name: SPEC name "
+        "or None}. Returns the report as a dict ('verdict', 'checks', 'counterexample', ...).");
   m.def("state_parts", [](const std::string& op, long d, long dv) {
     std::vector<std::pair<std::string, std::vector<long>>> out;
     for (const PartShape& p : state_layout(op, d, dv))

@@ -323,6 +323,84 @@ class GradientVerdicts(unittest.TestCase):
         self.assertEqual(r["verdict"], "error", r["summary"])
 
 
+COMBINE_IMPLS = os.path.join(ROOT, "tests", "verify_impls", "combine_impls.py")
+
+
+def verify_combine(name, *args, timeout=600):
+    """`hla verify --combine --exec combine_impls.py NAME`."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "report.json")
+        cmd = [HLA, "verify", "--combine", "--exec", f"{PY} {COMBINE_IMPLS} {name}", "--json", out, "--quiet", *args]
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        report = None
+        if os.path.exists(out):
+            with open(out) as f:
+                report = json.load(f)
+        return p.returncode, report, p.stdout + p.stderr
+
+
+class CombineVerdicts(unittest.TestCase):
+    def test_exact_combines_compute(self):
+        for name, op, gamma in [("hla2", "hla2", "0.9"), ("ahla", "ahla", "0.9"), ("linear", "linear", "0.9"),
+                                ("hla3", "hla3", "1"), ("hla2:no-rho", "hla2", "0.9")]:
+            with self.subTest(name=name):
+                code, r, out = verify_combine(name, "--op", op, "--gamma", gamma)
+                self.assertEqual(code, 0, out)
+                self.assertTrue(r["checks"]["operator"]["checked"], out)
+                self.assertGreater(r["checks"]["associativity"]["cases"], 10)
+
+    def test_the_papers_decayed_combines_are_caught_and_named(self):
+        for name, op, claim in [("hla2:paper", "hla2", "hla2.monoid.masked-decay.assoc"),
+                                ("ahla:paper", "ahla", "ahla.monoid-decay.assoc")]:
+            with self.subTest(name=name):
+                code, r, out = verify_combine(name, "--op", op, "--gamma", "0.9")
+                self.assertEqual((code, r["verdict"]), (1, "differs"), out)
+                self.assertGreater(r["checks"]["associativity"]["failed"], 0, out)
+                self.assertEqual([m["claim"] for m in r["matches"]], [claim], out)
+                c = r["counterexample"]
+                self.assertEqual(c["check"], "associativity")
+                self.assertEqual([len(c[x]["q"]) for x in "ABC"], [1, 1, 1], out)  # the smallest three segments
+
+    def test_other_faults(self):
+        code, r, out = verify_combine("hla2:no-cross", "--op", "hla2")
+        self.assertEqual(r["verdict"], "differs", out)
+        self.assertEqual(r["checks"]["associativity"]["failed"], 0, out)  # associative, but not the operator
+        self.assertGreater(r["checks"]["operator"]["failed"], 0, out)
+        code, r, out = verify_combine("hla2:bad-identity", "--op", "hla2")
+        self.assertGreater(r["checks"]["identity"]["failed"], 0, out)
+        code, r, out = verify_combine("hla2:float32", "--op", "hla2", "--gamma", "0.9")
+        self.assertEqual(r["verdict"], "lower-precision", out)
+
+    def test_own_part_names(self):
+        code, r, out = verify_combine("hla2:renamed", "--op", "hla2", "--gamma", "0.9")
+        self.assertEqual(code, 0, out)
+        self.assertFalse(r["checks"]["operator"]["checked"], out)  # nothing maps onto SPEC's: self-consistency only
+        with tempfile.TemporaryDirectory() as tmp:
+            parts = os.path.join(tmp, "parts.json")
+            with open(parts, "w") as f:
+                json.dump({"keys2": "S", "qv": "C", "qsum": "m", "cross": "G", "cross1": "h", "decay": "rho"}, f)
+            code, r, out = verify_combine("hla2:renamed", "--op", "hla2", "--gamma", "0.9", "--parts", parts)
+            self.assertEqual(code, 0, out)
+            self.assertTrue(r["checks"]["operator"]["checked"], out)
+            with open(parts, "w") as f:
+                json.dump({"keys2": "Q"}, f)
+            code, r, out = verify_combine("hla2:renamed", "--op", "hla2", "--parts", parts)
+            self.assertEqual(code, 2, out)
+
+    def test_module(self):
+        import combine_impls
+        import hla_harness
+        s, c = combine_impls.callables("hla2")
+        self.assertEqual(hla_harness.verify_combine(s, c, "hla2", gamma=0.9, d=4, dv=3)["verdict"], "computes")
+        s, c = combine_impls.callables("hla2:paper")
+        r = hla_harness.verify_combine(s, c, "hla2", gamma=0.9, d=4, dv=3)
+        self.assertEqual(r["verdict"], "differs", r["summary"])
+        s, c = combine_impls.callables("hla2:renamed")
+        r = hla_harness.verify_combine(s, c, "hla2", gamma=0.9, d=4, dv=3,
+                                       parts={v: k for k, v in combine_impls.RENAMED.items()})
+        self.assertEqual(r["verdict"], "computes", r["summary"])
+
+
 class ExecProtocolErrors(unittest.TestCase):
     def expect_error(self, name, text, *extra):
         code, r, out = verify(name, "--op", "hla2", *extra)
