@@ -52,8 +52,7 @@ GradientBounds gradient_bounds(const std::string& op, const Problem<double>& in,
 // giving all three gradients, compared per returned matrix (dq, dk, dv).
 //   the gradients of another forward: Algorithm 1's decay rule as printed, no decay, decay squared, the unmasked
 //   operator (hla2), another operator, a chunk form without its carry (state restarted every w tokens)
-//   backward-only mistakes: the normalizer detached from the graph (treated as a constant), dq and dk swapped,
-//   dv one token late
+//   backward-only mistakes: the normalizer detached from the graph (treated as a constant), dq and dk swapped
 struct ExactGradients {
   Mat<rational> dQ, dK, dV;
 };
