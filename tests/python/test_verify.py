@@ -203,6 +203,26 @@ class ExecVerdicts(unittest.TestCase):
         code, r, out = verify("hla2", "--op", "hla2", "--precision", "fp8")
         self.assertEqual(code, 2, out)
 
+    def test_each_precision_through_the_module(self):
+        # Every declared precision from Python: a kernel that computes in it (tensor-core formats: inputs and outputs
+        # rounded to the format's significand, fp32 arithmetic; fp32: float32 arithmetic behind float64 arrays) is
+        # judged by that precision's bound and computes, with its error reported in that format's roundoff.
+        import hla_harness
+        opts = dict(max_n=256, d=8, dv=8, gamma=0.9, normalized=True, eps=1e-3)
+        cases = [("hla2", "float64", "fp64"), ("hla2-float32-inside", "float64", "fp32")] + \
+            [(f"hla2-{fmt}-kernel-rounded", "float32", fmt) for fmt in ("tf32", "bf16", "fp16")]
+        for name, dtype, precision in cases:
+            with self.subTest(precision=precision):
+                r = hla_harness.verify(impls.callable_for(name), "hla2", dtype=dtype, precision=precision, **opts)
+                self.assertEqual(r["verdict"], "computes", r["summary"])
+                self.assertEqual(r["precision"], precision)
+                # in the format's own units: a bf16 error counted in fp32's u would be ~2^16 times larger
+                self.assertLess(max(x["error_in_u"] for x in r["random"]), 1000, r["summary"])
+        # the same bf16 kernel declared as fp32 loses more than fp32 explains
+        r = hla_harness.verify(impls.callable_for("hla2-bf16-kernel-rounded"), "hla2", dtype="float32", precision="fp32",
+                               **dict(opts, max_n=512, d=16, dv=16, gamma=1.0, normalized=False, eps=0.0))
+        self.assertEqual(r["verdict"], "lower-precision", r["summary"])
+
     def test_calibration(self):
         p = subprocess.run([HLA, "verify", "--op", "linear", "--calibrate", "--max-n", "512", "--quiet", "--json",
                             os.path.join(tempfile.gettempdir(), "hla-calibration.json")], capture_output=True, text=True)

@@ -64,6 +64,25 @@ def bf16(x):
     return b.astype(np.uint32).view(np.float32).reshape(np.shape(x))
 
 
+def round_significand(x, bits):
+    """x rounded to nearest (ties away; enough for a test kernel) with a significand of `bits` bits: tf32 and fp16
+    have 11, bf16 8. Exponent range is not emulated (the battery's inputs are far from fp16's limits)."""
+    m, e = np.frexp(np.asarray(x, dtype=np.float64))
+    return np.ldexp(np.round(m * 2.0 ** bits) / 2.0 ** bits, e).astype(np.float32)
+
+
+SIGNIFICAND_BITS = {"tf32": 11, "fp16": 11, "bf16": 8}
+
+
+def hla2_format_kernel(fmt):
+    """A tensor-core kernel for `fmt`: inputs and outputs in the format, arithmetic and state in fp32."""
+    def kernel(q, k, v, gamma, normalized, eps, ridge, initial_state=None):
+        dt, r = q.dtype, (lambda x: round_significand(x, SIGNIFICAND_BITS[fmt]))
+        o, state = hla2(r(q), r(k), r(v), gamma, normalized, eps, ridge, initial_state=initial_state)
+        return r(o).astype(dt), {x: y.astype(dt) for x, y in state.items()}
+    return kernel
+
+
 def hla2_bf16_kernel(q, k, v, gamma, normalized, eps, ridge, initial_state=None):
     """A bf16 tensor-core kernel as it should be: inputs and outputs in bf16, arithmetic and state in fp32."""
     dt = q.dtype
@@ -141,6 +160,7 @@ IMPLS = {
     "hla2-first8-features": lambda q, k, v, *a, **kw: hla2(q[:, :8].copy(), k[:, :8].copy(), v, *a, **kw),
     "hla2-bf16-kernel": hla2_bf16_kernel,
     "hla2-bf16-accumulate": hla2_bf16_accumulate,
+    **{f"hla2-{fmt}-kernel-rounded": hla2_format_kernel(fmt) for fmt in SIGNIFICAND_BITS},
     "ahla": ahla,
     "linear": linear,
 }
