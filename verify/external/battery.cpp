@@ -439,7 +439,7 @@ json merge_chunk_widths(std::vector<json>& found) {
   for (auto& m : matches)
     if (m.contains("widths")) {
       std::string list;
-      for (const auto& w : m["widths"]) list += (list.empty() ? "" : ",") + std::to_string(w.get<int>());
+      for (const auto& w : m["widths"]) list += fmt::format("{}{}", list.empty() ? "" : ",", w.get<int>());
       const std::string key = m["key"];
       m["key"] = key.substr(0, key.find("@w=")) + "@w=" + list;
     }
@@ -869,13 +869,15 @@ std::string summary_text(const json& r) {
   if (!r.value("diagnosis_note", std::string()).empty()) s << "  diagnosis: " << r["diagnosis_note"].get<std::string>() << "\n";
   // A forward that computes the operator lists every registered form equal to it: the summary counts them.
   const json& ms = r["matches"];
+  // With --grad the forward's matches are the output o's, beside dq's, dk's and dv's below.
+  const std::string lead = r.value("grad", false) ? "  o matches " : "  matches ";
   const bool spec_first = !ms.empty() && ms[0]["key"].get<std::string>().find("/reference/spec") != std::string::npos;
   if (spec_first && ms.size() > 1)
-    s << "  matches " << ms[0]["key"].get<std::string>() << ": " << ms[0]["description"].get<std::string>() << " (and "
+    s << lead << ms[0]["key"].get<std::string>() << ": " << ms[0]["description"].get<std::string>() << " (and "
       << ms.size() - 1 << " registered forms equal to it on every exact case; --json lists them)\n";
   for (const auto& m : ms) {
     if (spec_first && ms.size() > 1) break;
-    s << "  matches " << m["key"].get<std::string>() << ": " << m["description"].get<std::string>();
+    s << lead << m["key"].get<std::string>() << ": " << m["description"].get<std::string>();
     if (!m["claim"].get<std::string>().empty()) s << " (see claim " << m["claim"].get<std::string>() << ")";
     s << "\n";
   }
