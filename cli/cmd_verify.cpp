@@ -98,6 +98,18 @@ Problem<double> given_inputs(const VerifyArgs& a, Mat<double>& out, DType& dtype
 
 int run_verify(const VerifyArgs& a) {
   Request req = request_of(a);
+  if (a.combine) {
+    // A summary and a combine depend on the tokens and γ only: options that mean nothing here are refused, not ignored.
+    std::string refused;
+    for (const auto& [given, name] : std::vector<std::pair<bool, const char*>>{
+             {a.state, "--state"}, {a.grad, "--grad"}, {!a.precision.empty(), "--precision"}, {a.calibrate, "--calibrate"}, {a.list_state, "--list-state"},
+             {a.normalized, "--normalized"}, {req.opt.eps != 0, "--eps"}, {req.opt.ridge != 0, "--lambda"},
+             {!a.q.empty() || !a.k.empty() || !a.v.empty() || !a.o.empty() || !a.npz.empty(), "file mode (--q/--k/--v/--o/--npz)"}})
+      if (given) refused += std::string(refused.empty() ? "" : ", ") + name;
+    if (!refused.empty())
+      throw InputError("with --combine the cases depend on the tokens and --gamma only (a segment summary holds the "
+                       "normalizer's parts, and no ridge); refused: " + refused);
+  }
   if (a.list_state) {
     fmt::print("state parts of {} (d = {}, dv = {}), as state_in/<part>.npy and state_out/<part>.npy:\n", req.op, req.d, req.dv);
     for (const PartShape& p : state_layout(req.op, req.d, req.dv))

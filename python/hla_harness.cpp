@@ -35,8 +35,44 @@ rational exact_param(const py::object& x, const std::string& what) {
   if (py::isinstance<py::bool_>(x)) throw InputError(what + " must be a number, not a bool");
   const double v = x.cast<double>();
   if (!std::isfinite(v)) throw InputError(what + " must be finite");
-  return rational(v);
+  // A float as the user wrote it, as the CLI reads it: 0.9 is 9/10 (Python's repr is the shortest decimal that
+  // rounds back to the same double), not the binary fraction nearest to it.
+  return parse_rational(py::str(py::float_(v)).cast<std::string>(), what);
 }
+
+// Which keywords a Python callable takes (inspect.signature): all of them with **kwargs or when it cannot be
+// inspected, else those it names. An option it does not take must be at its neutral value, so an ignored option
+// never passes silently.
+class Keywords {
+ public:
+  explicit Keywords(const py::object& fn) {
+    try {
+      py::object params = py::module_::import("inspect").attr("signature")(fn).attr("parameters");
+      const py::object var_kw = py::module_::import("inspect").attr("Parameter").attr("VAR_KEYWORD");
+      for (const py::handle& name : params) {
+        const py::object p = params[name];
+        if (py::object(p.attr("kind")).equal(var_kw)) return;  // **kwargs: everything
+        names_.push_back(py::str(name));
+      }
+      all_ = false;
+    } catch (py::error_already_set&) {
+      all_ = true;
+    }
+  }
+  bool takes(const std::string& name) const { return all_ || std::find(names_.begin(), names_.end(), name) != names_.end(); }
+  // kw[name] = value if the callable takes it; otherwise an error unless the value is neutral.
+  void pass(py::dict& kw, const std::string& name, py::object value, bool neutral, const std::string& who = "fn") const {
+    if (takes(name)) {
+      kw[py::str(name)] = std::move(value);
+      return;
+    }
+    if (!neutral) throw InputError(who + " takes no keyword '" + name + "' (nor **kwargs), but this battery needs it");
+  }
+
+ private:
+  std::vector<std::string> names_;
+  bool all_ = true;
+};
 
 Mat<double> to_matrix(const DoubleArray& a, const std::string& what) {
   if (a.ndim() != 2) throw InputError(what + " must be a 2-D array (rows are tokens), got " + std::to_string(a.ndim()) + "-D");
@@ -92,7 +128,7 @@ py::array_t<double> reference(const std::string& op, const DoubleArray& q, const
 // or returns wrongly is a finding of that case, never an exception out of verify().
 class CallableImplementation : public Implementation {
  public:
-  explicit CallableImplementation(py::object fn) : fn_(std::move(fn)) { read_signature(); }
+  explicit CallableImplementation(py::object fn) : fn_(std::move(fn)), keywords_(fn_) {}
 
   std::vector<Outcome> run(const std::vector<Case>& cases, const Request& req, RoundLog& log) override {
     py::gil_scoped_acquire gil;
@@ -114,10 +150,10 @@ class CallableImplementation : public Implementation {
     auto value = [&](const rational& r) { return round_to(req.dtype, from_rational<double>(r)); };
     py::dict kw;
     try {
-      pass(kw, "gamma", py::float_(value(c.opt.gamma)), c.opt.gamma == 1);
-      pass(kw, "normalized", py::bool_(c.opt.normalized), !c.opt.normalized);
-      pass(kw, "eps", py::float_(value(c.opt.eps)), c.opt.eps == 0);
-      pass(kw, "ridge", py::float_(value(c.opt.ridge)), c.opt.ridge == 0);
+      keywords_.pass(kw, "gamma", py::float_(value(c.opt.gamma)), c.opt.gamma == 1);
+      keywords_.pass(kw, "normalized", py::bool_(c.opt.normalized), !c.opt.normalized);
+      keywords_.pass(kw, "eps", py::float_(value(c.opt.eps)), c.opt.eps == 0);
+      keywords_.pass(kw, "ridge", py::float_(value(c.opt.ridge)), c.opt.ridge == 0);
       py::object result;
       std::vector<py::object> args{arr(c.in.Q), arr(c.in.K), arr(c.in.V)};
       if (req.grad) args.push_back(arr(c.dO));
@@ -147,7 +183,7 @@ class CallableImplementation : public Implementation {
           }
           init = d;
         }
-        pass(kw, "initial_state", init, false);
+        keywords_.pass(kw, "initial_state", init, false);
         result = call();
         py::tuple t = result.cast<py::tuple>();
         if (t.size() != lead + 1)
@@ -187,28 +223,6 @@ class CallableImplementation : public Implementation {
   // Which keywords fn takes: all of them with **kwargs (or when Python cannot say, as for some builtins),
   // else its named parameters. An option fn does not take is left out when it is at its neutral value
   // (fn(q, k, v) for plain hla2 is fine) and is an error otherwise: a silently ignored γ is a wrong verdict.
-  void read_signature() {
-    try {
-      py::object params = py::module_::import("inspect").attr("signature")(fn_).attr("parameters");
-      const py::object var_kw = py::module_::import("inspect").attr("Parameter").attr("VAR_KEYWORD");
-      for (const py::handle& name : params) {
-        const py::object p = params[name];
-        if (py::object(p.attr("kind")).equal(var_kw)) return;  // **kwargs: everything
-        names_.push_back(py::str(name));
-      }
-      all_ = false;
-    } catch (py::error_already_set&) {
-      all_ = true;
-    }
-  }
-  void pass(py::dict& kw, const std::string& name, py::object value, bool neutral) const {
-    if (all_ || std::find(names_.begin(), names_.end(), name) != names_.end()) {
-      kw[py::str(name)] = std::move(value);
-      return;
-    }
-    if (!neutral) throw InputError("fn takes no keyword '" + name + "' (nor **kwargs), but this battery needs it");
-  }
-
   // The returned array as the protocol wants it: a NumPy array of the case's dtype and shape. A torch
   // tensor (detached, moved to the CPU) or anything else NumPy can convert (JAX, CuPy via __array__) is
   // taken as NumPy would see it; the dtype is not converted, so a float32 answer to a float64 battery is
@@ -243,8 +257,7 @@ class CallableImplementation : public Implementation {
   }
 
   py::object fn_;
-  bool all_ = true;
-  std::vector<std::string> names_;
+  Keywords keywords_;
 };
 
 py::object to_python(const nlohmann::json& j) { return py::module_::import("json").attr("loads")(j.dump()); }
@@ -280,10 +293,12 @@ py::object verify_callable(py::object fn, const std::string& op, const py::objec
 }
 
 // A segment function and a combine as the combine battery sees them (verify/external/combine.hpp):
-//   segment(q, k, v, gamma=) -> {part: array}        combine(a, b, a_tokens=, b_tokens=, gamma=) -> {part: array}
+//   segment(q, k, v, gamma=) -> {part: array}        combine(a, b[, a_tokens=, b_tokens=, gamma=]) -> {part: array}
+// Keywords follow each function's signature, as for verify(): the combine's are passed only if it names them.
 class CallableCombine : public CombineImplementation {
  public:
-  CallableCombine(py::object segment, py::object combine) : segment_(std::move(segment)), combine_(std::move(combine)) {}
+  CallableCombine(py::object segment, py::object combine)
+      : segment_(std::move(segment)), combine_(std::move(combine)), segment_keywords_(segment_), combine_keywords_(combine_) {}
   std::vector<CombineOutcome> run(const std::vector<CombineCase>& cases, const Request& req, RoundLog& log) override {
     py::gil_scoped_acquire gil;
     const auto t0 = std::chrono::steady_clock::now();
@@ -333,11 +348,17 @@ class CallableCombine : public CombineImplementation {
           py::array_t<double> a = to_numpy(m);
           return req.dtype == DType::float32 ? py::object(a.attr("astype")("float32")) : py::object(a);
         };
-        o.summary = summary_of(segment_(arr(c.tokens.Q), arr(c.tokens.K), arr(c.tokens.V), py::arg("gamma") = g), req.dtype, "segment");
+        py::dict kw;
+        segment_keywords_.pass(kw, "gamma", py::float_(g), c.opt.gamma == 1, "segment");
+        o.summary = summary_of(segment_(arr(c.tokens.Q), arr(c.tokens.K), arr(c.tokens.V), **kw), req.dtype, "segment");
       } else {
-        o.summary = summary_of(combine_(dict_of(c.a, req.dtype), dict_of(c.b, req.dtype), py::arg("a_tokens") = c.a_tokens,
-                                        py::arg("b_tokens") = c.b_tokens, py::arg("gamma") = g),
-                               req.dtype, "combine");
+        // The token counts and γ are there for a combine that wants them (ρ from γ^length); one that keeps ρ in
+        // its parts needs none of them.
+        py::dict kw;
+        combine_keywords_.pass(kw, "a_tokens", py::int_(c.a_tokens), true, "combine");
+        combine_keywords_.pass(kw, "b_tokens", py::int_(c.b_tokens), true, "combine");
+        combine_keywords_.pass(kw, "gamma", py::float_(g), true, "combine");
+        o.summary = summary_of(combine_(dict_of(c.a, req.dtype), dict_of(c.b, req.dtype), **kw), req.dtype, "combine");
       }
     } catch (py::error_already_set& e) {
       o.error = std::string("the function raised ") + e.what();
@@ -347,6 +368,7 @@ class CallableCombine : public CombineImplementation {
     return o;
   }
   py::object segment_, combine_;
+  Keywords segment_keywords_, combine_keywords_;
 };
 
 py::object verify_combine(py::object segment, py::object combine, const std::string& op, const py::object& gamma,
@@ -398,7 +420,7 @@ PYBIND11_MODULE(hla_harness, m) {
         py::arg("gamma") = 1.0, py::arg("dtype") = "float64", py::arg("parts") = py::none(), py::arg("d") = 16,
         py::arg("dv") = 16, py::arg("seed") = 1,
         "Runs the `hla verify --combine` battery on an outside scan operator: segment(q, k, v, gamma=) -> {part: array} "
-        "and combine(a, b, a_tokens=, b_tokens=, gamma=) -> {part: array} (a precedes b). parts: {your name: SPEC name "
+        "and combine(a, b) -> {part: array} (a precedes b; a_tokens=, b_tokens=, gamma= passed if it names them or takes **kwargs). parts: {your name: SPEC name "
         "or None}. Returns the report as a dict ('verdict', 'checks', 'counterexample', ...).");
   m.def("state_parts", [](const std::string& op, long d, long dv) {
     std::vector<std::pair<std::string, std::vector<long>>> out;

@@ -303,6 +303,12 @@ class GradientVerdicts(unittest.TestCase):
                 c = r["counterexample"]
                 self.assertIn(c["gradient"]["output"], differ)
                 self.assertIn("do", c)
+        # a chunked backward that carries the state forward but detaches it: named per output (dk is also the
+        # gradient of a forward that restarts every w tokens)
+        code, r, out = verify_grad("hla2:carry-detached-backward@16", "--op", "hla2", "--gamma", "0.9")
+        self.assertEqual(r["outputs"], {"o": "computes", "dq": "differs", "dk": "differs", "dv": "differs"}, out)
+        for o in ("dq", "dk", "dv"):
+            self.assertIn("backward:carry-detached@w=16", gradient_keys(r, o), out)
         code, r, out = verify_grad("ahla:dv-late", "--op", "ahla")
         self.assertEqual(r["outputs"], {"o": "computes", "dq": "computes", "dk": "computes", "dv": "differs"}, out)
 
@@ -324,6 +330,11 @@ class GradientVerdicts(unittest.TestCase):
         self.assertEqual(r["outputs"]["dstate_in.S"], "differs", out)
         self.assertEqual(r["outputs"]["dq"], "computes", out)
         self.assertEqual(r["counterexample"]["gradient"]["output"], "dstate_in.S")
+        # dstate_in is optional part by part: unwritten parts are not judged, written ones are
+        code, r, out = verify_grad("hla2-serial:dstate-partial", "--op", "hla2", "--gamma", "0.9", "--state")
+        self.assertEqual(code, 0, out)
+        self.assertNotIn("dstate_in.m", r["outputs"], out)
+        self.assertEqual(r["outputs"]["dstate_in.S"], "computes", out)
         code, r, out = verify_grad("hla2-serial:grad-ignores-state", "--op", "hla2", "--state")
         self.assertEqual(r["verdict"], "differs", out)
         self.assertEqual(r["outputs"]["o"], "computes", out)
@@ -391,6 +402,28 @@ class CombineVerdicts(unittest.TestCase):
         code, r, out = verify_combine("hla2:float32", "--op", "hla2", "--gamma", "0.9")
         self.assertEqual(r["verdict"], "lower-precision", out)
 
+    def test_bad_combine_requests_are_refused(self):
+        # options a summary does not depend on are refused, not ignored; so is a mapping that sends two of the
+        # user's parts onto one of SPEC's
+        for extra in (["--state"], ["--grad"], ["--normalized"], ["--precision", "bf16"]):
+            with self.subTest(extra=extra):
+                code, r, out = verify_combine("hla2", "--op", "hla2", "--gamma", "0.9", *extra)
+                self.assertEqual(code, 2, out)
+                self.assertIn(extra[0], out)
+        with tempfile.TemporaryDirectory() as tmp:
+            parts = os.path.join(tmp, "parts.json")
+            with open(parts, "w") as f:
+                json.dump({"S": "S", "S2": "S", "C": "C", "m": "m", "G": "G", "h": "h"}, f)
+            code, r, out = verify_combine("hla2", "--op", "hla2", "--parts", parts)
+            self.assertEqual(code, 2, out)
+            self.assertIn("both map onto", out)
+            # a declared part the command never writes is a protocol finding, not a wrong value
+            with open(parts, "w") as f:
+                json.dump({"S": "S", "C": "C", "m": "m", "G": "G", "hh": "h"}, f)
+            code, r, out = verify_combine("hla2", "--op", "hla2", "--parts", parts)
+            self.assertEqual((code, r["verdict"]), (2, "error"), out)
+            self.assertIn("no part 'hh'", out)
+
     def test_own_part_names(self):
         code, r, out = verify_combine("hla2:renamed", "--op", "hla2", "--gamma", "0.9")
         self.assertEqual(code, 0, out)
@@ -415,6 +448,14 @@ class CombineVerdicts(unittest.TestCase):
         s, c = combine_impls.callables("hla2:paper")
         r = hla_harness.verify_combine(s, c, "hla2", gamma=0.9, d=4, dv=3)
         self.assertEqual(r["verdict"], "differs", r["summary"])
+        # combine(a, b) needs no keywords (ρ travels in the parts); an operator without decay gets no γ keyword at all
+        s, c = combine_impls.callables("hla2")
+        r = hla_harness.verify_combine(s, lambda a, b: c(a, b), "hla2", gamma=0.9, d=4, dv=3)
+        self.assertEqual(r["verdict"], "computes", r["summary"])
+        self.assertEqual(r["options"]["gamma"], "9/10")
+        s, c = combine_impls.callables("hla3")
+        r = hla_harness.verify_combine(lambda q, k, v: s(q, k, v), lambda a, b: c(a, b), "hla3", d=3, dv=2)
+        self.assertEqual(r["verdict"], "computes", r["summary"])
         s, c = combine_impls.callables("hla2:renamed")
         r = hla_harness.verify_combine(s, c, "hla2", gamma=0.9, d=4, dv=3,
                                        parts={v: k for k, v in combine_impls.RENAMED.items()})

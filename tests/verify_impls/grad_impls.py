@@ -130,6 +130,16 @@ def run(op, mistake, q, k, v, do, gamma, normalized, eps, ridge):
 
         def g(q_, k_, v_, *a):
             return torch.cat([f(q_[s:s + w], k_[s:s + w], v_[s:s + w], *a) for s in range(0, q_.shape[0], w)])
+    elif mistake.startswith("carry-detached-backward@") and op == "hla2":
+        w = int(mistake.split("@")[1])
+
+        def g(q_, k_, v_, *a):  # chunks of w carrying the state forward, detached: no gradient through the carry
+            parts, st = [], None
+            for s in range(0, q_.shape[0], w):
+                y_, st = hla2_serial(q_[s:s + w], k_[s:s + w], v_[s:s + w], *a, state=st)
+                st = {x: t.detach() for x, t in st.items()}
+                parts.append(y_)
+            return torch.cat(parts)
     Qg, Kg, Vg = (x.clone().requires_grad_(True) for x in (Q, K, V))
     y = g(Qg, Kg, Vg, gamma, normalized, eps, ridge)
     (y * dO).sum().backward()
@@ -167,6 +177,8 @@ def run_with_state(mistake, q, k, v, do, gamma, normalized, eps, ridge, state_in
         dstate = {p: as_np(x.grad if x.grad is not None else torch.zeros_like(x)) for p, x in st.items()}
         if mistake == "dstate-wrong":
             dstate["S"] = dstate["S"] * 2
+        if mistake == "dstate-partial":  # the parts without a gradient (m, h when unnormalized) left unwritten
+            dstate = {p: x for p, x in dstate.items() if normalized or p not in "mh"}
     return as_np(y), as_np(Qg.grad), as_np(Kg.grad), as_np(Vg.grad), {p: as_np(x) for p, x in final.items()}, dstate
 
 

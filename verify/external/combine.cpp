@@ -15,6 +15,7 @@
 #include "core/build_info.hpp"
 #include "core/inputs.hpp"
 #include "core/parse.hpp"
+#include "core/registry.hpp"
 #include "fast/scan/operators.hpp"
 #include "verify/external/exec.hpp"
 #include "verify/npy.hpp"
@@ -157,7 +158,9 @@ Difference compare(const Summary& got, const Summary& want, double tol_rel) {
       r.ratio = ratio;
       r.normwise = scale > 0 ? worst / scale : worst;
       r.part = w.name;
-      r.detail = fmt::format("part '{}' entry {}: {:.17g} vs {:.17g}", w.name, at, g->values[at], w.values[at]);
+      const bool finite = std::isfinite(g->values[at]) && std::isfinite(w.values[at]);
+      r.detail = fmt::format("part '{}' entry {}{}: {:.17g} vs {:.17g}", w.name, at, finite ? "" : " is not finite", g->values[at],
+                             w.values[at]);
     }
   }
   return r;
@@ -218,9 +221,14 @@ std::vector<Triple> make_triples(const Request& r) {
     std::string name;
     rational gamma;
     bool sharp;
+    Eigen::Index widen = 0;  // exact widths d0 + widen, dv0 + widen (free widths only)
   };
-  std::vector<Group> groups{{"base", 1, true}, {"decay-half", rational(1, 2), true}};
-  if (r.opt.gamma != 1) groups.push_back({"decay", rational(3, 4), true});
+  // An operator without decay (hla3) gets no decayed groups: its case.json never carries a γ it does not define.
+  const bool decays = registry<double>().reference(r.op).caps.decay;
+  std::vector<Group> groups{{"base", 1, true}};
+  if (decays) groups.push_back({"decay-half", rational(1, 2), true});
+  else groups.push_back({"base-wide", 1, true, 2});  // as many exact triples as a decaying operator gets, at other widths
+  if (decays && r.opt.gamma != 1) groups.push_back({"decay", rational(3, 4), true});
   groups.push_back({"user", r.opt.gamma, false});
   const Eigen::Index d0 = r.fixed_widths ? r.d : 2, dv0 = r.fixed_widths ? r.dv : 3;
   for (const Group& g : groups) {
@@ -228,7 +236,8 @@ std::vector<Triple> make_triples(const Request& r) {
     const std::vector<std::array<long, 3>> lengths =
         exact ? std::vector<std::array<long, 3>>{{1, 1, 1}, {1, 2, 1}, {2, 1, 3}, {3, 3, 2}, {4, 2, 5}}
               : std::vector<std::array<long, 3>>{{1, 1, 1}, {2, 3, 1}, {5, 4, 6}, {16, 9, 21}, {40, 33, 27}};
-    const Eigen::Index d = exact ? d0 : r.d, dv = exact ? dv0 : r.dv;
+    const Eigen::Index widen = r.fixed_widths ? 0 : g.widen;
+    const Eigen::Index d = exact ? d0 + widen : r.d, dv = exact ? dv0 + widen : r.dv;
     for (const auto& len : lengths) {
       Triple t;
       t.group = g.name;
@@ -365,9 +374,11 @@ std::vector<std::string> spec_segment_parts(const std::string& op) {
 
 namespace {
 
-// Runs one round of combine cases (timed, logged).
+// Runs one round of combine cases (timed, logged). A part declared in --parts as one of SPEC's and missing from
+// an answer is a protocol finding of that case (the declaration, or the command, is wrong), not a wrong value.
 std::vector<CombineOutcome> round(CombineImplementation& impl, const std::vector<CombineCase>& cases, const Request& req,
-                                  const std::string& what, json& rounds, double& seconds, std::ostream* progress) {
+                                  const PartMap& declared, const std::string& what, json& rounds, double& seconds,
+                                  std::ostream* progress) {
   RoundLog log;
   log.what = what;
   log.cases = cases.size();
@@ -377,6 +388,11 @@ std::vector<CombineOutcome> round(CombineImplementation& impl, const std::vector
   if (log.seconds == 0) log.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   seconds += log.seconds;
   out.resize(cases.size());
+  for (std::size_t i = 0; i < out.size(); ++i)
+    for (const auto& [user, target] : declared)
+      if (out[i].error.empty() && !target.empty() && !find_part(out[i].summary, user))
+        out[i].error = fmt::format("{} has no part '{}' (declared in --parts as SPEC's '{}')",
+                                   cases[i].kind == "segment" ? "the summary" : "ab/", user, target);
   if (progress) *progress << fmt::format(" {:.2f} s{}\n", log.seconds, log.failure.empty() ? "" : " — " + log.failure);
   rounds.push_back({{"what", log.what}, {"cases", log.cases}, {"seconds", log.seconds}, {"failure", log.failure}});
   return out;
@@ -390,6 +406,11 @@ json run_combine_battery(CombineImplementation& impl, const Request& req, const 
   if (req.op == "hla3-unmasked") throw InputError("--combine: hla3-unmasked has no scan operator to compare with");
   const std::vector<std::string> spec = spec_segment_parts(req.op);
   PartMap map = given_map;
+  for (std::size_t i = 0; i < map.size(); ++i)
+    for (std::size_t j = 0; j < i; ++j)
+      if (!map[i].second.empty() && map[i].second == map[j].second)
+        throw InputError("--parts: '" + map[j].first + "' and '" + map[i].first + "' both map onto SPEC's '" + map[i].second +
+                         "' (each SPEC part is one of yours)");
   for (const auto& [user, target] : map)
     if (!target.empty() && std::find(spec.begin(), spec.end(), target) == spec.end())
       throw InputError("--parts: '" + target + "' is not a segment part of " + req.op + " (they are: " + [&] {
@@ -431,7 +452,7 @@ json run_combine_battery(CombineImplementation& impl, const Request& req, const 
     t.seg_abc = r1.size(), r1.push_back(segment_case(t, concat3(t.a, t.b, t.c), "ABC", r1.size()));
     t.identity = r1.size(), r1.push_back(segment_case(t, slice_rows(t.a, 0, 0), "empty", r1.size()));
   }
-  const std::vector<CombineOutcome> o1 = round(impl, r1, req, "segments", rounds, impl_seconds, progress);
+  const std::vector<CombineOutcome> o1 = round(impl, r1, req, given_map, "segments", rounds, impl_seconds, progress);
   note_errors(r1, o1);
   // Without --parts, the command's parts that bear SPEC's names are SPEC's; any other is its own.
   if (map.empty() && !o1.empty())
@@ -463,7 +484,7 @@ json run_combine_battery(CombineImplementation& impl, const Request& req, const 
       t.ia = r2.size(), r2.push_back(combine_case(t, o1[t.identity], 0, o1[t.seg_a], na, "IA", r2.size()));
       t.ai = r2.size(), r2.push_back(combine_case(t, o1[t.seg_a], na, o1[t.identity], 0, "AI", r2.size()));
     }
-    o2 = round(impl, r2, req, "combine A⊕B, B⊕C, identity", rounds, impl_seconds, progress);
+    o2 = round(impl, r2, req, given_map, "combine A⊕B, B⊕C, identity", rounds, impl_seconds, progress);
     note_errors(r2, o2);
   }
   if (findings.empty()) {
@@ -473,7 +494,7 @@ json run_combine_battery(CombineImplementation& impl, const Request& req, const 
       t.ab_c = r3.size(), r3.push_back(combine_case(t, o2[t.ab], na + nb, o1[t.seg_c], nc, "(AB)C", r3.size()));
       t.a_bc = r3.size(), r3.push_back(combine_case(t, o1[t.seg_a], na, o2[t.bc], nb + nc, "A(BC)", r3.size()));
     }
-    o3 = round(impl, r3, req, "combine (A⊕B)⊕C, A⊕(B⊕C)", rounds, impl_seconds, progress);
+    o3 = round(impl, r3, req, given_map, "combine (A⊕B)⊕C, A⊕(B⊕C)", rounds, impl_seconds, progress);
     note_errors(r3, o3);
   }
 
@@ -639,10 +660,14 @@ json run_combine_battery(CombineImplementation& impl, const Request& req, const 
       << (m["claim"].get<std::string>().empty() ? "" : " (see claim " + m["claim"].get<std::string>() + ")") << "\n";
   if (!counterexample.is_null()) {
     auto len = [](const json& t) { return t["q"].size(); };
-    s << fmt::format("  smallest counterexample ({} check, {} tokens, gamma={}): segments of {}, {}, {} tokens; {}\n",
-                     counterexample["check"].get<std::string>(), counterexample["group"].get<std::string>() == "user" ? "random" : "exact",
-                     counterexample["gamma"].get<std::string>(), len(counterexample["A"]), len(counterexample["B"]),
-                     len(counterexample["C"]), counterexample["difference"].get<std::string>());
+    const std::string check = counterexample["check"];
+    // The identity check involves A alone; the others the whole triple.
+    const std::string segments = check == "identity" ? fmt::format("I ⊕ A and A ⊕ I with A of {} tokens", len(counterexample["A"]))
+                                                     : fmt::format("segments of {}, {}, {} tokens", len(counterexample["A"]),
+                                                                   len(counterexample["B"]), len(counterexample["C"]));
+    s << fmt::format("  smallest counterexample ({} check, {} tokens, gamma={}): {}; {}\n", check,
+                     counterexample["group"].get<std::string>() == "user" ? "random" : "exact",
+                     counterexample["gamma"].get<std::string>(), segments, counterexample["difference"].get<std::string>());
   }
   for (const auto& f : findings)
     s << "  error in " << f["case"].get<std::string>() << (f["cases"].get<int>() > 1 ? fmt::format(" (and {} more cases)", f["cases"].get<int>() - 1) : "")

@@ -11,7 +11,7 @@
 // rho), or any names, declared in `--parts FILE.json` as {"user name": "SPEC name" | null}. Parts travel in the
 // shapes the command writes them (a scalar as a 0-d array); the harness hands each back unchanged.
 //
-// Checks, on exact segments (ternary tokens, γ ∈ {1, 1/2, 3/4}) and on random ones at the user's γ, for
+// Checks, on exact segments (ternary tokens, γ ∈ {1, 1/2, 3/4}; γ = 1 at two widths without decay) and on random ones at the user's γ, for
 // triples of segments A, B, C of several lengths (single tokens and longer):
 //   associativity    (A ⊕ B) ⊕ C = A ⊕ (B ⊕ C)
 //   identity         I ⊕ A = A = A ⊕ I, with I the command's summary of the empty segment

@@ -224,9 +224,11 @@ Outcome read_outcome(const fs::path& dir, const Case& c, const Request& req) {
     o.dQ = read_matrix(cd / "dq.npy", "dq.npy", n, d, false, req, o.error);
     if (o.error.empty()) o.dK = read_matrix(cd / "dk.npy", "dk.npy", n, d, false, req, o.error);
     if (o.error.empty()) o.dV = read_matrix(cd / "dv.npy", "dv.npy", n, dv, false, req, o.error);
-    // ∂L/∂state_in is optional: read when the command wrote it.
+    // ∂L/∂state_in is optional, part by part: each part the command wrote is read and judged, one it did not
+    // write is not (a part with no gradient in some option group need not be written as zeros).
     if (o.error.empty() && !c.state_in.parts.empty() && fs::exists(cd / "dstate_in"))
       for (const PartShape& p : state_layout(req.op, d, dv)) {
+        if (!fs::exists(cd / "dstate_in" / (p.name + ".npy"))) continue;
         Mat<double> m = read_matrix(cd / "dstate_in" / (p.name + ".npy"), "dstate_in/" + p.name + ".npy", p.rows, p.cols,
                                     p.vector || p.cols == 1, req, o.error);
         if (!o.error.empty()) return o;

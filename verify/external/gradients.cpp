@@ -249,6 +249,32 @@ std::vector<GradientCandidate> gradient_candidates(const std::string& op) {
           }
           return all;
         });
+    // The other way a chunked backward drops the cross-chunk term: the forward carries the state, the backward
+    // treats the carried state as a constant (detached), so no gradient flows through it into earlier chunks.
+    add(fmt::format("carry-detached@w={}", w),
+        fmt::format("a chunk backward that treats the carried state as a constant: no gradient into earlier chunks through it (chunks of {})", w), "",
+        [op, w](const auto& p, const Options& o, const auto& dO) -> std::optional<ExactGradients> {
+          const Eigen::Index n = p.Q.rows();
+          if (n <= w) return std::nullopt;
+          const Entry<rational>& serial = registry<rational>().find(op, "serial", op == "hla2" ? "corrected" : "paper");
+          ExactGradients all{Mat<rational>(n, p.Q.cols()), Mat<rational>(n, p.K.cols()), Mat<rational>(n, p.V.cols())};
+          try {
+            for (Eigen::Index s = 0; s < n; s += w) {
+              const Eigen::Index len = std::min<Eigen::Index>(w, n - s);
+              std::optional<NamedState<rational>> carried;
+              if (s > 0) carried = serial(slice_rows(p, 0, s), o).state;
+              const Gradients<rational> g = backward::run_pass<rational>(op, Pass::serial, slice_rows(p, s, s + len), o,
+                                                                         carried ? &*carried : nullptr, dO.middleRows(s, len),
+                                                                         fast::DecayRule::corrected, 0);
+              all.dQ.middleRows(s, len) = g.dQ;
+              all.dK.middleRows(s, len) = g.dK;
+              all.dV.middleRows(s, len) = g.dV;
+            }
+          } catch (const NumericalError&) {
+            return std::nullopt;
+          }
+          return all;
+        });
   }
   return out;
 }
