@@ -113,8 +113,11 @@ template <class T> void put_scalar(ByteWriter& w, const T& x) {
     detail::put_mpz(w, mpq_denref(q));
   } else if constexpr (std::is_same_v<T, mpfr256>) {
     const mpfr_srcptr f = x.backend().data();
-    // kind: 0 number, 1 NaN, 2 +Inf, 3 −Inf (a zero is the number 0·2^0)
-    const std::int64_t kind = mpfr_nan_p(f) ? 1 : mpfr_inf_p(f) ? (mpfr_sgn(f) > 0 ? 2 : 3) : 0;
+    // kind: 0 number, 1 NaN, 2 +Inf, 3 −Inf, 4 −0 (+0 is the number 0·2^0)
+    const std::int64_t kind = mpfr_nan_p(f)   ? 1
+                              : mpfr_inf_p(f) ? (mpfr_sgn(f) > 0 ? 2 : 3)
+                              : mpfr_zero_p(f) && mpfr_signbit(f) ? 4
+                                                                  : 0;
     w.i64(kind);
     if (kind != 0) return;
     mpz_t m;
@@ -151,6 +154,7 @@ template <class T> T get_scalar(ByteReader& r) {
     const std::int64_t kind = r.i64();
     if (kind == 1) mpfr_set_nan(f);
     else if (kind == 2 || kind == 3) mpfr_set_inf(f, kind == 2 ? 1 : -1);
+    else if (kind == 4) mpfr_set_zero(f, -1);
     else if (kind == 0) {
       const std::int64_t e = r.i64();
       mpz_t m;

@@ -96,26 +96,35 @@ void farm(const std::vector<std::size_t>& order, const std::function<Bytes(std::
   }
   // The coordinator.
   std::deque<std::size_t> todo(order.begin(), order.end());
-  std::map<int, int> busy_on_host;  // host → items in flight
-  std::deque<int> waiting;          // idle workers held back by one_per_host
+  std::map<int, int> busy_on_host;       // host → items in flight
+  std::map<int, bool> alone_on_host;     // host → an exclusive item is running there
+  std::deque<int> waiting;               // idle workers with nothing they may take yet
   int stopped = 0;
+  auto is_exclusive = [&](std::size_t item) { return opt.exclusive && opt.exclusive(item); };
+  // Hands `worker` the first item its host may run now; stops it when nothing is left; else it waits.
   auto assign = [&](int worker) {
     if (todo.empty()) {
       ByteWriter w;
       w.u64(kNone);
       send_bytes(w.take(), worker, kAssign);
       ++stopped;
-      return;
+      return true;
     }
-    if (opt.one_per_host && busy_on_host[host[worker]] > 0) {
-      waiting.push_back(worker);
-      return;
+    const int h = host[worker];
+    if (alone_on_host[h]) return false;
+    for (std::size_t k = 0; k < todo.size(); ++k) {
+      const std::size_t item = todo[k];
+      const bool alone = is_exclusive(item);
+      if ((alone || opt.one_per_host) && busy_on_host[h] > 0) continue;
+      todo.erase(todo.begin() + static_cast<std::ptrdiff_t>(k));
+      ++busy_on_host[h];
+      alone_on_host[h] = alone;
+      ByteWriter w;
+      w.u64(item);
+      send_bytes(w.take(), worker, kAssign);
+      return true;
     }
-    ByteWriter w;
-    w.u64(todo.front());
-    todo.pop_front();
-    ++busy_on_host[host[worker]];
-    send_bytes(w.take(), worker, kAssign);
+    return false;
   };
   while (stopped < P - 1) {
     int worker = 0;
@@ -124,17 +133,16 @@ void farm(const std::vector<std::size_t>& order, const std::function<Bytes(std::
     const std::uint64_t item = r.u64();
     if (item != kNone) {
       --busy_on_host[host[worker]];
+      alone_on_host[host[worker]] = false;
       deliver(static_cast<std::size_t>(item), Bytes(msg.begin() + sizeof(std::uint64_t), msg.end()));
     }
-    assign(worker);
-    // Workers held back for a host that has freed up (or, with nothing left, to be stopped).
+    if (!assign(worker)) waiting.push_back(worker);
+    // Workers held back may take something now (their host freed up, or there is nothing left: stop).
     for (bool moved = true; moved;) {
       moved = false;
       for (std::size_t k = 0; k < waiting.size(); ++k)
-        if (todo.empty() || busy_on_host[host[waiting[k]]] == 0) {
-          const int w = waiting[k];
+        if (assign(waiting[k])) {
           waiting.erase(waiting.begin() + static_cast<std::ptrdiff_t>(k));
-          assign(w);
           moved = true;
           break;
         }

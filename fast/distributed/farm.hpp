@@ -20,6 +20,9 @@ namespace hla::distributed {
 
 struct FarmOptions {
   bool one_per_host = false;  // at most one item in flight per host (timings free of co-running ranks)
+  // Items that must run alone on their host (a timed ledger claim): assigned only to an idle host, and
+  // nothing else is assigned there until they finish.
+  std::function<bool(std::size_t)> exclusive;
 };
 
 void farm(const std::vector<std::size_t>& order, const std::function<Bytes(std::size_t)>& work,
