@@ -1,7 +1,7 @@
 // Registers the sequence-parallel forms (fast/distributed/sequence.hpp) for scalar T:
-//   mpi-chunked         blocks per rank, cross-rank scan by recursive doubling (the default: faster in
-//                       `make bench-distributed`, see README "Beyond one machine")
-//   mpi-chunked-exscan  the same with MPI_Exscan over a user-defined non-commutative MPI_Op
+//   mpi-chunked     blocks per rank, cross-rank scan by MPI_Exscan over a user-defined non-commutative
+//                   MPI_Op (the default: faster in `make bench-distributed`, README "Beyond one machine")
+//   mpi-chunked-rd  the same with the hand-written recursive-doubling exclusive scan
 // for every operator whose scan combine is associative with all its options: hla2 and AHLA (corrected
 // combines), hla3 (corrected minimal concatenation), linear. Each finishes its block with the
 // operator's fast chunked form and equals the operator's serial form (distributed_plan() names both).
