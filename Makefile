@@ -4,7 +4,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
 
-.PHONY: deps configure build test run bench report figures debug clean
+.PHONY: deps configure build test run bench bench-distributed report figures debug clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -25,6 +25,10 @@ run: build
 
 bench: build
 	@bash scripts/bench.sh $(BUILD)
+
+# Sequence-parallel forms over MPI ranks (issue 13): results/distributed/ (README "Beyond one machine").
+bench-distributed: build
+	@bash scripts/bench-distributed.sh $(BUILD)
 
 # Every figure from the committed results (no build needed), then the report page results/report.html.
 figures:

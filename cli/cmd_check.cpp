@@ -3,11 +3,17 @@
 // mpfr256/double/float in units of their roundoff u.
 #include <fmt/core.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <map>
+#include <optional>
 
 #include "cli/commands.hpp"
 #include "core/dispatch.hpp"
 #include "core/parse.hpp"
+#include "fast/distributed/comm.hpp"
+#include "fast/distributed/plan.hpp"
+#include "verify/bounds.hpp"
 #include "verify/evaluate.hpp"
 
 namespace hla::cli {
@@ -73,6 +79,120 @@ void run_check(const Shape& shape, std::uint64_t seed) {
   }
 }
 
+// ---- the sequence-parallel forms (mpi-*) against their serial forms, over the ranks of the job -------------
+// Every option case, with and without an initial state, at lengths that give every rank one token (n = P),
+// blocks that do not divide n (n = 2P + 1) and a longer sequence; chunk widths that do not divide the blocks.
+// rational, fp61: outputs and final state exactly equal to the serial form's. mpfr256, double, float: every
+// output within the rounding bound of verify/bounds.hpp (the sweeps' bound) of the MPFR reference.
+struct DistributedCase {
+  Eigen::Index n;
+  int chunk;
+  bool with_state;
+};
+
+std::vector<DistributedCase> distributed_cases(int P) {
+  std::vector<DistributedCase> cases;
+  for (const Eigen::Index n : {Eigen::Index(P), Eigen::Index(2 * P + 1), Eigen::Index(13)})
+    for (const bool st : {false, true}) cases.push_back({n, n == P ? 1 : 3, st});
+  return cases;
+}
+
+// Whether the mpi form agrees with the serial form on `pre` (the initial state's tokens, maybe empty) then `main`.
+template <class T>
+std::string distributed_cell(const Entry<T>& mpi, const Entry<T>& serial, const Problem<double>& pre,
+                             const Problem<double>& main, const Options& opt, bool& ok) {
+  const Problem<T> p = convert_problem<T>(main);
+  std::optional<NamedState<T>> init;
+  if (pre.n() > 0) init = serial(convert_problem<T>(pre), opt).state;
+  const NamedState<T>* s = init ? &*init : nullptr;
+  Run<T> got, want;
+  try {
+    got = mpi(p, opt, s);
+  } catch (const NumericalError&) {
+    ok = false;
+    return "non-finite";
+  }
+  if constexpr (is_exact_v<T>) {
+    want = serial(p, opt, s);
+    const ErrorStats e = compare_exact(got.O, want.O);
+    const bool same_state = scan::same_named(got.state, want.state);
+    ok = ok && e.exact_equal && same_state;
+    if (!e.exact_equal) return fmt::format("DIFFERS {}/{}", e.mismatches, got.O.size());
+    return same_state ? "exact" : "STATE DIFFERS";
+  } else {
+    // The reference and the bound of the whole sequence [pre; main], read on main's rows.
+    Problem<double> full{Mat<double>(pre.n() + main.n(), main.d()), Mat<double>(pre.n() + main.n(), main.d()),
+                         Mat<double>(pre.n() + main.n(), main.dv())};
+    full.Q << pre.Q, main.Q;
+    full.K << pre.K, main.K;
+    full.V << pre.V, main.V;
+    const Eigen::Index N = full.n(), n = main.n(), dv = main.dv(), off = pre.n();
+    Options plain = opt;
+    plain.normalized = false;
+    plain.eps = 0;
+    const Mat<mpfr256> num = registry<mpfr256>().reference(mpi.op)(convert_problem<mpfr256>(bounds::augmented(full, false)), plain).O;
+    const Mat<double> A = registry<double>().reference(bounds::abs_operator(mpi.op))(bounds::augmented(full, true), plain).O * (1 + 1e-9);
+    const mpfr256 eps = from_rational<mpfr256>(opt.eps);
+    Mat<mpfr256> R(N, dv);
+    ColVec<mpfr256> den(N);
+    for (Eigen::Index t = 0; t < N; ++t) {
+      den(t) = opt.normalized ? mpfr256(num(t, dv) + eps) : mpfr256(1);
+      for (Eigen::Index c = 0; c < dv; ++c) R(t, c) = opt.normalized ? mpfr256(num(t, c) / den(t)) : num(t, c);
+    }
+    const bool inexact = opt.gamma != 1 && to_mpfr(from_rational<T>(opt.gamma)) != from_rational<mpfr256>(opt.gamma);
+    const long h = bounds::rounding_depth(mpi.op, bounds::accumulation_depth(mpi.form, N, opt.chunk), opt.gamma != 1,
+                                          inexact, N, main.d());
+    const Mat<double> B = bounds::output_bounds(R, A, opt.normalized, den, from_rational<double>(opt.eps), unit_roundoff<T>(), h);
+    double worst = 0;
+    for (Eigen::Index t = 0; t < n; ++t)
+      for (Eigen::Index c = 0; c < dv; ++c) {
+        const double err = abs(to_mpfr(got.O(t, c)) - R(off + t, c)).template convert_to<double>();
+        if (err > 0) worst = std::max(worst, err / B(off + t, c));
+      }
+    const bool within = worst <= 1;
+    ok = ok && within;
+    return fmt::format("{}{:.2g}", within ? "" : "EXCEEDS ", worst);
+  }
+}
+
+bool run_distributed_check(std::uint64_t seed) {
+  const int P = distributed::comm_size(distributed::sequence_comm());
+  fmt::print("\nSequence-parallel forms on P = {} rank(s) against their serial forms (d=3 dv=2, seed={}).\n", P, seed);
+  fmt::print("rational, fp61: outputs and final state exactly equal. mpfr256, double, float: worst error / rounding bound (<= 1).\n\n");
+  fmt::print("{:<8} {:<20} {:<19} {:>3} {:>3} {:>5}", "operator", "form", "options", "n", "w", "state");
+  for (const auto& s : scalar_names()) fmt::print(" {:>14}", s);
+  fmt::print("\n");
+  bool all_ok = true;
+  int cells = 0;
+  for (const auto& e : registry<double>().entries()) {
+    if (e.form.rfind("mpi-", 0) != 0) continue;
+    const auto& plan = *std::find_if(distributed::distributed_plan().begin(), distributed::distributed_plan().end(),
+                                     [&](const auto& x) { return x.op == e.op; });
+    for (const auto& oc : option_cases()) {
+      if (!supports(e.caps, oc.opt)) continue;
+      for (const DistributedCase& dc : distributed_cases(P)) {
+        Options opt = oc.opt;
+        opt.chunk = dc.chunk;
+        const Problem<double> main = gaussian_problem(Shape{dc.n, 3, 2}, seed + static_cast<std::uint64_t>(dc.n));
+        const Problem<double> pre = dc.with_state ? gaussian_problem(Shape{3, 3, 2}, seed + 1000) : Problem<double>{};
+        fmt::print("{:<8} {:<20} {:<19} {:>3} {:>3} {:>5}", e.op, e.form, oc.label, dc.n, dc.chunk, dc.with_state ? "yes" : "no");
+        for (const auto& s : scalar_names()) {
+          const std::string text = with_scalar(s, [&]<class T>() -> std::string {
+            const auto& reg = registry<T>();
+            return distributed_cell<T>(reg.find(e.op, e.form, e.variant), reg.find(plan.op, plan.serial_form, plan.serial_variant),
+                                       pre, main, opt, all_ok);
+          });
+          fmt::print(" {:>14}", text);
+          ++cells;
+        }
+        fmt::print("\n");
+      }
+    }
+  }
+  fmt::print("\ndistributed: {} cells on {} rank(s): {}\n", cells, P, all_ok ? "all agree" : "MISMATCH");
+  return all_ok;
+}
+
 const CommandRegistrar registrar([](CLI::App& app) {
   auto* sub = app.add_subcommand("check", "Table of every form x scalar against its reference");
   auto shape = std::make_shared<Shape>(Shape{10, 3, 2});
@@ -81,7 +201,16 @@ const CommandRegistrar registrar([](CLI::App& app) {
   sub->add_option("--d", shape->d, "query/key width")->check(CLI::PositiveNumber);
   sub->add_option("--dv", shape->dv, "value width")->check(CLI::PositiveNumber);
   sub->add_option("--seed", *seed, "input seed");
-  sub->callback([shape, seed] { run_check(*shape, *seed); });
+  auto distributed_only = std::make_shared<bool>(false);
+  sub->add_flag("--distributed-only", *distributed_only, "only the mpi-* forms against their serial forms");
+  sub->callback([shape, seed, distributed_only] {
+    // Under mpirun every rank computes every cell (the mpi-* forms are collective); rank 0 prints.
+    if (distributed::world_rank() != 0 && !std::freopen("/dev/null", "w", stdout)) throw std::runtime_error("no /dev/null");
+    if (!*distributed_only) run_check(*shape, *seed);
+    const bool ok = run_distributed_check(*seed);
+    std::fflush(stdout);
+    if (!ok) throw CLI::RuntimeError(1);
+  });
 });
 
 }  // namespace

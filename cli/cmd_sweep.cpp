@@ -1,24 +1,26 @@
 // `hla sweep <config.toml> [--shard i/N] [--out DIR]`: runs a declarative sweep (experiments/lib/sweep.hpp,
-// experiments/README.md), resumable. `hla merge <dir-or-files...> [--out FILE]`: combines shard outputs.
+// experiments/README.md), resumable; under `mpirun -n P` its points are spread over the ranks (rank 0 writes). `hla merge <dir-or-files...> [--out FILE]`: combines shard outputs.
 #include <fmt/core.h>
 
 #include <iostream>
 
 #include "cli/commands.hpp"
 #include "experiments/lib/sweep.hpp"
+#include "fast/distributed/comm.hpp"
 
 namespace hla::cli {
 namespace {
 
 struct SweepArgs {
   std::string config, shard = "1/1", out;
-  bool dry_run = false;
+  bool dry_run = false, one_per_host = false;
 };
 
 void run_sweep_cmd(const SweepArgs& a) {
   const sweep::Config c = sweep::load_config(a.config);
   const sweep::Shard shard = sweep::parse_shard(a.shard);
   if (a.dry_run) {
+    if (distributed::world_rank() != 0) return;
     const sweep::Enumeration en = sweep::enumerate(c);
     const auto mine = sweep::shard_points(en.points, shard);
     fmt::print("{}: {} combinations, {} points, shard {}/{}: {} points\n", c.name, en.combinations, en.points.size(),
@@ -31,7 +33,9 @@ void run_sweep_cmd(const SweepArgs& a) {
   o.out_dir = a.out;
   o.shard = shard;
   o.progress = &std::cerr;
+  o.one_per_host = a.one_per_host;
   const sweep::SweepSummary s = sweep::run_sweep(c, o);
+  if (distributed::world_rank() != 0) return;  // under mpirun rank 0 wrote the files and reports
   fmt::print("{}: {} points ({} already done, {} run, {} failed) → {}\n", c.name, s.points, s.already_done, s.ran,
              s.failed, s.csv.string());
 }
@@ -43,6 +47,8 @@ const CommandRegistrar sweep_registrar([](CLI::App& app) {
   sub->add_option("--shard", args->shard, "run shard i of N (1-based, e.g. 2/4): the points with index % N == i-1");
   sub->add_option("--out", args->out, "output directory (default results/<config name>)");
   sub->add_flag("--dry-run", args->dry_run, "list the points (after skips) and exit");
+  sub->add_flag("--one-per-host", args->one_per_host,
+                "under mpirun: time at most one point per host at a time (no co-running ranks in the timings)");
   sub->callback([args] { run_sweep_cmd(*args); });
 });
 

@@ -6,8 +6,11 @@
 
 #include "cli/commands.hpp"
 #include "core/types.hpp"
+#include "fast/distributed/comm.hpp"
 
 int main(int argc, char** argv) {
+  // MPI only under mpirun/srun (fast/distributed/comm.hpp); otherwise nothing changes.
+  const hla::distributed::Session mpi(&argc, &argv);
   CLI::App app{"HLA harness: verifies, measures and benchmarks Higher-order Linear Attention"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Show help for every subcommand");

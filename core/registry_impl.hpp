@@ -8,6 +8,9 @@
 
 namespace hla {
 
+// fast/distributed/register.hpp: the sequence-parallel mpi-* forms (declared here, beside its only caller).
+template <class T> void register_distributed(Registry<T>&);
+
 template <class T> void validate(const Problem<T>& p, const Options& opt, const Caps& caps, const std::string& who) {
   auto fail = [&](const std::string& what) { throw InputError(who + ": " + what); };
   if (p.Q.rows() == 0) fail("n = 0: the sequence is empty");
@@ -76,6 +79,7 @@ template <class T> const Registry<T>& registry() {
     register_serial(r);
     register_scan(r);
     register_chunked(r);
+    register_distributed(r);
     return r;
   }();
   return reg;

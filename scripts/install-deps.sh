@@ -12,6 +12,7 @@ packages=(
   python3-dev pybind11-dev  # the Python module hla_harness (python/)
   python3-torch             # examples/: PyTorch implementations verified in make test
   libxsmm-dev libopenblas-dev libblis-dev  # fast/gemm/ (LIBXSMM kernels) and the bench's GEMM rooflines (issue 14)
+  libopenmpi-dev openmpi-bin  # fast/distributed/: mpi-* forms, sweeps and claims across ranks (issue 13)
   chromium  # renders results/report.html in tests/python/test_report.py
 )
 

@@ -4,6 +4,7 @@
 #   1. the Catch2 suite (every test case, in a fixed order)
 #   2. the Python suites tests/python/test_*.py (unittest; they import build/python/hla_harness and run
 #      build/bin/hla), when the build has them
+#   3. the MPI suite (mpirun, P up to 4), when mpirun is installed
 set -uo pipefail
 build=${1:-build}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -41,6 +42,17 @@ if compgen -G "$root/tests/python/test_*.py" >/dev/null; then
   skipped=$(grep -oE "skipped=[0-9]+" "$log" | tail -1 | cut -d= -f2)
   passed=$((passed + ${ran:-0} - bad - ${skipped:-0})); failed=$((failed + bad))
   [ -z "$ran" ] && { failed=$((failed + 1)); status=1; }
+fi
+
+# MPI suite (issue 13): scripts/test-mpi.sh (mpirun, P up to 4), counted like the others.
+if command -v mpirun >/dev/null && [ -x "$build/bin/hla" ]; then
+  bash "$root/scripts/test-mpi.sh" "$build" 2>&1 | tee "$log"
+  s=${PIPESTATUS[0]}
+  [ "$s" -ne 0 ] && status=$s
+  line=$(grep -E "^mpi-tests: " "$log" | tail -1)
+  p=$(sed -E 's/^mpi-tests: ([0-9]+) passed.*/\1/' <<<"$line"); f=$(sed -E 's/.* ([0-9]+) failed.*/\1/' <<<"$line")
+  [[ $p =~ ^[0-9]+$ && $f =~ ^[0-9]+$ ]] || { p=0; f=1; }
+  passed=$((passed + p)); failed=$((failed + f))
 fi
 
 echo "tests: ${passed} passed, ${failed} failed"

@@ -51,6 +51,8 @@ inline Problem<double> augmented(const Problem<double>& p, bool absolute) {
 inline long accumulation_depth(const std::string& form, long n, long w) {
   if (form.rfind("scan-blelloch", 0) == 0 || form.rfind("scan-tree", 0) == 0)
     return 2 * std::max<long>(1, static_cast<long>(std::ceil(std::log2(static_cast<double>(n)))));
+  if (form.rfind("mpi-", 0) == 0)
+    return w + (n + w - 1) / w + 4 * std::max<long>(1, static_cast<long>(std::ceil(std::log2(static_cast<double>(n)))));
   if (form.rfind("scan-twolevel", 0) == 0 || form.rfind("chunked", 0) == 0) return w + (n + w - 1) / w;
   return n;
 }

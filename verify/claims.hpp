@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,7 @@ struct ClaimResult {
 struct LedgerContext {
   std::uint64_t seed = 20251031;
   bool quick = false;  // fewer shapes and shorter timings (tests)
+  std::map<std::string, double> previous_seconds;  // claim id → seconds in the last ledger (longest first under mpirun)
 };
 
 struct Claim {
@@ -31,8 +33,13 @@ struct Claim {
 // Every claim, in SPEC's order, followed by the ones this harness added (.corrected and new findings).
 const std::vector<Claim>& all_claims();
 
-// Runs the claims (all, or those whose id is in `only`), printing progress to stderr.
+// Runs the claims (all, or those whose id is in `only`), printing progress to stderr. Under mpirun the
+// claims are spread over the ranks; rank 0 returns them all, the other ranks an empty list.
 std::vector<ClaimResult> run_ledger(const LedgerContext& ctx, const std::vector<std::string>& only);
+
+// The claims decided from measured times (cost.*): their verdicts can move with the machine's load, in
+// one process as across ranks; under mpirun each runs alone on its host.
+bool is_timed_claim(const std::string& id);
 
 nlohmann::json ledger_json(const std::vector<ClaimResult>& results, const LedgerContext& ctx);
 std::string ledger_markdown(const std::vector<ClaimResult>& results, const LedgerContext& ctx);

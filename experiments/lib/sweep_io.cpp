@@ -21,7 +21,7 @@ const std::vector<std::string>& columns() {
       "exact_fp61", "ref_method",
       "err_max_abs", "err_max_rel", "err_normwise_rel", "err_units_u",
       "bound_h", "bound_normwise_rel", "bound_units_u", "err_over_bound",
-      "commit", "source_tree", "compiler", "flags", "cpu", "date"};
+      "commit", "source_tree", "compiler", "flags", "cpu", "host", "rank", "ranks_on_host", "date"};
   return c;
 }
 
@@ -31,7 +31,8 @@ static bool numeric_column(const std::string& name) {
                                        "cpu_time_median_s", "peak_rss_delta_bytes", "state_numbers", "state_bytes", "checkpoints",
                                        "stored_states", "stored_bytes", "err_max_abs",
                                        "err_max_rel", "err_normwise_rel", "err_units_u", "bound_h",
-                                       "bound_normwise_rel", "bound_units_u", "err_over_bound"};
+                                       "bound_normwise_rel", "bound_units_u", "err_over_bound", "rank",
+                                       "ranks_on_host"};
   return s.count(name) > 0;
 }
 

@@ -24,6 +24,8 @@
 #include "experiments/lib/measure.hpp"
 #include "experiments/lib/sweep.hpp"
 #include "experiments/lib/sweep_backward.hpp"
+#include "fast/distributed/comm.hpp"
+#include "fast/distributed/farm.hpp"
 #include "verify/bounds.hpp"
 #include "verify/exactness.hpp"
 #include "verify/compare.hpp"
@@ -163,7 +165,7 @@ class ReferenceStore {
   void store(const fs::path& file, const RefData& r) {
     fs::create_directories(dir_);
     fs::path tmp = file;
-    tmp += ".tmp";
+    tmp += ".tmp." + std::to_string(::getpid());  // ranks of a distributed sweep share the folder
     {
       std::ofstream out(tmp, std::ios::binary);
       out << "HLAREF1\n" << r.method << "\n" << r.abs_method << "\n"
@@ -364,47 +366,78 @@ std::string hms(double s) {
 
 }  // namespace
 
+// A point's estimated cost, to hand out the longest first (the last points then finish together).
+double estimated_cost(const Point& pt) {
+  double c = static_cast<double>(pt.repeats) * static_cast<double>(pt.n) * static_cast<double>(pt.d) *
+             static_cast<double>(pt.d + pt.dv);
+  if (order_of(pt.op) == 3) c *= static_cast<double>(pt.d);
+  if (pt.form == "reference" || pt.form == "serial") c *= 4;
+  if (pt.scalar == "mpfr256") c *= 100;
+  if (pt.is_backward()) c *= 3;
+  return c;
+}
+
 SweepSummary run_sweep(const Config& c, const SweepOptions& o) {
   const Enumeration en = enumerate(c);  // validates names before anything is written
   const std::vector<Point> mine = shard_points(en.points, o.shard);
   const fs::path dir = o.out_dir.empty() ? fs::path("results") / c.name : o.out_dir;
-  if (o.progress) {
-    *o.progress << "sweep " << c.name << ": " << en.combinations << " combinations, " << en.points.size() << " points";
+  // Under mpirun (fast/distributed/farm.hpp) rank 0 alone reads and writes the output files; the other
+  // ranks compute the points it hands them.
+  const int ranks = distributed::world_size();
+  const bool writer = distributed::world_rank() == 0;
+  std::ostream* progress = writer ? o.progress : nullptr;
+  if (progress) {
+    *progress << "sweep " << c.name << ": " << en.combinations << " combinations, " << en.points.size() << " points";
     std::size_t skipped = 0;
     for (const auto& [why, k] : en.skipped) skipped += k;
-    *o.progress << " (" << skipped << " skipped";
-    for (const auto& [why, k] : en.skipped) *o.progress << "; " << k << " " << why;
-    *o.progress << ")";
-    if (o.shard.count > 1) *o.progress << "; shard " << o.shard.index << "/" << o.shard.count << ": " << mine.size() << " points";
-    *o.progress << "\n";
+    *progress << " (" << skipped << " skipped";
+    for (const auto& [why, k] : en.skipped) *progress << "; " << k << " " << why;
+    *progress << ")";
+    if (o.shard.count > 1) *progress << "; shard " << o.shard.index << "/" << o.shard.count << ": " << mine.size() << " points";
+    if (ranks > 1) *progress << "; " << ranks - 1 << " worker ranks";
+    *progress << "\n";
   }
-  fs::create_directories(dir);
   Outputs out;
-  out.open(dir, shard_file_stem(o.shard));
   SweepSummary sum;
   sum.points = mine.size();
-  sum.csv = out.csv;
-  sum.jsonl = out.jsonl;
-  std::vector<const Point*> todo;
-  for (const auto& p : mine)
-    if (!out.done.count(p.key())) todo.push_back(&p);
-  sum.already_done = mine.size() - todo.size();
-  if (o.progress && out.upgraded)
-    *o.progress << "upgraded " << out.csv.string() << " (and its JSON lines) to this version's columns\n";
-  if (o.progress && sum.already_done)
-    *o.progress << "resuming: " << sum.already_done << " of " << mine.size() << " points already in " << out.csv.string() << "\n";
+  std::vector<std::size_t> todo;  // positions in `mine`
+  if (writer) {
+    fs::create_directories(dir);
+    out.open(dir, shard_file_stem(o.shard));
+    sum.csv = out.csv;
+    sum.jsonl = out.jsonl;
+    for (std::size_t k = 0; k < mine.size(); ++k)
+      if (!out.done.count(mine[k].key())) todo.push_back(k);
+    sum.already_done = mine.size() - todo.size();
+    if (progress && out.upgraded)
+      *progress << "upgraded " << out.csv.string() << " (and its JSON lines) to this version's columns\n";
+    if (progress && sum.already_done)
+      *progress << "resuming: " << sum.already_done << " of " << mine.size() << " points already in " << out.csv.string() << "\n";
+    if (o.max_points && todo.size() > o.max_points) todo.resize(o.max_points);
+    if (ranks > 1)
+      std::stable_sort(todo.begin(), todo.end(),
+                       [&](std::size_t x, std::size_t y) { return estimated_cost(mine[x]) > estimated_cost(mine[y]); });
+  }
+  if (ranks > 1) {  // every rank learns which points are left (the writer found them in the files)
+    distributed::Bytes b(todo.size() * sizeof(std::size_t));
+    if (writer) std::memcpy(b.data(), todo.data(), b.size());
+    b = distributed::broadcast(MPI_COMM_WORLD, 0, std::move(b));
+    todo.resize(b.size() / sizeof(std::size_t));
+    std::memcpy(todo.data(), b.data(), b.size());
+  }
 
   ExactnessOracle oracle;
   ReferenceStore refs(dir / "refcache", c.limits, oracle);
   BackwardEvaluator backward(c.limits);
   const std::string commit = build_info::head_commit(), tree = source_tree(), comp = compiler(), flags = build_info::cxx_flags(),
                     cpu = cpu_model();
+  const std::string host = distributed::host_name(), rank = std::to_string(distributed::world_rank()),
+                    on_host = std::to_string(distributed::ranks_on_host());
   const auto start = std::chrono::steady_clock::now();
   std::string inputs_key;
   Problem<double> inputs;
-  for (std::size_t i = 0; i < todo.size(); ++i) {
-    if (o.max_points && sum.ran >= o.max_points) break;
-    const Point& pt = *todo[i];
+  // One point's row (its fields in columns() order); "status" says whether it failed.
+  auto compute_row = [&](const Point& pt) {
     std::map<std::string, std::string> f;
     f["index"] = std::to_string(pt.index);
     f["key"] = pt.key();
@@ -430,6 +463,9 @@ SweepSummary run_sweep(const Config& c, const SweepOptions& o) {
     f["compiler"] = comp;
     f["flags"] = flags;
     f["cpu"] = cpu;
+    f["host"] = host;
+    f["rank"] = rank;
+    f["ranks_on_host"] = on_host;
     try {
       const std::string ik = std::to_string(pt.n) + "/" + std::to_string(pt.d) + "/" + std::to_string(pt.dv) + "/" + std::to_string(pt.seed);
       if (ik != inputs_key) {
@@ -450,30 +486,59 @@ SweepSummary run_sweep(const Config& c, const SweepOptions& o) {
     } catch (const NumericalError& e) {
       f["status"] = "non-finite";
       f["note"] = e.what();
-      ++sum.failed;
     } catch (const InputError& e) {
       f["status"] = "rejected";
       f["note"] = e.what();
-      ++sum.failed;
     }
     f["date"] = utc_now();
     std::vector<std::string> fields;
     for (const auto& col : columns()) fields.push_back(f.count(col) ? f[col] : "");
+    return fields;
+  };
+  const auto& cols = columns();
+  auto field = [&](const std::vector<std::string>& fields, const char* name) -> const std::string& {
+    return fields[static_cast<std::size_t>(std::find(cols.begin(), cols.end(), name) - cols.begin())];
+  };
+  std::size_t delivered = 0;
+  auto deliver = [&](std::size_t k, const std::vector<std::string>& fields) {
     out.append(fields);
     ++sum.ran;
-    if (o.progress) {
+    const std::string& status = field(fields, "status");
+    if (status == "non-finite" || status == "rejected") ++sum.failed;
+    ++delivered;
+    if (progress) {
+      const Point& pt = mine[k];
       const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      const double eta = el / static_cast<double>(i + 1) * static_cast<double>(todo.size() - i - 1);
-      *o.progress << "[" << (sum.already_done + i + 1) << "/" << mine.size() << "] " << pt.op << "/" << pt.form << "/"
-                  << pt.variant << (pt.is_backward() ? " backward:" + pt.backward : "") << " " << pt.scalar << " n=" << pt.n << " d=" << pt.d << " dv=" << pt.dv
-                  << " g=" << f["gamma"] << (pt.normalized ? " norm eps=" + f["eps"] : "")
-                  << (pt.lambda != 0 ? " lam=" + f["lambda"] : "") << " w=" << pt.chunk << " thr=" << pt.threads
-                  << ": " << f["time_median_s"] << " s, err " << (f["err_units_u"].empty() ? "-" : f["err_units_u"])
-                  << " u, err/bound " << (f["err_over_bound"].empty() ? "-" : f["err_over_bound"]) << ", " << f["status"]
-                  << " | elapsed " << hms(el) << ", ETA " << hms(eta) << "\n";
-      o.progress->flush();
+      const double eta = el / static_cast<double>(delivered) * static_cast<double>(todo.size() - delivered);
+      const std::string& err = field(fields, "err_units_u");
+      const std::string& ratio = field(fields, "err_over_bound");
+      *progress << "[" << (sum.already_done + delivered) << "/" << mine.size() << "] " << pt.op << "/" << pt.form << "/"
+                << pt.variant << (pt.is_backward() ? " backward:" + pt.backward : "") << " " << pt.scalar << " n=" << pt.n << " d=" << pt.d << " dv=" << pt.dv
+                << " g=" << field(fields, "gamma") << (pt.normalized ? " norm eps=" + field(fields, "eps") : "")
+                << (pt.lambda != 0 ? " lam=" + field(fields, "lambda") : "") << " w=" << pt.chunk << " thr=" << pt.threads
+                << (ranks > 1 ? " rank=" + field(fields, "rank") : "")
+                << ": " << field(fields, "time_median_s") << " s, err " << (err.empty() ? "-" : err)
+                << " u, err/bound " << (ratio.empty() ? "-" : ratio) << ", " << status
+                << " | elapsed " << hms(el) << ", ETA " << hms(eta) << "\n";
+      progress->flush();
     }
-  }
+  };
+  std::vector<std::size_t> order(todo.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  distributed::farm(
+      order,
+      [&](std::size_t i) {
+        distributed::ByteWriter w;
+        for (const std::string& x : compute_row(mine[todo[i]])) w.text(x);
+        return w.take();
+      },
+      [&](std::size_t i, const distributed::Bytes& b) {
+        distributed::ByteReader r(b);
+        std::vector<std::string> fields;
+        while (!r.done()) fields.push_back(r.text());
+        deliver(todo[i], fields);
+      },
+      distributed::FarmOptions{o.one_per_host, {}});
   return sum;
 }
 

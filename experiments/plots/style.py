@@ -50,8 +50,8 @@ def family(form):
         return "reference"
     if form.startswith("scan"):
         return "scan"
-    if form.startswith("chunk"):
-        return "chunked"
+    if form.startswith("chunk") or form.startswith("mpi-"):
+        return "chunked"  # mpi-*: blocks per rank, each finished by the chunked form
     if form.startswith("decode"):
         return "decode"
     return "serial"

@@ -18,6 +18,14 @@ from .errors import _ops
 CPU = "cpu_time_median_s"
 
 
+def shared_host_note(rows):
+    """What a reading says when the timings came from a host shared by several ranks of an MPI sweep
+    (column ranks_on_host, README "Beyond one machine"); empty for one-process sweeps."""
+    counts = [num(r.get("ranks_on_host")) for r in rows]
+    shared = int(max((c for c in counts if c == c), default=1))  # NaN (no such column): one process
+    return f" Timed on a host shared by up to {shared} ranks of an MPI job." if shared > 1 else ""
+
+
 def _timed(rows, column=CPU):
     ok = [r for r in rows if not is_backward(r) and num(r.get(column)) > 0]
     if not ok:
@@ -107,7 +115,7 @@ def time_per_token_vs_n(rows, outdir):
                 parts.append(f"{op0} at n={pow2(at)}, {sc}, µs per token: " + ", ".join(cells))
     refs = [(k, v) for k, v in drawn.items() if k[1] == "reference"]
     reading = "; ".join(parts) + "." + (" The literal references grow like n² per token." if refs else "")
-    style.save(fig, outdir, "time_per_token_vs_n", "Is per-token cost flat in n?", reading, key=True)
+    style.save(fig, outdir, "time_per_token_vs_n", "Is per-token cost flat in n?", reading + shared_host_note(rows), key=True)
 
 
 # Expected growth of the per-token cost: the d² term of hla2/hla3, d·dv for the others.
@@ -173,7 +181,7 @@ def time_vs_width(rows, outdir):
                      f"({fmt(t[0])} → {fmt(t[-1])} µs/token)")
     reading = ("Small widths are overhead-bound; towards the top of the range the cost approaches the expected "
                "power — " + "; ".join(parts) + ".")
-    style.save(fig, outdir, "time_vs_width", "How does cost grow with d?", reading, key=True)
+    style.save(fig, outdir, "time_vs_width", "How does cost grow with d?", reading + shared_host_note(rows), key=True)
 
 
 def time_vs_chunk(rows, outdir):
@@ -231,7 +239,7 @@ def time_vs_chunk(rows, outdir):
         if sc in u:
             ratios = [m[sc][w] / u[sc][w] for w in m[sc] if w in u[sc]]
             parts.append(f"the carry is {min(ratios):.2f}–{max(ratios):.2f}× the u-form's time ({sc})")
-    style.save(fig, outdir, "time_vs_chunk", "Which chunk width?", "; ".join(parts) + ".")
+    style.save(fig, outdir, "time_vs_chunk", "Which chunk width?", "; ".join(parts) + "." + shared_host_note(rows))
 
 
 def draw(rows, outdir):

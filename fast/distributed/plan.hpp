@@ -1,0 +1,42 @@
+// Which sequence-parallel forms exist (fast/distributed/register.hpp registers them; `hla check` holds
+// each to its serial form), without the templates behind them.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "fast/scan/common.hpp"
+
+namespace hla::distributed {
+
+// The cross-rank exclusive scan (exscan.hpp).
+enum class CrossScan { recursive_doubling, mpi_exscan };
+
+// One sequence-parallel operator: its scan operator's variant, the form that finishes each block, and
+// the serial form it must equal (`hla check` under mpirun holds it to that).
+struct DistributedPlan {
+  std::string op;
+  scan::Variant scan_variant;
+  std::string finish_form, finish_variant;
+  std::string serial_form, serial_variant;
+};
+inline const std::vector<DistributedPlan>& distributed_plan() {
+  using scan::Variant;
+  static const std::vector<DistributedPlan> plan{
+      {"hla2", Variant::corrected, "chunked", "corrected", "serial", "corrected"},
+      {"ahla", Variant::corrected, "chunked", "paper", "serial", "paper"},
+      {"hla3", Variant::corrected, "chunked", "corrected", "serial", "corrected"},
+      {"linear", Variant::paper, "chunked", "paper", "serial", "paper"},
+  };
+  return plan;
+}
+inline const std::vector<std::pair<std::string, CrossScan>>& distributed_forms() {
+  // The default (no suffix) is the faster scan in `make bench-distributed` on this machine (README
+  // "Beyond one machine": MPI_Exscan, for 3 of the 4 operators at P = 2); the other stays beside it.
+  static const std::vector<std::pair<std::string, CrossScan>> forms{{"mpi-chunked", CrossScan::mpi_exscan},
+                                                                     {"mpi-chunked-rd", CrossScan::recursive_doubling}};
+  return forms;
+}
+
+}  // namespace hla::distributed
