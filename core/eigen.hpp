@@ -8,7 +8,11 @@
 // points at, so a real maybe-uninitialized in our own code is still reported.
 #pragma once
 
+#if defined(__GNUC__) && !defined(__clang__)  // clang (the fuzz and tsan builds) has no such warning
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <Eigen/Core>
 #pragma GCC diagnostic pop
+#else
+#include <Eigen/Core>
+#endif
