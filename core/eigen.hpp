@@ -1,4 +1,5 @@
-// Eigen, included once for the whole harness: every file that needs Eigen includes this header.
+// Eigen, included once for the whole harness: every file that needs Eigen includes this header, before any
+// other header that includes Eigen itself (core/scalar.hpp: Boost.Multiprecision's Eigen glue).
 //
 // GCC 12 reports -Wmaybe-uninitialized inside its own avx512fintrin.h when Eigen's AVX-512 packet code
 // (ptranspose, gemm_pack_rhs, ...) is inlined: the intrinsics start from _mm256_undefined_pd(), whose
