@@ -13,6 +13,7 @@ packages=(
   python3-torch             # examples/: PyTorch implementations verified in make test
   libxsmm-dev libopenblas-dev libblis-dev  # fast/gemm/ (LIBXSMM kernels) and the bench's GEMM rooflines (issue 14)
   chromium  # renders results/report.html in tests/python/test_report.py
+  clang-16 libclang-rt-16-dev libfuzzer-16-dev libomp-16-dev  # make fuzz (libFuzzer), make tsan (ThreadSanitizer + libomp/Archer): README Hardening
 )
 
 missing=()
