@@ -40,7 +40,7 @@ debug: deps
 	@cmake -S . -B build-debug -DCMAKE_BUILD_TYPE=Debug -DHLA_SANITIZE=ON -DHLA_BUILD_BENCH=OFF -DHLA_BUILD_PYTHON=OFF >/dev/null
 	@cmake --build build-debug -j $(JOBS) --target hla hla_tests
 	@cd build-debug && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-	  ./bin/hla_tests --order lex $(DEBUG_TESTS)
+	  ./bin/hla_tests --order lex $(if $(DEBUG_TESTS),'$(DEBUG_TESTS)')
 
 # ---- hardening (README "Hardening") -----------------------------------------------------------------------
 # libFuzzer targets (tests/fuzz/) in build-fuzz/ with clang++-16, each run FUZZ_SECONDS over its corpus.
