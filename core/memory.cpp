@@ -46,8 +46,9 @@ std::string format_bytes(std::uint64_t bytes) {
 void require_memory(std::uint64_t needed, const std::string& what) {
   const std::uint64_t available = available_memory_bytes();
   if (needed > available)
-    throw InputError(fmt::format("{} needs at least {}, {} available (MemAvailable)", what,
-                                 needed == std::numeric_limits<std::uint64_t>::max() ? "more than 16 EiB" : format_bytes(needed),
+    throw InputError(fmt::format("{} needs {}, {} available (MemAvailable)", what,
+                                 needed == std::numeric_limits<std::uint64_t>::max() ? "more than 16 EiB"
+                                                                                     : "at least " + format_bytes(needed),
                                  format_bytes(available)));
 }
 

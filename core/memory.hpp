@@ -21,7 +21,8 @@ std::uint64_t saturating_add(std::uint64_t a, std::uint64_t b);
 // "17.5 TiB", "512 MiB", "96 B".
 std::string format_bytes(std::uint64_t bytes);
 
-// InputError "<what> needs at least <needed>, <available> available (MemAvailable)" when needed does not fit.
+// InputError "<what> needs at least <needed>, <available> available (MemAvailable)" when needed does not
+// fit ("needs more than 16 EiB" for a size that saturated).
 void require_memory(std::uint64_t needed, const std::string& what);
 
 // A lower bound on the bytes one value of T occupies: the object itself, plus for the multiprecision types

@@ -18,7 +18,7 @@ std::string ParamSpace::describe() const {
                               ridge ? "random" : "= 0");
   if (chunks.size() > 1 || chunks.front() != 16) {
     s += ", chunk widths {";
-    for (std::size_t i = 0; i < chunks.size(); ++i) s += (i ? "," : "") + std::to_string(chunks[i]);
+    for (std::size_t i = 0; i < chunks.size(); ++i) s += fmt::format("{}{}", i ? "," : "", chunks[i]);
     s += "}";
   }
   if (threads.size() > 1) s += ", threads {1,2}";
