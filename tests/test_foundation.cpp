@@ -439,6 +439,10 @@ TEST_CASE("parameters parse exactly", "[foundation][parse]") {
   CHECK_THROWS_AS(parse_rational("1/0", "x"), InputError);
   CHECK_THROWS_AS(parse_rational("", "x"), InputError);
   CHECK_THROWS_AS(parse_rational("1e999999999", "x"), InputError);
+  // A number longer than any parameter needs is refused before the (recursive) regex sees it: 60,000
+  // digits overflowed the stack (fuzz_rational; the input is in tests/data/fuzz/fuzz_rational/).
+  CHECK_THROWS_WITH(parse_rational(std::string(60000, '1'), "--eps"), Catch::Contains("--eps: a number of 60000 characters"));
+  CHECK(parse_rational(std::string(1000, '1'), "x") > 0);
 }
 
 TEST_CASE("the prime field is a field", "[foundation][field]") {
