@@ -439,7 +439,7 @@ json merge_chunk_widths(std::vector<json>& found) {
   for (auto& m : matches)
     if (m.contains("widths")) {
       std::string list;
-      for (const auto& w : m["widths"]) list += (list.empty() ? "" : ",") + std::to_string(w.get<int>());
+      for (const auto& w : m["widths"]) list += fmt::format("{}{}", list.empty() ? "" : ",", w.get<int>());
       const std::string key = m["key"];
       m["key"] = key.substr(0, key.find("@w=")) + "@w=" + list;
     }
