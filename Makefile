@@ -4,7 +4,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
 
-.PHONY: deps configure build test run bench bench-distributed report figures debug clean
+.PHONY: deps configure build test run bench bench-distributed report figures debug fuzz tsan clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -37,11 +37,33 @@ figures:
 report: figures
 	@/usr/bin/python3 experiments/report.py
 
-# ASan + UBSan build in build-debug/ (tests only).
+# ASan + UBSan build in build-debug/ (tests only). Any sanitizer report fails it. DEBUG_TESTS: a Catch2
+# test spec (tags), default every test; CI runs a subset (.ci/run, README "Hardening").
+DEBUG_TESTS ?=
 debug: deps
-	@cmake -S . -B build-debug -DCMAKE_BUILD_TYPE=Debug -DHLA_SANITIZE=ON -DHLA_BUILD_BENCH=OFF >/dev/null
-	@cmake --build build-debug -j $(JOBS)
-	@cd build-debug && ./bin/hla_tests
+	@cmake -S . -B build-debug -DCMAKE_BUILD_TYPE=Debug -DHLA_SANITIZE=ON -DHLA_BUILD_BENCH=OFF -DHLA_BUILD_PYTHON=OFF >/dev/null
+	@cmake --build build-debug -j $(JOBS) --target hla hla_tests
+	@cd build-debug && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	  ./bin/hla_tests --order lex $(if $(DEBUG_TESTS),'$(DEBUG_TESTS)')
+
+# ---- hardening (README "Hardening") -----------------------------------------------------------------------
+# libFuzzer targets (tests/fuzz/) in build-fuzz/ with clang++-16, each run FUZZ_SECONDS over its corpus.
+FUZZ_SECONDS ?= 120
+FUZZ_TARGETS = $(basename $(notdir $(wildcard tests/fuzz/fuzz_*.cpp)))
+fuzz: deps
+	@CXX=clang++-16 cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DHLA_FUZZ=ON -DHLA_BUILD_TESTS=OFF \
+	  -DHLA_BUILD_BENCH=OFF -DHLA_BUILD_PYTHON=OFF >/dev/null
+	@cmake --build build-fuzz -j $(JOBS) --target $(FUZZ_TARGETS)
+	@bash scripts/fuzz.sh build-fuzz $(FUZZ_SECONDS)
+
+# ThreadSanitizer + Archer over the OpenMP drivers (tests/tsan/), build-tsan/ with clang++-16 and libomp.
+ARCHER ?= /usr/lib/llvm-16/lib/libarcher.so
+tsan: deps
+	@CXX=clang++-16 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHLA_TSAN=ON -DHLA_BUILD_TESTS=OFF \
+	  -DHLA_BUILD_BENCH=OFF -DHLA_BUILD_PYTHON=OFF >/dev/null
+	@cmake --build build-tsan -j $(JOBS) --target hla_tsan
+	@OMP_TOOL_LIBRARIES=$(ARCHER) ARCHER_OPTIONS=verbose=1 TSAN_OPTIONS=ignore_noninstrumented_modules=1:exitcode=66 \
+	  ./build-tsan/bin/hla_tsan
 
 clean:
-	rm -rf $(BUILD) build-debug
+	rm -rf $(BUILD) build-debug build-fuzz build-tsan

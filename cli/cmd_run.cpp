@@ -17,11 +17,11 @@ constexpr Eigen::Index kLargestCheckedN = 2048;
 
 void run_one(const RunArgs& a, bool force_reference) {
   const Options opt = a.options();
-  if (a.shape.n < 1 || a.shape.d < 1 || a.shape.dv < 1) throw InputError("--n, --d and --dv must be >= 1");
-  const Problem<double> inputs = gaussian_problem(a.shape, a.seed);
   with_scalar(a.scalar, [&]<class T>() {
-    const Entry<T>& e = registry<T>().find(a.op, a.form, a.variant);
-    if (a.shape.n > kLargestCheckedN && !force_reference) {
+    const bool with_reference = a.shape.n <= kLargestCheckedN || force_reference;
+    const Entry<T>& e = checked_form<T>(a, opt, with_reference);
+    const Problem<double> inputs = gaussian_problem(a.shape, a.seed);
+    if (!with_reference) {
       const Problem<T> p = convert_problem<T>(inputs);
       auto start = std::chrono::steady_clock::now();
       (void)e(p, opt);

@@ -3,10 +3,14 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <fmt/core.h>
+
 #include <memory>
 
 #include "core/inputs.hpp"
+#include "core/memory.hpp"
 #include "core/parse.hpp"
+#include "core/registry.hpp"
 
 namespace hla::cli {
 
@@ -30,10 +34,29 @@ struct RunArgs {
   }
 };
 
+// Everything `hla run` checks before it allocates: the shape, that the form exists for scalar T and
+// defines the options, and that the inputs and outputs (and the reference's, when it is computed) fit in
+// the memory there is. `opt` is a.options().
+template <class T> const Entry<T>& checked_form(const RunArgs& a, const Options& opt, bool with_reference) {
+  if (a.shape.n < 1 || a.shape.d < 1 || a.shape.dv < 1) throw InputError("--n, --d and --dv must be >= 1");
+  const Entry<T>& e = registry<T>().find(a.op, a.form, a.variant);
+  validate_options(opt, e.caps, e.key());
+  const auto n = static_cast<std::uint64_t>(a.shape.n), d = static_cast<std::uint64_t>(a.shape.d),
+             dv = static_cast<std::uint64_t>(a.shape.dv);
+  const std::uint64_t inputs = saturating_mul(n, saturating_add(saturating_mul(2, d), dv)), outputs = saturating_mul(n, dv);
+  // The inputs are drawn in double, converted to T and the form returns n x dv outputs.
+  std::uint64_t needed = saturating_add(saturating_mul(inputs, sizeof(double)),
+                                        saturating_mul(saturating_add(inputs, outputs), bytes_per_value<T>()));
+  if (with_reference)  // the MPFR-256 reference converts the inputs again and returns its own outputs
+    needed = saturating_add(needed, saturating_mul(saturating_add(inputs, outputs), bytes_per_value<mpfr256>()));
+  require_memory(needed, fmt::format("{} [{}] at n={} d={} dv={}", e.key(), scalar_name<T>(), n, d, dv));
+  return e;
+}
+
 inline void add_run_options(CLI::App* sub, RunArgs& a) {
   sub->add_option("--op", a.op, "operator: hla2 hla2-unmasked ahla hla3 hla3-unmasked linear softmax");
   sub->add_option("--form", a.form, "form: reference serial serial-eq75 scan-fold scan-blelloch scan-twolevel chunked ...");
-  sub->add_option("--variant", a.variant, "paper | corrected | spec (default: the paper's or the definition)");
+  sub->add_option("--variant", a.variant, "paper | corrected | spec (default: the paper's or the definition, else the only one)");
   sub->add_option("--scalar", a.scalar, "rational fp61 mpfr256 double float");
   sub->add_option("--n", a.shape.n, "sequence length");
   sub->add_option("--d", a.shape.d, "query/key width");

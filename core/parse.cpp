@@ -8,6 +8,13 @@
 namespace hla {
 
 rational parse_rational(const std::string& text, const std::string& what) {
+  // libstdc++'s std::regex matches by recursion, one level per character: a long enough text overflows
+  // the stack (found by fuzz_rational: "1123456e57890" printed back as 57,897 digits). No parameter needs
+  // more digits than this.
+  constexpr std::size_t kMaxLength = 1000;
+  if (text.size() > kMaxLength)
+    throw InputError(what + ": a number of " + std::to_string(text.size()) + " characters (at most " +
+                     std::to_string(kMaxLength) + ")");
   static const std::regex fraction(R"(\s*([+-]?\d+)\s*/\s*(\d+)\s*)");
   static const std::regex decimal(R"(\s*([+-]?)(\d*)(?:\.(\d*))?(?:[eE]([+-]?\d+))?\s*)");
   std::smatch m;

@@ -3,7 +3,7 @@
 // growth of exact rationals. Division is multiplication by the modular inverse (Fermat).
 #pragma once
 
-#include <Eigen/Core>
+#include "core/eigen.hpp"
 #include <cstdint>
 #include <ostream>
 #include <stdexcept>

@@ -50,7 +50,9 @@ template <class T> class Registry {
  public:
   void add(Entry<T> e);
   const std::vector<Entry<T>>& entries() const { return entries_; }
-  // Throws InputError naming the known keys when there is no such entry.
+  // An empty variant means the paper's formula or the definition (try_find: only those); when (op, form)
+  // has neither but a single variant, find takes that one. Throws InputError naming the variants of
+  // (op, form), or the known keys, when there is no such entry.
   const Entry<T>& find(const std::string& op, const std::string& form, const std::string& variant = "") const;
   const Entry<T>* try_find(const std::string& op, const std::string& form, const std::string& variant = "") const;
   const Entry<T>& reference(const std::string& op) const { return find(op, "reference", "spec"); }
@@ -62,7 +64,9 @@ template <class T> class Registry {
 // The process-wide registry for scalar T, built on first use from every kind of form.
 template <class T> const Registry<T>& registry();
 
-// Checks shapes, ranges and finiteness; throws InputError with a message that names the problem.
+// Checks the options' ranges and that the form defines them; throws InputError naming `who` and the problem.
+void validate_options(const Options& opt, const Caps& caps, const std::string& who);
+// Also checks shapes and finiteness; throws InputError with a message that names the problem.
 template <class T> void validate(const Problem<T>& p, const Options& opt, const Caps& caps, const std::string& who);
 
 // The kinds register themselves; each is defined in its own folder's register.hpp.

@@ -21,14 +21,7 @@ template <class T> void validate(const Problem<T>& p, const Options& opt, const 
          std::to_string(p.K.rows()) + ", " + std::to_string(p.V.rows()));
   if (p.K.cols() != p.Q.cols())
     fail("Q and K must have the same width d: got " + std::to_string(p.Q.cols()) + " and " + std::to_string(p.K.cols()));
-  if (opt.gamma <= 0 || opt.gamma > 1) fail("decay gamma must lie in (0, 1]");
-  if (opt.eps < 0) fail("epsilon must be >= 0");
-  if (opt.ridge < 0) fail("ridge lambda must be >= 0");
-  if (opt.chunk < 1) fail("chunk width must be >= 1");
-  if (opt.threads < 1) fail("threads must be >= 1");
-  if (opt.gamma != 1 && !caps.decay) fail("this form does not define a decay gamma != 1");
-  if (opt.normalized && !caps.normalized) fail("this form does not define a normalized output");
-  if (opt.ridge != 0 && !caps.ridge) fail("this form does not define a ridge lambda");
+  validate_options(opt, caps, who);
   for (const Mat<T>* m : {&p.Q, &p.K, &p.V})
     for (Eigen::Index i = 0; i < m->size(); ++i)
       if (!is_finite((*m)(i))) fail("inputs contain NaN or Inf");
@@ -65,10 +58,21 @@ const Entry<T>* Registry<T>::try_find(const std::string& op, const std::string& 
 template <class T>
 const Entry<T>& Registry<T>::find(const std::string& op, const std::string& form, const std::string& variant) const {
   if (const Entry<T>* e = try_find(op, form, variant)) return *e;
+  std::vector<const Entry<T>*> variants;  // every variant of (op, form)
+  for (const auto& e : entries_)
+    if (e.op == op && e.form == form) variants.push_back(&e);
+  // No paper formula and no definition, but only one way to compute it: that one is what was meant.
+  if (variant.empty() && variants.size() == 1) return *variants.front();
   std::ostringstream msg;
-  msg << "no form '" << op << "/" << form << (variant.empty() ? "" : "/" + variant) << "' for scalar "
-      << scalar_name<T>() << "; known:";
-  for (const auto& e : entries_) msg << " " << e.key();
+  msg << "no form '" << op << "/" << form << (variant.empty() ? "" : "/" + variant) << "' for scalar " << scalar_name<T>();
+  if (!variants.empty()) {
+    msg << "; " << op << "/" << form << " has the variants";
+    for (const Entry<T>* e : variants) msg << " " << e->variant;
+    msg << (variant.empty() ? " (name one)" : "");
+  } else {
+    msg << "; known:";
+    for (const auto& e : entries_) msg << " " << e.key();
+  }
   throw InputError(msg.str());
 }
 

@@ -9,6 +9,8 @@
 // binding a result to `auto` is safe (SPEC "Facts").
 #pragma once
 
+#include "core/eigen.hpp"  // before Boost's Eigen glue, which includes Eigen itself (core/eigen.hpp says why)
+
 #include <boost/multiprecision/gmp.hpp>
 #include <boost/multiprecision/mpfr.hpp>
 #include <boost/multiprecision/eigen.hpp>

@@ -14,7 +14,7 @@
 // outputs as one call: every streaming and scan form honours this.
 #pragma once
 
-#include <Eigen/Core>
+#include "core/eigen.hpp"
 #include <cstddef>
 #include <stdexcept>
 #include <string>

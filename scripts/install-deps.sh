@@ -14,6 +14,7 @@ packages=(
   libxsmm-dev libopenblas-dev libblis-dev  # fast/gemm/ (LIBXSMM kernels) and the bench's GEMM rooflines (issue 14)
   libopenmpi-dev openmpi-bin  # fast/distributed/: mpi-* forms, sweeps and claims across ranks (issue 13)
   chromium  # renders results/report.html in tests/python/test_report.py
+  clang-16 libclang-rt-16-dev libfuzzer-16-dev libomp-16-dev  # make fuzz (libFuzzer), make tsan (ThreadSanitizer + libomp/Archer): README Hardening
 )
 
 missing=()

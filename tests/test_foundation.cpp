@@ -7,14 +7,17 @@
 // fast/serial/ shows up as a failure. Whether the paper's formula equals SPEC's is the ledger's question.
 #include <catch2/catch.hpp>
 
+#include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <limits>
 #include <map>
 #include <random>
 #include <set>
 
 #include "core/dispatch.hpp"
 #include "core/inputs.hpp"
+#include "core/memory.hpp"
 #include "core/parse.hpp"
 #include "core/registry.hpp"
 #include "fast/serial/decode.hpp"
@@ -436,6 +439,10 @@ TEST_CASE("parameters parse exactly", "[foundation][parse]") {
   CHECK_THROWS_AS(parse_rational("1/0", "x"), InputError);
   CHECK_THROWS_AS(parse_rational("", "x"), InputError);
   CHECK_THROWS_AS(parse_rational("1e999999999", "x"), InputError);
+  // A number longer than any parameter needs is refused before the (recursive) regex sees it: 60,000
+  // digits overflowed the stack (fuzz_rational; the input is in tests/data/fuzz/fuzz_rational/).
+  CHECK_THROWS_WITH(parse_rational(std::string(60000, '1'), "--eps"), Catch::Contains("--eps: a number of 60000 characters"));
+  CHECK(parse_rational(std::string(1000, '1'), "x") > 0);
 }
 
 TEST_CASE("the prime field is a field", "[foundation][field]") {
@@ -476,4 +483,78 @@ TEST_CASE("the CLI exits with code 2 on bad input", "[foundation][cli]") {
   CHECK(status("frobnicate") == 2);
   CHECK(status("claims --id no.such.claim --out /tmp/hla-cli-test") == 2);
 }
+
+namespace {
+struct CliResult {
+  int status = -1;
+  std::string output;  // stdout and stderr
+};
+CliResult run_cli(const std::string& args) {
+  CliResult r;
+  FILE* pipe = ::popen((std::string(HLA_CLI) + " " + args + " 2>&1").c_str(), "r");
+  REQUIRE(pipe);
+  char buf[4096];
+  for (std::size_t got; (got = std::fread(buf, 1, sizeof buf, pipe)) > 0;) r.output.append(buf, got);
+  const int rc = ::pclose(pipe);
+  r.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  return r;
+}
+}  // namespace
+
+TEST_CASE("a size that cannot fit is an input error before anything is allocated", "[foundation][cli][memory]") {
+  // 38 TB of inputs: before, std::bad_alloc from the first allocation (exit 1, "internal error").
+  const CliResult r = run_cli("run --op hla2 --form serial --n 99999999999");
+  INFO(r.output);
+  CHECK(r.status == 2);
+  CHECK_THAT(r.output, Catch::Contains("needs at least") && Catch::Contains("available (MemAvailable)") &&
+                           Catch::Contains("n=99999999999"));
+  CHECK_THAT(r.output, !Catch::Contains("internal error"));
+  // Products that overflow 64 bits still say so rather than wrapping around to a small size.
+  const CliResult huge = run_cli("run --n 4611686018427387904 --d 4611686018427387904");
+  INFO(huge.output);
+  CHECK(huge.status == 2);
+  CHECK_THAT(huge.output, Catch::Contains("more than 16 EiB"));
+}
+
+TEST_CASE("an (op, form) with one variant needs no --variant", "[foundation][cli][registry]") {
+  const CliResult r = run_cli("run --op hla2 --form chunked --n 5 --d 2 --dv 2");
+  INFO(r.output);
+  CHECK(r.status == 0);
+  CHECK_THAT(r.output, Catch::Contains("hla2/chunked/corrected"));
+  const CliResult wrong = run_cli("run --op hla2 --form chunked --variant paper --n 5");
+  INFO(wrong.output);
+  CHECK(wrong.status == 2);
+  CHECK_THAT(wrong.output, Catch::Contains("hla2/chunked has the variants corrected"));
+}
 #endif
+
+TEST_CASE("memory sizes saturate and are checked against what is available", "[foundation][memory]") {
+  constexpr std::uint64_t max = std::numeric_limits<std::uint64_t>::max();
+  CHECK(saturating_mul(std::uint64_t{1} << 40, std::uint64_t{1} << 30) == max);
+  CHECK(saturating_mul(3, 5) == 15);
+  CHECK(saturating_add(max - 1, 2) == max);
+  CHECK(format_bytes(96) == "96 B");
+  CHECK(format_bytes(std::uint64_t{3} << 29) == "1.5 GiB");
+  CHECK(available_memory_bytes() > 0);
+  CHECK_NOTHROW(require_memory(1, "one byte"));
+  CHECK_THROWS_AS(require_memory(max, "everything"), InputError);
+  CHECK_THROWS_WITH(require_memory(available_memory_bytes() + (std::uint64_t{1} << 40), "a lot"),
+                    Catch::Contains("a lot needs at least"));
+}
+
+TEST_CASE("a default variant is taken only when it is the only one, else the variants are listed", "[foundation][registry]") {
+  Registry<double> r;
+  const auto zero = [](const Problem<double>& p, const Options&, const NamedState<double>*) {
+    return Run<double>{Mat<double>::Zero(p.n(), p.dv()), {}};
+  };
+  r.add({"op", "single", "corrected", "", {}, zero});
+  r.add({"op", "two", "corrected", "", {}, zero});
+  r.add({"op", "two", "other", "", {}, zero});
+  r.add({"op", "defined", "spec", "", {}, zero});
+  r.add({"op", "defined", "corrected", "", {}, zero});
+  CHECK(r.find("op", "single").variant == "corrected");
+  CHECK(r.find("op", "defined").variant == "spec");  // the definition, as before
+  CHECK_FALSE(r.try_find("op", "single"));           // sweeps stay strict: "default" = paper or spec
+  CHECK_THROWS_WITH(r.find("op", "two"), Catch::Contains("op/two has the variants corrected other (name one)"));
+  CHECK_THROWS_WITH(r.find("op", "nope"), Catch::Contains("known: op/single/corrected"));
+}

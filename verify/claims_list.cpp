@@ -468,13 +468,32 @@ const std::vector<Claim>& all_claims() {
     add("ahla.scan-decay.corrected", "§6.2, γ<1 (corrected)", "scan under the corrected decayed concatenation = ahla reference",
         [=](const LedgerContext& x) { return check_each_equal(drivers("ahla", "corrected"), ahla_ref, scan_space(true, true), x); });
     add("hla3.masked.streaming.corrected", "Thm 7.1 (corrected)",
-        "F_t = F_{t−1} + S^K_t q_t q_tᵀ P_t, η likewise: q_tᵀF_t = hla3 (and normalized), state d² + 2d·dv + 2d",
+        "F_t = F_{t−1} + S^K_t q_t q_tᵀ P_t, η likewise: q_tᵀF_t = hla3, state d² + 2d·dv + 2d",
+        [=](const LedgerContext& x) { return check_equal({"hla3", "serial", "corrected"}, hla3_ref, space(false, false), x); });
+    add("hla3.masked.normalized.corrected", "Thm 7.1 (corrected)",
+        "the corrected recurrence (F_t, η_t) normalized by den_t + ε = normalized hla3",
         [=](const LedgerContext& x) { return check_equal({"hla3", "serial", "corrected"}, hla3_ref, space(false, true), x); });
     add("hla3.scan.corrected", "Thm 7.2 (corrected)",
         "scan under the corrected third-order operator (state 3d² + 3d·dv + 3d) = hla3 reference, every driver",
         [=](const LedgerContext& x) { return check_each_equal(drivers("hla3", "corrected"), hla3_ref, scan_space(false, true), x); });
     add("hla3.monoid.assoc.corrected", "Thm 7.2 (corrected)", "the corrected third-order concatenation is associative",
         [](const LedgerContext& x) { return check_monoid("hla3", "corrected", false, x); });
+    add("hla2.chunk-form.corrected", "Figure 1(C) (corrected)",
+        "the chunk form re-derived from SPEC hla2 (the figure's O^(k) plus q_tᵀ S^(k−1) Σ_{j in chunk, j≤t} q_j v_jᵀ) = hla2: "
+        "the u-form, its fused kernel and the (S, C, G) carry, with γ, λ and normalization, every chunk width and thread count",
+        [=](const LedgerContext& x) {
+          ParamSpace sp = scan_space(true, true);
+          sp.ridge = true;
+          return check_each_equal({{"hla2", "chunked", "corrected"}, {"hla2", "chunked-fused", "corrected"},
+                                   {"hla2", "chunked-monoid", "corrected"}}, hla2_ref, sp, x);
+        });
+    add("ahla.chunk-form.corrected", "Figure 2(C) (corrected)",
+        "the drawn per-chunk formula with R^{KQ,(k)} summed over chunk tokens i ≤ t = ahla; the chunked matrix form built on it too",
+        [=](const LedgerContext& x) {
+          ParamSpace sp = space(false, false);  // the figure defines neither decay nor normalization
+          sp.chunks = kScanChunks;
+          return check_each_equal({{"ahla", "chunk-figure2c-le", "paper"}, {"ahla", "chunked", "paper"}}, ahla_ref, sp, x);
+        });
     add("hla3.scan-vs-eq75", "Thm 7.2 / eq. 7.5", "scan under ⊗3 as printed = the eq. 7.5 recurrence it summarizes",
         [](const LedgerContext& x) {
           return check_each_equal(drivers("hla3", "paper"), {"hla3", "serial-eq75", "paper"}, scan_space(false, true), x);

@@ -21,7 +21,7 @@
 #include <fmt/core.h>
 #include <omp.h>
 
-#include <Eigen/Core>
+#include "core/eigen.hpp"
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>

@@ -25,7 +25,7 @@
 #include <libxsmm.h>
 #include <omp.h>
 
-#include <Eigen/Core>
+#include "core/eigen.hpp"
 #include <chrono>
 #include <string>
 #include <thread>

@@ -57,7 +57,7 @@ void ahla_chunk_local(const Problem<T>& p, Eigen::Index c, Eigen::Index len, con
 template <class T> Run<T> ahla_chunked(const Problem<T>& p, const Options& opt, const NamedState<T>* init) {
   using St = AhlaState<T>;
   const ChunkSetup<T> setup(p, opt);
-  [[maybe_unused]] const auto& [n, d, dv, da, plan, M, w, NG, threads, gamma, eps, dec, decays, g] = setup;
+  HLA_CHUNK_SETUP_NAMES(setup);
 
   const St st0 = load_state<St>(init, d, dv);
   Mat<T> P = join(st0.P, st0.m), E = join(st0.E, st0.n);

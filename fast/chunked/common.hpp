@@ -88,7 +88,7 @@ inline Eigen::Index group_chunks(Eigen::Index count, int threads) {
 
 // What every chunked form fixes before its first chunk: the sizes, the chunk plan and its groups, the
 // decay weights, and g[k] = γ^{len(k)} (what a whole chunk does to a carried state). Forms unpack it with
-// one structured binding.
+// one HLA_CHUNK_SETUP_NAMES (below).
 template <class T> struct ChunkSetup {
   Eigen::Index n, d, dv, da;  // da = dv + 1: the values with the normalizer's column of ones, [V 1]
   ChunkPlan plan;
@@ -112,6 +112,19 @@ template <class T> struct ChunkSetup {
     return g2;
   }
 };
+
+// ChunkSetup's fields as local names in a form's body. Declarations, not a structured binding: clang (the
+// fuzz and tsan builds) cannot capture a structured binding in an OpenMP region.
+#define HLA_CHUNK_SETUP_NAMES(setup)                                                                                   \
+  [[maybe_unused]] const Eigen::Index n = (setup).n, d = (setup).d, dv = (setup).dv, da = (setup).da, M = (setup).M,  \
+                                      w = (setup).w, NG = (setup).NG;                                                  \
+  [[maybe_unused]] const ChunkPlan& plan = (setup).plan;                                                               \
+  [[maybe_unused]] const int threads = (setup).threads;                                                                \
+  [[maybe_unused]] const auto& gamma = (setup).gamma;                                                                  \
+  [[maybe_unused]] const auto& eps = (setup).eps;                                                                      \
+  [[maybe_unused]] const auto& dec = (setup).dec;                                                                      \
+  [[maybe_unused]] const bool decays = (setup).decays;                                                                 \
+  [[maybe_unused]] const auto& g = (setup).g
 
 // The carry across `count` chunks for one state part X (rows×cols). On entry, block k of `blocks`
 // (columns [k·cols, (k+1)·cols)) holds chunk k's contribution b_k and `state` the state entering chunk 0;

@@ -77,7 +77,7 @@ void hla2_chunk_local(const Problem<T>& p, Eigen::Index c, Eigen::Index len, con
 template <class T> Run<T> hla2_chunked_monoid(const Problem<T>& p, const Options& opt, const NamedState<T>* init) {
   using St = Hla2State<T, true>;
   const ChunkSetup<T> setup(p, opt);
-  [[maybe_unused]] const auto& [n, d, dv, da, plan, M, w, NG, threads, gamma, eps, dec, decays, g] = setup;
+  HLA_CHUNK_SETUP_NAMES(setup);
   const T lambda = from_rational<T>(opt.ridge);
   const bool ridge = opt.ridge != 0;
 
@@ -221,7 +221,7 @@ template <class T>
 std::vector<Run<T>> hla2_chunked_heads(const std::vector<const Mat<T>*>& Qs, const Mat<T>& K, const Mat<T>& V,
                                        const Options& opt, const std::vector<const NamedState<T>*>& init) {
   const ChunkSetup<T> setup(K.rows(), K.cols(), V.cols(), opt);
-  [[maybe_unused]] const auto& [n, d, dv, da, plan, M, w, NG, threads, gamma, eps, dec, decays, g] = setup;
+  HLA_CHUNK_SETUP_NAMES(setup);
   const T lambda = from_rational<T>(opt.ridge);
   const bool ridge = opt.ridge != 0;
   const Eigen::Index H = static_cast<Eigen::Index>(Qs.size());

@@ -13,7 +13,7 @@ namespace hla::fast::chunked {
 template <class T> Run<T> linear_chunked(const Problem<T>& p, const Options& opt, const NamedState<T>* init) {
   using St = LinearState<T>;
   const ChunkSetup<T> setup(p, opt);
-  [[maybe_unused]] const auto& [n, d, dv, da, plan, M, w, NG, threads, gamma, eps, dec, decays, g] = setup;
+  HLA_CHUNK_SETUP_NAMES(setup);
 
   const St st0 = load_state<St>(init, d, dv);
   Mat<T> S = join(st0.S, st0.z);

@@ -422,7 +422,7 @@ json merge_chunk_widths(std::vector<json>& found) {
     auto it = at_base.find(base);
     if (it == at_base.end()) {
       std::string what = f["description"];
-      for (const std::string& pattern : {"width " + width + ")", "every " + width + " tokens"}) {
+      for (const std::string& pattern : {fmt::format("width {})", width), fmt::format("every {} tokens", width)}) {
         const auto p = what.find(pattern);
         if (p != std::string::npos) what.replace(p, pattern.size(), std::string(pattern).replace(pattern.find(width), width.size(), "w"));
       }

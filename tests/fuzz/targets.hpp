@@ -1,0 +1,163 @@
+// The fuzz targets' bodies, one function per parser of outside input. The libFuzzer executables
+// (tests/fuzz/fuzz_<name>.cpp, make fuzz) call them on generated inputs; the Catch2 suite
+// (tests/test_fuzz_findings.cpp) calls them on every input a fuzzer once failed on (tests/data/fuzz/<name>/),
+// so a finding stays fixed. Bad input must end as the parser's InputError; anything else that escapes
+// (another exception, a broken invariant: Violation) is a finding, as is a sanitizer report.
+#pragma once
+
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cli/options.hpp"
+#include "core/dispatch.hpp"
+#include "core/inputs.hpp"
+#include "core/parse.hpp"
+#include "experiments/lib/sweep.hpp"
+#include "verify/external/exec.hpp"
+#include "verify/npy.hpp"
+
+namespace hla::fuzz {
+
+// A property the parser's result must have and did not.
+struct Violation : std::logic_error {
+  using std::logic_error::logic_error;
+};
+inline void require(bool ok, const std::string& what) {
+  if (!ok) throw Violation(what);
+}
+
+// The exact number parser (core/parse.hpp) behind every γ, ε, λ of the command line and the configs: a
+// rational or an InputError; what format_rational prints parses back to the same number.
+inline void rational_text(std::string_view bytes) {
+  try {
+    const rational r = parse_rational(std::string(bytes), "fuzz");
+    require(parse_rational(format_rational(r), "round trip") == r, "format_rational does not parse back");
+  } catch (const InputError&) {
+  }
+}
+
+// The .npy and .npz readers (verify/npy.hpp): an array with as many values as its shape says, which
+// re-serializes and reads back bit for bit, or an NpyError.
+inline void npy_bytes(std::string_view bytes) {
+  auto check = [](const npy::Array& a) {
+    std::size_t values = 1;
+    for (std::size_t s : a.shape) values *= s;
+    require(a.data.size() == values, "values do not match the shape");
+    const npy::Array b = npy::parse(npy::serialize(a.shape, a.data.data(), a.dtype), "re-serialized");
+    require(b.shape == a.shape && b.data.size() == a.data.size(), "re-serialized array has another shape");
+    require(a.data.empty() || std::memcmp(a.data.data(), b.data.data(), a.data.size() * sizeof(double)) == 0,
+            "re-serialized values differ");
+  };
+  try {
+    check(npy::parse(bytes, "fuzz.npy"));
+  } catch (const npy::NpyError&) {
+  }
+  try {
+    for (const auto& [name, a] : npy::parse_npz(bytes, "fuzz.npz")) check(a);
+  } catch (const npy::NpyError&) {
+  }
+}
+
+// Sweep configs (experiments/lib/sweep.hpp) through everything `hla sweep --dry-run` does: parse,
+// enumerate the points against the registry, shard them. A plan whose shards partition its points, or an
+// InputError naming the file and key.
+inline void sweep_config(std::string_view bytes) {
+  try {
+    const sweep::Config c = sweep::parse_config(std::string(bytes), "fuzz.toml");
+    const sweep::Enumeration en = sweep::enumerate(c);
+    std::size_t points = 0;
+    for (int i = 1; i <= 3; ++i) {
+      const auto mine = sweep::shard_points(en.points, {i, 3});
+      points += mine.size();
+      for (const auto& p : mine) (void)p.key();
+    }
+    require(points == en.points.size(), "the shards do not partition the points");
+  } catch (const InputError&) {
+  }
+}
+
+// The command line of `hla run` and `hla sweep --shard` (cli/options.hpp), one argument per line, checked
+// as the CLI checks it before allocating anything (CLI11's parse, the numbers, the scalar, the form and
+// its variant, the options the form defines, the memory the shape needs). Nothing is run.
+inline void cli_run_args(std::string_view bytes) {
+  std::vector<std::string> args;
+  std::istringstream lines{std::string(bytes)};
+  for (std::string line; std::getline(lines, line);) args.push_back(line);
+  cli::RunArgs a;
+  std::string shard = "1/1";
+  CLI::App app{"fuzz"};
+  cli::add_run_options(&app, a);
+  app.add_option("--shard", shard);
+  try {
+    std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 takes its arguments back to front
+    app.parse(reversed);
+  } catch (const CLI::ParseError&) {
+    return;
+  }
+  try {
+    (void)sweep::parse_shard(shard);
+    const Options opt = a.options();
+    with_scalar(a.scalar, [&]<class T>() { (void)cli::checked_form<T>(a, opt, a.shape.n <= 2048); });
+  } catch (const InputError&) {
+  }
+}
+
+// What an outside implementation writes back to `hla verify --exec` (verify/external/exec.hpp) for an
+// hla2 case at n = 3, d = dv = 2 written by write_case: an Outcome of the case's shapes or one with an
+// error message, never an exception. Input: a byte of flags (bit 0: float32, bit 1: the case wants its
+// state, bit 2: --grad), then the files o.npy, state_out/<part>.npy in the operator's order, dq, dk,
+// dv.npy, separated by "\n--\n"; the files after the last one given are missing.
+inline void verify_outcome(std::string_view bytes) {
+  namespace fs = std::filesystem;
+  using namespace verify::ext;
+  if (bytes.empty()) return;
+  // A folder of this process's own, in memory where there is /dev/shm, removed at exit.
+  struct Scratch {
+    fs::path path;
+    Scratch() {
+      const fs::path shm("/dev/shm");
+      path = (fs::exists(shm) ? shm : fs::temp_directory_path()) / ("hla-fuzz-verify-" + std::to_string(::getpid()));
+      fs::create_directories(path);
+    }
+    ~Scratch() { fs::remove_all(path); }
+  };
+  static const Scratch scratch;
+  const fs::path& dir = scratch.path;
+  const auto flags = static_cast<unsigned char>(bytes[0]);
+  Request req;
+  req.op = "hla2";
+  req.dtype = (flags & 1) ? DType::float32 : DType::float64;
+  req.state = (flags & 2) != 0;
+  req.grad = (flags & 4) != 0;
+  Case c;
+  c.name = "case";
+  c.kind = "random";
+  c.in = gaussian_problem({3, 2, 2}, 1);
+  c.want_state = req.state;
+  c.dO = c.in.V;
+  fs::remove_all(dir / c.name);
+  write_case(dir, c, req);
+  fs::create_directories(dir / c.name / "state_out");
+  std::vector<fs::path> files{"o.npy"};
+  for (const PartShape& p : state_layout(req.op, 2, 2)) files.push_back(fs::path("state_out") / (p.name + ".npy"));
+  for (const char* g : {"dq.npy", "dk.npy", "dv.npy"}) files.push_back(g);
+  std::string_view rest = bytes.substr(1);
+  for (const fs::path& f : files) {
+    const std::size_t cut = rest.find("\n--\n");
+    std::ofstream(dir / c.name / f, std::ios::binary) << rest.substr(0, cut);
+    if (cut == std::string_view::npos) break;
+    rest.remove_prefix(cut + 4);
+  }
+  const Outcome o = read_outcome(dir, c, req);
+  require(!o.error.empty() || (o.O.rows() == 3 && o.O.cols() == 2), "an outcome without error has the wrong shape");
+}
+
+}  // namespace hla::fuzz

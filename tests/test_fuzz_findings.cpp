@@ -1,0 +1,51 @@
+// The fuzz targets (tests/fuzz/targets.hpp) on every input a fuzzer once failed on (tests/data/fuzz/<target>/,
+// one file per finding, named after what it found) and on the committed seed corpora
+// (tests/fuzz/corpus/<target>/): each must end as a clean refusal or a result with the target's properties.
+// The sanitizer build (make debug) runs these under ASan + UBSan too.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <map>
+
+#include "tests/fuzz/targets.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::map<std::string, std::function<void(std::string_view)>>& targets() {
+  static const std::map<std::string, std::function<void(std::string_view)>> t{
+      {"fuzz_rational", hla::fuzz::rational_text},   {"fuzz_npy", hla::fuzz::npy_bytes},
+      {"fuzz_sweep_config", hla::fuzz::sweep_config}, {"fuzz_cli_run", hla::fuzz::cli_run_args},
+      {"fuzz_verify_outcome", hla::fuzz::verify_outcome}};
+  return t;
+}
+
+std::size_t replay(const fs::path& root) {
+  std::size_t inputs = 0;
+  if (!fs::exists(root)) return 0;
+  for (const auto& dir : fs::directory_iterator(root)) {
+    INFO(dir.path());
+    REQUIRE(targets().count(dir.path().filename().string()) == 1);  // a folder per target, named after it
+    const auto& run = targets().at(dir.path().filename().string());
+    for (const auto& file : fs::directory_iterator(dir.path())) {
+      std::ifstream in(file.path(), std::ios::binary);
+      const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      INFO(file.path());
+      CHECK_NOTHROW(run(bytes));
+      ++inputs;
+    }
+  }
+  return inputs;
+}
+
+}  // namespace
+
+TEST_CASE("fuzz findings stay fixed", "[fuzz]") { (void)replay(fs::path(HLA_TEST_DATA) / "fuzz"); }
+
+TEST_CASE("the fuzzers' seed corpora are handled", "[fuzz]") {
+  CHECK(replay(fs::path(HLA_SOURCE_DIR) / "tests" / "fuzz" / "corpus") >= 5);
+}
