@@ -94,11 +94,13 @@ def draw(path):
     style.legend_below(fig, [Patch(color=VERDICT_COLOR[v], label=v) for v in used], ncol=len(used))
     total = {v: sum(counts[s][v] for s in sections) for v in VERDICT_COLOR}
     n_corr = sum(1 for c in data["claims"] if c["id"].endswith(".corrected"))
-    fails = [c["id"] for c, v in rows if v != "holds"]
+    fails = [c["id"] for c, v in rows if v not in ("holds", "inconclusive")]
+    open_ = [c["id"] for c, v in rows if v == "inconclusive"]
     reading = (f"{len(rows)} claims of the paper: {total['holds']} hold, "
                f"{total['fails, corrected holds']} fail with a corrected formula that holds, {total['fails']} fail "
                f"without one" + (f", {total['inconclusive']} inconclusive" if total["inconclusive"] else "")
-               + f" ({n_corr} corrected claims verified; failing: {', '.join(fails)}).")
+               + f" ({n_corr} corrected claims verified; failing: {', '.join(fails)}"
+               + (f"; inconclusive: {', '.join(open_)}" if open_ else "") + ").")
     meta = data.get("meta", {})
     if meta.get("commit"):
         reading = reading[:-1] + f"; ledger at commit {meta['commit']})."
