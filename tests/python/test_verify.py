@@ -41,12 +41,17 @@ def verify(name, *args, timeout=600):
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "report.json")
         cmd = [HLA, "verify", "--exec", f"{PY} {IMPLS} {name}", "--json", out, *quick_except(args), *args]
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-        report = None
-        if os.path.exists(out):
-            with open(out) as f:
-                report = json.load(f)
-        return p.returncode, report, p.stdout + p.stderr
+        return run_with_report(cmd, out, timeout)
+
+
+def run_with_report(cmd, out, timeout):
+    """Runs an `hla verify ... --json OUT` command: (exit code, the report or None, stdout + stderr)."""
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    report = None
+    if os.path.exists(out):
+        with open(out) as f:
+            report = json.load(f)
+    return p.returncode, report, p.stdout + p.stderr
 
 
 def keys(report):
@@ -262,12 +267,7 @@ def verify_grad(name, *args, timeout=900):
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "report.json")
         cmd = [HLA, "verify", "--grad", "--exec", f"{PY} {GRAD_IMPLS} {name}", "--json", out, *quick_except(args), *args]
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-        report = None
-        if os.path.exists(out):
-            with open(out) as f:
-                report = json.load(f)
-        return p.returncode, report, p.stdout + p.stderr
+        return run_with_report(cmd, out, timeout)
 
 
 def gradient_keys(report, output):
@@ -362,12 +362,7 @@ def verify_combine(name, *args, timeout=600):
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "report.json")
         cmd = [HLA, "verify", "--combine", "--exec", f"{PY} {COMBINE_IMPLS} {name}", "--json", out, "--quiet", *args]
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-        report = None
-        if os.path.exists(out):
-            with open(out) as f:
-                report = json.load(f)
-        return p.returncode, report, p.stdout + p.stderr
+        return run_with_report(cmd, out, timeout)
 
 
 class CombineVerdicts(unittest.TestCase):
