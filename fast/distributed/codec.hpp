@@ -52,6 +52,7 @@ class ByteReader {
   std::int64_t i64() { std::int64_t x; raw(&x, sizeof x); return x; }
   void raw(void* out, std::size_t n) {
     need(n);
+    if (n == 0) return;  // memcpy with a null pointer (an empty part's data()) is undefined even for 0 bytes (UBSan)
     std::memcpy(out, p_, n);
     p_ += n;
   }
