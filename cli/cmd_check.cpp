@@ -121,11 +121,16 @@ std::string distributed_cell(const Entry<T>& mpi, const Entry<T>& serial, const 
     return same_state ? "exact" : "STATE DIFFERS";
   } else {
     // The reference and the bound of the whole sequence [pre; main], read on main's rows.
-    Problem<double> full{Mat<double>(pre.n() + main.n(), main.d()), Mat<double>(pre.n() + main.n(), main.d()),
-                         Mat<double>(pre.n() + main.n(), main.dv())};
-    full.Q << pre.Q, main.Q;
-    full.K << pre.K, main.K;
-    full.V << pre.V, main.V;
+    // Without a prefix, pre's matrices are 0×0: Eigen's comma initializer cannot stack them (an assertion in debug
+    // builds, found under make debug), so the whole sequence is main itself.
+    Problem<double> full = main;
+    if (pre.n() > 0) {
+      full = Problem<double>{Mat<double>(pre.n() + main.n(), main.d()), Mat<double>(pre.n() + main.n(), main.d()),
+                             Mat<double>(pre.n() + main.n(), main.dv())};
+      full.Q << pre.Q, main.Q;
+      full.K << pre.K, main.K;
+      full.V << pre.V, main.V;
+    }
     const Eigen::Index N = full.n(), n = main.n(), dv = main.dv(), off = pre.n();
     Options plain = opt;
     plain.normalized = false;
