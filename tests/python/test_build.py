@@ -1,0 +1,58 @@
+"""The build's own edges (README "Hardening"): what CMake hands ccache must tell one CPU's objects from another's.
+
+ccache hashes the command line, and `-march=native` reads the same on every machine; a cache that moves
+between machines (a persistent disk, CI on the developer's machine) would hand a Zen 4 objects compiled for
+a Sapphire Rapids. The configure step writes the compiler's own expansion of native into the build tree and
+the launcher hashes it; builds without -march (Debug, the sanitizers) share objects across machines.
+"""
+import pathlib
+import re
+import shutil
+import subprocess
+import tempfile
+import unittest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def configure(build_dir, *flags):
+    subprocess.run(["cmake", "-S", str(ROOT), "-B", str(build_dir), "-DHLA_BUILD_TESTS=OFF", "-DHLA_BUILD_BENCH=OFF",
+                    "-DHLA_BUILD_PYTHON=OFF", *flags], check=True, stdout=subprocess.DEVNULL)
+    return (build_dir / "CMakeFiles" / "hla_core.dir" / "build.make").read_text()
+
+
+def launcher(build_make):
+    """The words before the compiler on the first compile line of hla_core."""
+    line = next(l for l in build_make.splitlines() if "$(CXX_FLAGS)" in l)
+    return line.split("$(CXX_DEFINES)")[0].split()
+
+
+@unittest.skipUnless(shutil.which("ccache"), "ccache not installed: nothing is cached")
+class NativeTargetInCacheKey(unittest.TestCase):
+    def setUp(self):
+        self.tmp = pathlib.Path(tempfile.mkdtemp(prefix="hla-build-"))
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def test_release_native_hashes_the_expansion_of_native(self):
+        words = launcher(configure(self.tmp / "release", "-DCMAKE_BUILD_TYPE=Release"))
+        extra = [w for w in words if w.startswith("CCACHE_EXTRAFILES=")]
+        self.assertEqual(len(extra), 1, words)
+        expansion = pathlib.Path(extra[0].split("=", 1)[1]).read_text()
+        # the compiler's resolved target: GCC names -march=<cpu> and every -m feature, clang -target-cpu
+        self.assertRegex(expansion, r'"?-march=(?!native)[a-z0-9-]+|-target-cpu')
+        self.assertIn("avx2" if "avx2" in pathlib.Path("/proc/cpuinfo").read_text() else "sse2", expansion)
+        self.assertNotRegex(expansion, r"/tmp/\S+")  # same text on every configure of this CPU
+        self.assertIn(f"CCACHE_BASEDIR={ROOT}", words)
+
+    def test_explicit_march_and_debug_builds_hash_no_cpu(self):
+        for flags in (["-DCMAKE_BUILD_TYPE=Release", "-DHLA_MARCH=haswell"], ["-DCMAKE_BUILD_TYPE=Debug"]):
+            with self.subTest(flags=flags):
+                words = launcher(configure(self.tmp / re.sub(r"\W", "", "".join(flags)), *flags))
+                self.assertFalse([w for w in words if w.startswith("CCACHE_EXTRAFILES=")], words)
+                self.assertIn(f"CCACHE_BASEDIR={ROOT}", words)
+
+
+if __name__ == "__main__":
+    unittest.main()
