@@ -5,9 +5,14 @@
 //
 //   - One OpenMP region per call. Chunks are claimed in order; the two carried states a chunk needs from
 //     its predecessor (S entering it for U, C' entering it for the outputs) are published by the thread
-//     that computed them and awaited point to point, so there are no barriers: while one thread finishes
-//     chunk k, the other already computes the parts of chunk k+1 that need no carry (W, the intra-chunk
-//     part of U, P). With one thread the waits are never taken.
+//     that computed them and awaited point to point, so there are no barriers. With several threads a
+//     chunk's contributions to the states (Kᵀx K, [V 1]ᵀx² U, [V 1]ᵀx Q) are products into its own buffers,
+//     made before it waits; what runs between a wait and its publish is only X1 = γ^L X0 + ΔX, so the
+//     chain that threads must take in turn is d² + 2·va·d additions per chunk, not five of its products.
+//     The states live in a ring of three slots (slot k mod 3 holds the state entering chunk k): a chunk
+//     reads its entering state after publishing the next one, and writes a slot only once the chunk that
+//     entered with it (three back) has released it. With one thread the states are updated in place by
+//     β = 1 products and the waits are never taken.
 //   - Each chunk's rows of Q, K, V are copied once into contiguous w-row buffers (the n-row column-major
 //     inputs have a leading dimension of n: read in place, a power-of-two n puts every column of a chunk in
 //     the same cache set), and the two transposed operands LIBXSMM cannot take as Aᵀ (Kᵀ for S, [V 1]ᵀ for
@@ -78,24 +83,28 @@ template <class T> void prefetch_rows(const Problem<T>& p, Eigen::Index c, Eigen
 // The nine (with ridge eleven) products of a chunk of L rows, dispatched once per call for each chunk length.
 template <class T> struct ChunkProducts {
   gemm::Product<T> W, U, U_carry, S_next, P, Y, Y_carry, Cp_next, C_next;
-  ChunkProducts(Eigen::Index L, Eigen::Index w, Eigen::Index d, Eigen::Index va)
+  // into_state: S_next, Cp_next and C_next accumulate into the carried state (β = 1, one thread); else they
+  // write the chunk's own contribution ΔX (β = 0, same shape), added to the state when it is its turn.
+  ChunkProducts(Eigen::Index L, Eigen::Index w, Eigen::Index d, Eigen::Index va, bool into_state)
       : W({L, L, d, w, w, w, true, false}),            // Q Kᵀ                   (L×d · (L×d)ᵀ)
         U({L, d, L, w, w, w, false, false}),           // W K                    (L×L · L×d)
         U_carry({L, d, d, w, d, w, false, true}),      // += diag(γ^{a+1}) Q S0  (L×d · d×d)
-        S_next({d, d, L, d, w, d, false, true}),       // S1 += Kᵀx K            (d×L · L×d)
+        S_next({d, d, L, d, w, d, false, into_state}), // S1 += Kᵀx K            (d×L · L×d)
         P({L, L, d, w, w, w, true, false}),            // Q Uᵀ, and Q Qᵀ (ridge)
         Y({L, va, L, w, w, w, false, false}),          // P [V 1]                (L×L · L×va)
         Y_carry({L, va, d, w, va, w, true, true}),     // += Q C'0 (C'0ᵀ stored va×d), and λ Q C0 (ridge)
-        Cp_next({va, d, L, va, w, va, false, true}),   // C'1ᵀ += [V 1]ᵀx² U     (va×L · L×d)
-        C_next({va, d, L, va, w, va, false, true}) {}  // C1ᵀ += [V 1]ᵀx Q
+        Cp_next({va, d, L, va, w, va, false, into_state}),   // C'1ᵀ += [V 1]ᵀx² U     (va×L · L×d)
+        C_next({va, d, L, va, w, va, false, into_state}) {}  // C1ᵀ += [V 1]ᵀx Q
 };
 
 // Per-thread buffers of one chunk (w rows), allocated once per thread per call.
 template <class T> struct Buffers {
   Mat<T> Q, K, V, Kt, Vt2, Vt1, Q1, Q2, Qr, W, P, R, U, Y;
-  explicit Buffers(Eigen::Index w, Eigen::Index d, Eigen::Index va, bool decays, bool ridge)
+  Mat<T> dS, dCpT, dMp, dCT;  // the chunk's contributions to the states (several threads only)
+  explicit Buffers(Eigen::Index w, Eigen::Index d, Eigen::Index va, bool decays, bool ridge, bool deltas)
       : Q(w, d), K(w, d), V(w, va), Kt(d, w), Vt2(va, w), Vt1(decays ? va : 0, w), Q1(decays ? w : 0, d),
-        Q2(decays ? w : 0, d), Qr(ridge ? w : 0, d), W(w, w), P(w, w), R(ridge ? w : 0, w), U(w, d), Y(w, va) {}
+        Q2(decays ? w : 0, d), Qr(ridge ? w : 0, d), W(w, w), P(w, w), R(ridge ? w : 0, w), U(w, d), Y(w, va),
+        dS(deltas ? d : 0, d), dCpT(deltas ? va : 0, d), dMp(deltas ? d : 0, 1), dCT(deltas ? va : 0, d) {}
 };
 
 }  // namespace fused_detail
@@ -111,43 +120,49 @@ template <class T> Run<T> hla2_chunked_fused(const Problem<T>& p, const Options&
   const Decay<T> dec(gamma, w), dec2(T(gamma * gamma), w);
 
   const Hla2UStart<T> start(init, d, dv);
-  // The carried states, double-buffered with several threads: slot k & 1 holds the state entering chunk k.
-  // Chunk k writes slot (k+1) & 1 from slot k & 1 and then publishes k+1; the slot it overwrites was last
-  // read by chunk k−1, which had finished reading it before it published k.
-  Mat<T> S[2] = {start.S, Mat<T>(d, d)};
-  Mat<T> CpT[2] = {start.Cp.leftCols(va).transpose(), Mat<T>(va, d)};
-  Mat<T> Mp[2] = {aug ? Mat<T>() : Mat<T>(start.Cp.rightCols(1)), Mat<T>(aug ? 0 : d, 1)};
-  Mat<T> CT[2] = {start.C.leftCols(va).transpose(), Mat<T>(va, d)};
-  std::atomic<Eigen::Index> s_ready{0}, cp_ready{0}, next_chunk{0};
   const int threads = static_cast<int>(std::min<Eigen::Index>(std::max(opt.threads, 1), M));
-  // One thread updates each state in place (it reads the entering state before it writes the next one).
-  auto slot = [&](Eigen::Index k) { return threads > 1 ? int(k & 1) : 0; };
-  // X[out] = g·X[in] (the decayed entering state, which the chunk's own contribution is then added to).
-  auto advance = [&](Mat<T>* X, int in, int out, const T& g) {
-    if (in == out) {
+  const bool pipelined = threads > 1;
+  // The carried states: one slot updated in place with one thread; with several a ring of three, slot
+  // k mod 3 holding the state entering chunk k (see the header comment for who may write which slot when).
+  constexpr int ring = 3;
+  const int slots = pipelined ? ring : 1;
+  auto slot = [&](Eigen::Index k) { return int(k % slots); };
+  Mat<T> S[ring] = {start.S, Mat<T>(pipelined ? d : 0, d), Mat<T>(pipelined ? d : 0, d)};
+  Mat<T> CpT[ring] = {start.Cp.leftCols(va).transpose(), Mat<T>(pipelined ? va : 0, d), Mat<T>(pipelined ? va : 0, d)};
+  Mat<T> Mp[ring] = {aug ? Mat<T>() : Mat<T>(start.Cp.rightCols(1)), Mat<T>(aug || !pipelined ? 0 : d, 1),
+                     Mat<T>(aug || !pipelined ? 0 : d, 1)};
+  Mat<T> CT[ring] = {start.C.leftCols(va).transpose(), Mat<T>(pipelined ? va : 0, d), Mat<T>(pipelined ? va : 0, d)};
+  std::atomic<Eigen::Index> s_ready{0}, cp_ready{0}, next_chunk{0};
+  // released[r] = k + 1 once chunk k (slot(k) = r) has read its entering states for the last time.
+  std::atomic<Eigen::Index> released[ring] = {0, 0, 0};
+  // X[out] = g·X[in] + ΔX (several threads: X[in] stays readable) or X[in] *= g (one thread, before the
+  // chunk's β = 1 product adds ΔX in place).
+  auto advance = [&](Mat<T>* X, int in, int out, const T& g, const Mat<T>& delta) {
+    if (!pipelined) {
       if (decays) X[in] *= g;
     } else if (decays) {
-      X[out] = g * X[in];
+      X[out].noalias() = g * X[in] + delta;
     } else {
-      X[out] = X[in];
+      X[out].noalias() = X[in] + delta;
     }
   };
 
-  const ChunkProducts<T> full(w, w, d, va);
+  const ChunkProducts<T> full(w, w, d, va, !pipelined);
   const Eigen::Index tail = plan.len(M - 1);
-  const ChunkProducts<T> last = tail == w ? full : ChunkProducts<T>(tail, w, d, va);
+  const ChunkProducts<T> last = tail == w ? full : ChunkProducts<T>(tail, w, d, va, !pipelined);
 
   Mat<T> O(n, dv);
   std::atomic<Eigen::Index> zero_den{n};  // first token whose normalizer vanished (n: none)
 
-#pragma omp parallel num_threads(threads) if (threads > 1)
+#pragma omp parallel num_threads(threads) if (pipelined)
   {
     omp_set_num_threads(1);  // the chunks are the parallelism: no nested GEMM threads (the Eigen path)
-    Buffers<T> b(w, d, va, decays, ridge);
+    Buffers<T> b(w, d, va, decays, ridge, pipelined);
     for (Eigen::Index k; (k = next_chunk.fetch_add(1, std::memory_order_relaxed)) < M;) {
       const Eigen::Index c = plan.begin(k), L = plan.len(k);
       const ChunkProducts<T>& mm = L == w ? full : last;
       const T g = dec.chunk_factor(L), g2 = g * g;
+      const int in = slot(k), out = slot(k + 1);
       if (k + 1 < M) prefetch_rows(p, plan.begin(k + 1), plan.len(k + 1));
       // Copies: the chunk's rows of Q, K, [V 1]; Kᵀ weighted by γ^{L−1−b}, [V 1]ᵀ by γ^{2(L−1−b)} (and by
       // γ^{L−1−b} for C); Q weighted by γ^{a+1}, γ^{2(a+1)} (and λγ^{a+1} with ridge).
@@ -178,19 +193,38 @@ template <class T> Run<T> hla2_chunked_fused(const Problem<T>& p, const Options&
       }
       if (ridge)
         for (Eigen::Index a = 0; a < L; ++a) b.Qr.row(a) = (lambda * dec.pw(a + 1)) * b.Q.row(a);
+      const T* Vt1 = decays ? b.Vt1.data() : b.Vt2.data();
 
-      // U = ((Q Kᵀ) ⊙ D_γ) K: no carry needed.
+      // U = ((Q Kᵀ) ⊙ D_γ) K: no carry needed; nor the chunk's ΔS = Kᵀx K (several threads).
       mm.W(b.Q.data(), b.K.data(), b.W.data());
       causal_mask(b.W.data(), w, L, dec.pw, decays);
       mm.U(b.W.data(), b.K.data(), b.U.data());
+      if (pipelined) mm.S_next(b.Kt.data(), b.K.data(), b.dS.data());
 
-      // S entering this chunk: U += diag(γ^{a+1}) Q S0, then S1 = γ^L S0 + Kᵀx K, published.
+      // S entering this chunk: U += diag(γ^{a+1}) Q S0, S1 = γ^L S0 + Kᵀx K, published. With several threads
+      // S1 is published first and S0 read after (it stays in its slot until this chunk releases it).
       await(s_ready, k);
-      const int in = slot(k), out = slot(k + 1);
-      mm.U_carry(Q1, S[in].data(), b.U.data());
-      advance(S, in, out, g);
-      mm.S_next(b.Kt.data(), b.K.data(), S[out].data());
-      s_ready.store(k + 1, std::memory_order_release);
+      if (pipelined) {
+        await(released[out], k + 2 - ring);  // the chunk that entered with slot `out` is done with it
+        advance(S, in, out, g, b.dS);
+        s_ready.store(k + 1, std::memory_order_release);
+        mm.U_carry(Q1, S[in].data(), b.U.data());
+      } else {
+        mm.U_carry(Q1, S[in].data(), b.U.data());
+        advance(S, in, out, g, b.dS);
+        mm.S_next(b.Kt.data(), b.K.data(), S[out].data());
+        s_ready.store(k + 1, std::memory_order_release);
+      }
+
+      // The chunk's contributions to C', m' and C (several threads: into its buffers, before it waits).
+      if (pipelined) {
+        mm.Cp_next(b.Vt2.data(), b.U.data(), b.dCpT.data());
+        if (!aug) {
+          if (decays) b.dMp.noalias() = b.U.topRows(L).transpose() * dec2.pw.segment(0, L).reverse();
+          else b.dMp = b.U.topRows(L).colwise().sum().transpose();
+        }
+        mm.C_next(Vt1, b.Q.data(), b.dCT.data());
+      }
 
       // P = (Q Uᵀ) ⊙ D_γ² [+ λ (Q Qᵀ) ⊙ D_γ];  Y = P [V 1].
       mm.P(b.Q.data(), b.U.data(), b.P.data());
@@ -202,21 +236,31 @@ template <class T> Run<T> hla2_chunked_fused(const Problem<T>& p, const Options&
       }
       mm.Y(b.P.data(), b.V.data(), b.Y.data());
 
-      // C' entering this chunk: Y += diag(γ^{2(a+1)}) Q C'0 [+ λ diag(γ^{a+1}) Q C0]; C'1, m'1 (and C1), published.
+      // C' entering this chunk: Y += diag(γ^{2(a+1)}) Q C'0 [+ λ diag(γ^{a+1}) Q C0]; C'1, m'1 (and C1),
+      // published (several threads: published first, the entering states read after, then released).
       await(cp_ready, k);
-      mm.Y_carry(Q2, CpT[in].data(), b.Y.data());
-      if (ridge) mm.Y_carry(b.Qr.data(), CT[in].data(), b.Y.data());
-      advance(CpT, in, out, g2);
-      mm.Cp_next(b.Vt2.data(), b.U.data(), CpT[out].data());
-      if (!aug) {
-        // m'1 = γ^{2L} m'0 + Uᵀ x², x²_b = γ^{2(L−1−b)}
-        advance(Mp, in, out, g2);
-        if (decays) Mp[out].noalias() += b.U.topRows(L).transpose() * dec2.pw.segment(0, L).reverse();
-        else Mp[out] += b.U.topRows(L).colwise().sum().transpose();
+      auto read_entering = [&] {
+        mm.Y_carry(Q2, CpT[in].data(), b.Y.data());
+        if (ridge) mm.Y_carry(b.Qr.data(), CT[in].data(), b.Y.data());
+      };
+      if (!pipelined) read_entering();
+      advance(CpT, in, out, g2, b.dCpT);
+      if (!aug) advance(Mp, in, out, g2, b.dMp);
+      advance(CT, in, out, g, b.dCT);
+      if (pipelined) {
+        cp_ready.store(k + 1, std::memory_order_release);
+        read_entering();
+        released[in].store(k + 1, std::memory_order_release);
+      } else {
+        mm.Cp_next(b.Vt2.data(), b.U.data(), CpT[out].data());
+        if (!aug) {
+          // m'1 = γ^{2L} m'0 + Uᵀ x², x²_b = γ^{2(L−1−b)}
+          if (decays) Mp[out].noalias() += b.U.topRows(L).transpose() * dec2.pw.segment(0, L).reverse();
+          else Mp[out] += b.U.topRows(L).colwise().sum().transpose();
+        }
+        mm.C_next(Vt1, b.Q.data(), CT[out].data());
+        cp_ready.store(k + 1, std::memory_order_release);
       }
-      advance(CT, in, out, g);
-      mm.C_next(decays ? b.Vt1.data() : b.Vt2.data(), b.Q.data(), CT[out].data());
-      cp_ready.store(k + 1, std::memory_order_release);
 
       // The chunk's outputs, divided by their normalizer when normalized.
       if (aug) {
