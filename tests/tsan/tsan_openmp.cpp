@@ -24,6 +24,7 @@ namespace hla {
 // The kinds this program does not run: defined empty so that registry<double>() links.
 template <class T> void register_reference(Registry<T>&) {}
 template <class T> void register_serial(Registry<T>&) {}
+template <class T> void register_distributed(Registry<T>&) {}  // MPI ranks, not OpenMP threads (scripts/test-mpi.sh)
 template void register_scan<double>(Registry<double>&);
 template void register_chunked<double>(Registry<double>&);
 }  // namespace hla
