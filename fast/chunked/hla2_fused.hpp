@@ -216,12 +216,17 @@ template <class T> Run<T> hla2_chunked_fused(const Problem<T>& p, const Options&
         s_ready.store(k + 1, std::memory_order_release);
       }
 
+      // m' (unnormalized) gains Uᵀ x², x²_b = γ^{2(L−1−b)}: m'1 = γ^{2L} m'0 + Uᵀ x².
+      auto add_m_prime_gain = [&](Mat<T>& m) {
+        if (decays) m.noalias() += b.U.topRows(L).transpose() * dec2.pw.segment(0, L).reverse();
+        else m += b.U.topRows(L).colwise().sum().transpose();
+      };
       // The chunk's contributions to C', m' and C (several threads: into its buffers, before it waits).
       if (pipelined) {
         mm.Cp_next(b.Vt2.data(), b.U.data(), b.dCpT.data());
         if (!aug) {
-          if (decays) b.dMp.noalias() = b.U.topRows(L).transpose() * dec2.pw.segment(0, L).reverse();
-          else b.dMp = b.U.topRows(L).colwise().sum().transpose();
+          b.dMp.setZero();
+          add_m_prime_gain(b.dMp);
         }
         mm.C_next(Vt1, b.Q.data(), b.dCT.data());
       }
@@ -253,11 +258,7 @@ template <class T> Run<T> hla2_chunked_fused(const Problem<T>& p, const Options&
         released[in].store(k + 1, std::memory_order_release);
       } else {
         mm.Cp_next(b.Vt2.data(), b.U.data(), CpT[out].data());
-        if (!aug) {
-          // m'1 = γ^{2L} m'0 + Uᵀ x², x²_b = γ^{2(L−1−b)}
-          if (decays) Mp[out].noalias() += b.U.topRows(L).transpose() * dec2.pw.segment(0, L).reverse();
-          else Mp[out] += b.U.topRows(L).colwise().sum().transpose();
-        }
+        if (!aug) add_m_prime_gain(Mp[out]);
         mm.C_next(Vt1, b.Q.data(), CT[out].data());
         cp_ready.store(k + 1, std::memory_order_release);
       }
