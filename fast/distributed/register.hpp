@@ -24,7 +24,10 @@ template <class T, class MakeOp> void add_distributed_forms(Registry<T>& r, cons
   Registry<T> chunked;
   register_chunked(chunked);
   const Caps caps = chunked.find(plan.op, plan.finish_form, plan.finish_variant).caps;
-  for (const auto& [form, how] : distributed_forms()) {
+  for (const auto& entry : distributed_forms()) {
+    // Named copies, not a structured binding: clang (the fuzz and TSan builds) cannot capture a binding with OpenMP on.
+    const std::string form = entry.first;
+    const CrossScan how = entry.second;
     const std::string cite = std::string("blocks per rank: scan summary, ") +
                              (how == CrossScan::mpi_exscan ? "MPI_Exscan (user MPI_Op)" : "recursive-doubling exscan") +
                              " across ranks, finished by " + plan.op + "/" + plan.finish_form + "/" + plan.finish_variant;
