@@ -93,4 +93,15 @@ template <class T> bool is_finite(const T& x) {
   else return true;
 }
 
+// base^k for k ≥ 0 by repeated squaring (exact in rational and fp61; ⌈log2 k⌉ + popcount(k) roundings in
+// floating point): the decay γ^k over a stretch of k tokens.
+template <class T> T power(T base, Eigen::Index k) {
+  T r(1);
+  for (; k > 0; k >>= 1) {
+    if (k & 1) r = r * base;
+    if (k > 1) base = base * base;
+  }
+  return r;
+}
+
 }  // namespace hla

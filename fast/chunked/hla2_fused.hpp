@@ -13,6 +13,11 @@
 //     reads its entering state after publishing the next one, and writes a slot only once the chunk that
 //     entered with it (three back) has released it. With one thread the states are updated in place by
 //     β = 1 products and the waits are never taken.
+//   - C is read by a chunk only with ridge. Without it, and with several threads, C is not handed from
+//     chunk to chunk (one state fewer crossing between cores per chunk, one addition pass fewer in the
+//     chain): each thread sums its own chunks' ΔC, decayed to the end of its last chunk, and the sums are
+//     added after the region. The outputs are unchanged; in floating point the exported C (and G) are
+//     rounded in an order that depends on which thread took which chunk.
 //   - Each chunk's rows of Q, K, V are copied once into contiguous w-row buffers (the n-row column-major
 //     inputs have a leading dimension of n: read in place, a power-of-two n puts every column of a chunk in
 //     the same cache set), and the two transposed operands LIBXSMM cannot take as Aᵀ (Kᵀ for S, [V 1]ᵀ for
@@ -85,7 +90,8 @@ template <class T> struct ChunkProducts {
   gemm::Product<T> W, U, U_carry, S_next, P, Y, Y_carry, Cp_next, C_next;
   // into_state: S_next, Cp_next and C_next accumulate into the carried state (β = 1, one thread); else they
   // write the chunk's own contribution ΔX (β = 0, same shape), added to the state when it is its turn.
-  ChunkProducts(Eigen::Index L, Eigen::Index w, Eigen::Index d, Eigen::Index va, bool into_state)
+  // c_summed: C_next accumulates into the thread's own sum of ΔC instead (several threads, C not chained).
+  ChunkProducts(Eigen::Index L, Eigen::Index w, Eigen::Index d, Eigen::Index va, bool into_state, bool c_summed)
       : W({L, L, d, w, w, w, true, false}),            // Q Kᵀ                   (L×d · (L×d)ᵀ)
         U({L, d, L, w, w, w, false, false}),           // W K                    (L×L · L×d)
         U_carry({L, d, d, w, d, w, false, true}),      // += diag(γ^{a+1}) Q S0  (L×d · d×d)
@@ -94,7 +100,7 @@ template <class T> struct ChunkProducts {
         Y({L, va, L, w, w, w, false, false}),          // P [V 1]                (L×L · L×va)
         Y_carry({L, va, d, w, va, w, true, true}),     // += Q C'0 (C'0ᵀ stored va×d), and λ Q C0 (ridge)
         Cp_next({va, d, L, va, w, va, false, into_state}),   // C'1ᵀ += [V 1]ᵀx² U     (va×L · L×d)
-        C_next({va, d, L, va, w, va, false, into_state}) {}  // C1ᵀ += [V 1]ᵀx Q
+        C_next({va, d, L, va, w, va, false, into_state || c_summed}) {}  // C1ᵀ += [V 1]ᵀx Q
 };
 
 // Per-thread buffers of one chunk (w rows), allocated once per thread per call.
@@ -122,6 +128,7 @@ template <class T> Run<T> hla2_chunked_fused(const Problem<T>& p, const Options&
   const Hla2UStart<T> start(init, d, dv);
   const int threads = static_cast<int>(std::min<Eigen::Index>(std::max(opt.threads, 1), M));
   const bool pipelined = threads > 1;
+  const bool c_chained = !pipelined || ridge;  // else each thread sums its chunks' ΔC (header comment)
   // The carried states: one slot updated in place with one thread; with several a ring of three, slot
   // k mod 3 holding the state entering chunk k (see the header comment for who may write which slot when).
   constexpr int ring = 3;
@@ -131,7 +138,8 @@ template <class T> Run<T> hla2_chunked_fused(const Problem<T>& p, const Options&
   Mat<T> CpT[ring] = {start.Cp.leftCols(va).transpose(), Mat<T>(pipelined ? va : 0, d), Mat<T>(pipelined ? va : 0, d)};
   Mat<T> Mp[ring] = {aug ? Mat<T>() : Mat<T>(start.Cp.rightCols(1)), Mat<T>(aug || !pipelined ? 0 : d, 1),
                      Mat<T>(aug || !pipelined ? 0 : d, 1)};
-  Mat<T> CT[ring] = {start.C.leftCols(va).transpose(), Mat<T>(pipelined ? va : 0, d), Mat<T>(pipelined ? va : 0, d)};
+  Mat<T> CT[ring] = {start.C.leftCols(va).transpose(), Mat<T>(pipelined && c_chained ? va : 0, d),
+                     Mat<T>(pipelined && c_chained ? va : 0, d)};
   std::atomic<Eigen::Index> s_ready{0}, cp_ready{0}, next_chunk{0};
   // released[r] = k + 1 once chunk k (slot(k) = r) has read its entering states for the last time.
   std::atomic<Eigen::Index> released[ring] = {0, 0, 0};
@@ -147,9 +155,13 @@ template <class T> Run<T> hla2_chunked_fused(const Problem<T>& p, const Options&
     }
   };
 
-  const ChunkProducts<T> full(w, w, d, va, !pipelined);
+  const ChunkProducts<T> full(w, w, d, va, !pipelined, !c_chained);
   const Eigen::Index tail = plan.len(M - 1);
-  const ChunkProducts<T> last = tail == w ? full : ChunkProducts<T>(tail, w, d, va, !pipelined);
+  const ChunkProducts<T> last = tail == w ? full : ChunkProducts<T>(tail, w, d, va, !pipelined, !c_chained);
+  // Without the C chain: thread t's sum Σ γ^{e_t − e_k} ΔC_k over its chunks k (e_k: the end of chunk k,
+  // e_t that of its last one; e_t = 0 while it has none).
+  std::vector<Mat<T>> c_sum(c_chained ? 0 : threads);
+  std::vector<Eigen::Index> c_end(c_chained ? 0 : threads, 0);
 
   Mat<T> O(n, dv);
   std::atomic<Eigen::Index> zero_den{n};  // first token whose normalizer vanished (n: none)
@@ -158,6 +170,8 @@ template <class T> Run<T> hla2_chunked_fused(const Problem<T>& p, const Options&
   {
     omp_set_num_threads(1);  // the chunks are the parallelism: no nested GEMM threads (the Eigen path)
     Buffers<T> b(w, d, va, decays, ridge, pipelined);
+    const int tid = omp_get_thread_num();
+    if (!c_chained) c_sum[tid] = Mat<T>::Zero(va, d);
     for (Eigen::Index k; (k = next_chunk.fetch_add(1, std::memory_order_relaxed)) < M;) {
       const Eigen::Index c = plan.begin(k), L = plan.len(k);
       const ChunkProducts<T>& mm = L == w ? full : last;
@@ -228,7 +242,13 @@ template <class T> Run<T> hla2_chunked_fused(const Problem<T>& p, const Options&
           b.dMp.setZero();
           add_m_prime_gain(b.dMp);
         }
-        mm.C_next(Vt1, b.Q.data(), b.dCT.data());
+        if (c_chained) {
+          mm.C_next(Vt1, b.Q.data(), b.dCT.data());
+        } else {
+          if (decays && c_end[tid] > 0) c_sum[tid] *= power(gamma, c + L - c_end[tid]);
+          mm.C_next(Vt1, b.Q.data(), c_sum[tid].data());
+          c_end[tid] = c + L;
+        }
       }
 
       // P = (Q Uᵀ) ⊙ D_γ² [+ λ (Q Qᵀ) ⊙ D_γ];  Y = P [V 1].
@@ -251,7 +271,7 @@ template <class T> Run<T> hla2_chunked_fused(const Problem<T>& p, const Options&
       if (!pipelined) read_entering();
       advance(CpT, in, out, g2, b.dCpT);
       if (!aug) advance(Mp, in, out, g2, b.dMp);
-      advance(CT, in, out, g, b.dCT);
+      if (c_chained) advance(CT, in, out, g, b.dCT);
       if (pipelined) {
         cp_ready.store(k + 1, std::memory_order_release);
         read_entering();
@@ -282,6 +302,11 @@ template <class T> Run<T> hla2_chunked_fused(const Problem<T>& p, const Options&
   const int fin = slot(M);
   const Mat<T> Cp_final = CpT[fin].transpose();
   const Mat<T> Cp_full = aug ? Cp_final : join(Cp_final, Mp[fin]);
+  if (!c_chained) {  // C = γ^n C0 + Σ_t γ^{n − e_t} (thread t's sum)
+    CT[fin] = power(gamma, n) * CT[0];
+    for (int t = 0; t < threads; ++t)
+      if (c_end[t] > 0) CT[fin] += power(gamma, n - c_end[t]) * c_sum[t];
+  }
   const Mat<T> C_carried = CT[fin].transpose();
   return {std::move(O), hla2_u_final_state<T>(p.Q, p.V, S[fin], start.C, &C_carried, Cp_full, gamma, opt.threads)};
 }

@@ -42,16 +42,6 @@ typename Op::Seg block_summary(const Op& op, const Problem<T>& p, Eigen::Index b
   return std::move(scan::up_sweep(op, std::move(sums), threads).back()[0]);
 }
 
-// γ^k by repeated squaring (exact in rational and fp61).
-template <class T> T power(T base, Eigen::Index k) {
-  T r(1);
-  for (; k > 0; k >>= 1) {
-    if (k & 1) r = r * base;
-    if (k > 1) base = base * base;
-  }
-  return r;
-}
-
 // The segment of a block from its serial state (the chunked form's final state from zero), for the
 // operators whose segment-only parts have a closed form; no overload: the scan up-sweep is used.
 template <class T, bool M>
