@@ -9,7 +9,9 @@ are what the targets read):
     (gemm/<library>/.../w:<w>/...) as one flop-weighted rate;
   - hla2 chunked (each registered chunked form) useful GFLOP/s ÷ the best roofline at the same scalar and
     thread count (target ≥ 0.70 at one thread), and its 2-thread speed-up (target ≥ 1.85×), beside the best
-    roofline's own 2-thread ÷ 1-thread rate;
+    roofline's own 2-thread ÷ 1-thread rate and the form's two-core ceiling (ceiling/...: its two halves at
+    once on two threads, nothing shared): the ceiling's speed-up over one thread is what two cores of this
+    machine give that work at all, and 2T ÷ ceiling how much of it the form's own two threads reach;
   - the PyTorch peer's time ÷ ours (target ≥ 3×), both precisions;
   - the decoding kernel's time per token ÷ its bandwidth bound: the state it reads and writes per token
     (S, [C m]ᵀ, [G h]ᵀ: d² + 2d(dv + 1) numbers) at the measured read+write rate of a buffer that size;
@@ -89,12 +91,15 @@ def compute(m):
         best1 = roof[1][best[1]]
         for form in ("chunked", "chunked-fused"):
             h = {th: entry(f"hla2/{form}/{s}/{SHAPE}/threads:{th}") for th in (1, 2)}
+            ceiling2 = entry(f"ceiling/hla2/{form}/{s}/{SHAPE}/threads:2")
             t["hla2"].setdefault(form, {})[s] = {
                 "gflops": {th: h[th]["gflops"] for th in (1, 2)},
                 "x_best_roofline": {th: h[th]["gflops"] / roof[th][best[th]] for th in (1, 2)},
                 "x_ceiling_w48": h[1]["gflops"] / max(ceil[lib][48] for lib in LIBRARIES),
                 "speedup_2t": seconds(h[1]) / seconds(h[2]),
                 "roofline_speedup_2t": roof[2][best[2]] / best1,
+                "ceiling_speedup_2t": seconds(h[1]) / seconds(ceiling2),
+                "x_two_core_ceiling": seconds(ceiling2) / seconds(h[2]),
             }
         for op in ("hla2", "linear"):
             for th in (1, 2):
@@ -137,7 +142,8 @@ def report(t, context, path):
             h = per[s]
             print(f"  hla2 {form:13} × best roofline 1T {h['x_best_roofline'][1]:.2f} ({h['gflops'][1]:.1f} GFLOP/s, target ≥ 0.70)"
                   f"  2T {h['x_best_roofline'][2]:.2f}  | 2T speed-up {h['speedup_2t']:.2f}× (target ≥ 1.85; best roofline's own"
-                  f" {h['roofline_speedup_2t']:.2f}×)  | × ceiling(w=48) {h['x_ceiling_w48']:.2f}")
+                  f" {h['roofline_speedup_2t']:.2f}×; two-core ceiling {h['ceiling_speedup_2t']:.2f}×, reached"
+                  f" {h['x_two_core_ceiling']:.2f})  | × ceiling(w=48) {h['x_ceiling_w48']:.2f}")
         for op, per in t["peer"].items():
             cells = "  ".join(f"{th}T {c['peer_over_ours']:.2f}× ({c['peer_ms']:.0f} vs {c['ours_ms']:.0f} ms {c['ours_form']})"
                               for th, c in per[s].items())

@@ -2,7 +2,8 @@
 # `make bench`: the quick default benchmark subset -> results/bench.json (Google Benchmark JSON) and its figure
 # results/bench.{png,pdf,svg}, in one run (about 10 minutes on 2 cores):
 #   - the forms: hla2 and linear chunked, hla2 chunked-fused, float and double, n = 65536, d = dv = 64,
-#     threads 1 and 2; their multi-head runs (4 heads with their own Q, K, V), hla2 multi-query (4 heads
+#     threads 1 and 2, and each one's two-core ceiling (ceiling/...: its two halves at once, nothing
+#     shared, the limit its threads:2 entry is read against); their multi-head runs (4 heads with their own Q, K, V), hla2 multi-query (4 heads
 #     sharing K, V); hla2's decoding kernel (one thread);
 #   - the machine's limits (experiments/bench/gemm_libraries.cpp): every GEMM library's 1024² product
 #     (roofline/<library>/...: eigen, openblas, blis, libxsmm; threads 1 and 2), the chunk form's own
@@ -26,6 +27,7 @@ else
   out="$root/results/bench.json"
   filter="^((hla2|linear)/chunked|hla2/chunked-fused)/(float|double)/$shape/threads:[12]|^hla2/decode/(float|double)/$shape/threads:1"
   filter+="|^hla2/chunked-multiquery/(float|double)/n:65536/|^(hla2|linear)/chunked-multihead/(float|double)/n:65536/"
+  filter+="|^ceiling/((hla2|linear)/chunked|hla2/chunked-fused)/(float|double)/$shape/threads:2"
   filter+='|^roofline/|^gemm/|^peak/|^bandwidth/'
 fi
 # No BLAS thread of a library may spin beside a form after its own entry (OpenBLAS's idle threads busy-wait

@@ -7,6 +7,8 @@
 //             (op, form); a second variant of the same form gets "/<variant>" after the form)
 //             roofline/<library>/<scalar>/threads:<t>, gemm/..., peak/..., bandwidth/... (gemm_libraries.cpp)
 //             hla2/chunked-multiquery/.../heads:4 and <op>/chunked-multihead/.../heads:4 (§5.2; all heads counted)
+//             ceiling/<operator>/<form>/<scalar>/n/d/dv/threads:2: the form's two halves at once, nothing shared
+//             (bench_two_core_ceiling below: what the threads:2 entry is read against beside threads:1)
 //   counters  tokens_per_s; gflops = useful flops / s, with useful flops counted by the *serial* formula
 //             per token (useful_flops_per_token below), whatever the form actually executes; chunk
 //
@@ -24,6 +26,7 @@
 #include "core/eigen.hpp"
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -95,6 +98,43 @@ template <class T> void bench_form(benchmark::State& state, const Entry<T>* e, E
   state.counters["chunk"] = chunk;
 }
 
+// The two-core ceiling of a form's own work: the sequence's two halves (n/2 tokens each), each a one-thread
+// call of the form, run at once on two threads with nothing shared between them. It times what this
+// machine's two cores give that work when no state crosses between them — both cores busy (the clock they
+// then hold), their shared cache and memory — so the form's threads:2 entry can be read against the
+// machine's two-core limit for it, not only against threads:1 (experiments/bench_targets.py). The second
+// half starts from the zero state instead of the carried one: the same work, not the same outputs.
+template <class T> void bench_two_core_ceiling(benchmark::State& state, const Entry<T>* e, Eigen::Index n, Eigen::Index d,
+                                               Eigen::Index dv, int chunk) {
+  const Problem<T> p = convert_problem<T>(inputs(n, d, dv));
+  const Problem<T> halves[2] = {slice_rows(p, 0, n / 2), slice_rows(p, n / 2, n)};
+  Options opt;
+  opt.threads = 1;
+  opt.chunk = chunk;
+  Eigen::setNbThreads(1);
+  for (auto _ : state) {
+    std::exception_ptr failed[2];
+#pragma omp parallel num_threads(2)
+    {
+      const int h = omp_get_thread_num();
+      omp_set_num_threads(1);  // each half's call runs on its own thread only
+      try {
+        Run<T> r = e->fn(halves[h], opt, nullptr);
+        benchmark::DoNotOptimize(r.O.data());
+      } catch (...) {
+        failed[h] = std::current_exception();  // no exception may leave an OpenMP region
+      }
+    }
+    for (const auto& f : failed)
+      if (f) std::rethrow_exception(f);
+    benchmark::ClobberMemory();
+  }
+  state.counters["tokens_per_s"] = benchmark::Counter(double(n), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["gflops"] = benchmark::Counter(double(n) * useful_flops_per_token(e->op, double(d), double(dv)) / 1e9,
+                                                benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["chunk"] = chunk;
+}
+
 template <class T> void register_forms(const std::vector<std::array<Eigen::Index, 3>>& shapes, int chunk) {
   const std::string scalar = scalar_name<T>();
   std::map<std::string, int> seen;
@@ -106,6 +146,15 @@ template <class T> void register_forms(const std::vector<std::array<Eigen::Index
         const std::string name = fmt::format("{}/{}/{}/n:{}/d:{}/dv:{}/threads:{}", e.op, form, scalar, n, d, dv, t);
         const Entry<T>* ep = &e;
         benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) { bench_form<T>(s, ep, n, d, dv, t, chunk); })
+            ->UseRealTime()
+            ->Unit(benchmark::kMillisecond)
+            ->MinTime(0.2);
+      }
+    if (e.caps.threads)
+      for (const auto& [n, d, dv] : shapes) {
+        const std::string name = fmt::format("ceiling/{}/{}/{}/n:{}/d:{}/dv:{}/threads:2", e.op, form, scalar, n, d, dv);
+        const Entry<T>* ep = &e;
+        benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) { bench_two_core_ceiling<T>(s, ep, n, d, dv, chunk); })
             ->UseRealTime()
             ->Unit(benchmark::kMillisecond)
             ->MinTime(0.2);

@@ -35,6 +35,9 @@ def parse(name):
     if parts[0] == "peer":  # peer/<framework>/<op>/<form>/...
         f["op"], f["form"] = parts[2], f"{parts[1]} peer"
         return "entry", f
+    if parts[0] == "ceiling":  # ceiling/<op>/<form>/...: the form's two halves at once (a two-core limit)
+        f["op"], f["form"] = parts[1], f"{parts[2]} 2-core ceiling"
+        return "entry", f
     if parts[0] == "roofline":
         f["library"] = parts[1] if len(parts) > 1 and parts[1] not in SCALARS and ":" not in parts[1] else "gemm"
         return "roofline", f
