@@ -26,7 +26,7 @@ if [[ "${HLA_BENCH_FULL:-0}" != "0" ]]; then
 else
   out="$root/results/bench.json"
   filter="^((hla2|linear)/chunked|hla2/chunked-fused)/(float|double)/$shape/threads:[12]|^hla2/decode/(float|double)/$shape/threads:1"
-  filter+="|^hla2/chunked-multiquery/(float|double)/n:65536/|^(hla2|linear)/chunked-multihead/(float|double)/n:65536/"
+  filter+="|^hla2/chunked-multiquery/(float|double)/n:65536/|^(hla2|linear)/chunked-multihead/(float|double)/n:65536/|^hla2/chunked-fused-multihead/(float|double)/n:65536/"
   filter+="|^ceiling/((hla2|linear)/chunked|hla2/chunked-fused)/(float|double)/$shape/threads:2"
   filter+='|^roofline/|^gemm/|^peak/|^bandwidth/'
 fi

@@ -6,7 +6,7 @@
 //   names     <operator>/<form>/<scalar>/n:<n>/d:<d>/dv:<dv>/threads:<t>   (variant: the registry's one per
 //             (op, form); a second variant of the same form gets "/<variant>" after the form)
 //             roofline/<library>/<scalar>/threads:<t>, gemm/..., peak/..., bandwidth/... (gemm_libraries.cpp)
-//             hla2/chunked-multiquery/.../heads:4 and <op>/chunked-multihead/.../heads:4 (§5.2; all heads counted)
+//             hla2/chunked-multiquery/.../heads:4 and <op>/<form>-multihead/.../heads:4 (§5.2; all heads counted)
 //             ceiling/<operator>/<form>/<scalar>/n/d/dv/threads:2: the form's two halves at once, nothing shared
 //             (bench_two_core_ceiling below: what the threads:2 entry is read against beside threads:1)
 //   counters  tokens_per_s; gflops = useful flops / s, with useful flops counted by the *serial* formula
@@ -226,13 +226,15 @@ template <class T> void bench_multihead(benchmark::State& state, const Entry<T>*
   head_counters(state, e->op, n, d, dv, chunk, heads);
 }
 
-// Only at the default shape: four copies of the largest full-set inputs would not fit in memory.
+// Only at the default shape: four copies of the largest full-set inputs would not fit in memory. hla2's heads
+// through both of its chunked forms (<form>-multihead), linear's through its one.
 template <class T> void register_multihead(int chunk) {
   const Eigen::Index n = 65536, d = 64, dv = 64;
-  for (const char* op : {"hla2", "linear"})
+  const std::pair<const char*, const char*> forms[] = {{"hla2", "chunked"}, {"hla2", "chunked-fused"}, {"linear", "chunked"}};
+  for (const auto& [op, form] : forms)
     for (int t : {1, 2}) {
-      const Entry<T>* e = &registry<T>().find(op, "chunked", std::string(op) == "hla2" ? "corrected" : "paper");
-      const std::string name = fmt::format("{}/chunked-multihead/{}/n:{}/d:{}/dv:{}/threads:{}/heads:4", op, scalar_name<T>(), n, d, dv, t);
+      const Entry<T>* e = &registry<T>().find(op, form, std::string(op) == "hla2" ? "corrected" : "paper");
+      const std::string name = fmt::format("{}/{}-multihead/{}/n:{}/d:{}/dv:{}/threads:{}/heads:4", op, form, scalar_name<T>(), n, d, dv, t);
       benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) { bench_multihead<T>(s, e, n, d, dv, t, chunk, 4); })
           ->UseRealTime()
           ->Unit(benchmark::kMillisecond)

@@ -72,7 +72,8 @@ def draw(path):
         if kind == "roofline":
             roofs[(f["scalar"], f["library"])][f["threads"]] = g
         elif kind == "entry":
-            form = {"chunked-multihead": "multi-head", "chunked-multiquery": "multi-query"}.get(f["form"], f["form"])
+            form = {"chunked-multihead": "multi-head", "chunked-fused-multihead": "fused multi-head",
+                    "chunked-multiquery": "multi-query"}.get(f["form"], f["form"])
             label = f"{f['op']} {form}" + (f" ×{f['heads']}" if f["heads"] > 1 else "")
             entries[(f["scalar"], label)][f["threads"]] = g
     scalars = [s for s in SCALARS if any(k[0] == s for k in entries)]
