@@ -80,6 +80,14 @@ const Problem<double>& inputs(Eigen::Index n, Eigen::Index d, Eigen::Index dv) {
   return *slot;
 }
 
+// Counters of an entry that runs one head of n tokens per iteration (head_counters below: several heads).
+void form_counters(benchmark::State& state, const std::string& op, Eigen::Index n, Eigen::Index d, Eigen::Index dv, int chunk) {
+  state.counters["tokens_per_s"] = benchmark::Counter(double(n), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["gflops"] = benchmark::Counter(double(n) * useful_flops_per_token(op, double(d), double(dv)) / 1e9,
+                                                benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["chunk"] = chunk;
+}
+
 template <class T> void bench_form(benchmark::State& state, const Entry<T>* e, Eigen::Index n, Eigen::Index d,
                                    Eigen::Index dv, int threads, int chunk) {
   const Problem<T> p = convert_problem<T>(inputs(n, d, dv));
@@ -92,10 +100,7 @@ template <class T> void bench_form(benchmark::State& state, const Entry<T>* e, E
     benchmark::DoNotOptimize(r.O.data());
     benchmark::ClobberMemory();
   }
-  state.counters["tokens_per_s"] = benchmark::Counter(double(n), benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["gflops"] = benchmark::Counter(double(n) * useful_flops_per_token(e->op, double(d), double(dv)) / 1e9,
-                                                benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["chunk"] = chunk;
+  form_counters(state, e->op, n, d, dv, chunk);
 }
 
 // The two-core ceiling of a form's own work: the sequence's two halves (n/2 tokens each), each a one-thread
@@ -129,10 +134,7 @@ template <class T> void bench_two_core_ceiling(benchmark::State& state, const En
       if (f) std::rethrow_exception(f);
     benchmark::ClobberMemory();
   }
-  state.counters["tokens_per_s"] = benchmark::Counter(double(n), benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["gflops"] = benchmark::Counter(double(n) * useful_flops_per_token(e->op, double(d), double(dv)) / 1e9,
-                                                benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["chunk"] = chunk;
+  form_counters(state, e->op, n, d, dv, chunk);
 }
 
 template <class T> void register_forms(const std::vector<std::array<Eigen::Index, 3>>& shapes, int chunk) {
@@ -166,10 +168,7 @@ template <class T> void register_forms(const std::vector<std::array<Eigen::Index
 // the single-head count), so tokens_per_s and gflops compare directly with that many single-head calls.
 void head_counters(benchmark::State& state, const std::string& op, Eigen::Index n, Eigen::Index d, Eigen::Index dv, int chunk,
                    int heads) {
-  state.counters["tokens_per_s"] = benchmark::Counter(double(n) * heads, benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["gflops"] = benchmark::Counter(double(n) * heads * useful_flops_per_token(op, double(d), double(dv)) / 1e9,
-                                                benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["chunk"] = chunk;
+  form_counters(state, op, n * heads, d, dv, chunk);
   state.counters["heads"] = heads;
 }
 

@@ -106,11 +106,11 @@ template <class T> struct ChunkProducts {
 // Per-thread buffers of one chunk (w rows), allocated once per thread per call.
 template <class T> struct Buffers {
   Mat<T> Q, K, V, Kt, Vt2, Vt1, Q1, Q2, Qr, W, P, R, U, Y;
-  Mat<T> dS, dCpT, dMp, dCT;  // the chunk's contributions to the states (several threads only)
-  explicit Buffers(Eigen::Index w, Eigen::Index d, Eigen::Index va, bool decays, bool ridge, bool deltas)
+  Mat<T> dS, dCpT, dMp, dCT;  // the chunk's contributions to the states (several threads only; ΔC when C is chained)
+  explicit Buffers(Eigen::Index w, Eigen::Index d, Eigen::Index va, bool decays, bool ridge, bool deltas, bool c_delta)
       : Q(w, d), K(w, d), V(w, va), Kt(d, w), Vt2(va, w), Vt1(decays ? va : 0, w), Q1(decays ? w : 0, d),
         Q2(decays ? w : 0, d), Qr(ridge ? w : 0, d), W(w, w), P(w, w), R(ridge ? w : 0, w), U(w, d), Y(w, va),
-        dS(deltas ? d : 0, d), dCpT(deltas ? va : 0, d), dMp(deltas ? d : 0, 1), dCT(deltas ? va : 0, d) {}
+        dS(deltas ? d : 0, d), dCpT(deltas ? va : 0, d), dMp(deltas ? d : 0, 1), dCT(c_delta ? va : 0, d) {}
 };
 
 }  // namespace fused_detail
@@ -169,7 +169,7 @@ template <class T> Run<T> hla2_chunked_fused(const Problem<T>& p, const Options&
 #pragma omp parallel num_threads(threads) if (pipelined)
   {
     omp_set_num_threads(1);  // the chunks are the parallelism: no nested GEMM threads (the Eigen path)
-    Buffers<T> b(w, d, va, decays, ridge, pipelined);
+    Buffers<T> b(w, d, va, decays, ridge, pipelined, pipelined && c_chained);
     const int tid = omp_get_thread_num();
     if (!c_chained) c_sum[tid] = Mat<T>::Zero(va, d);
     for (Eigen::Index k; (k = next_chunk.fetch_add(1, std::memory_order_relaxed)) < M;) {
