@@ -4,26 +4,35 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
 
-.PHONY: deps configure build test run bench bench-distributed report figures debug fuzz tsan clean
+.PHONY: deps deps-test deps-clang configure build test run bench bench-distributed report figures debug fuzz tsan clean
 
+# Dependency tiers (scripts/install-deps.sh): run < test (PyTorch, Chromium, pytest) ; clang (fuzz, tsan).
 deps:
-	@bash scripts/install-deps.sh
+	@bash scripts/install-deps.sh run
+deps-test:
+	@bash scripts/install-deps.sh test
+deps-clang:
+	@bash scripts/install-deps.sh clang
 
 $(BUILD)/CMakeCache.txt: | deps
 	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
 
 configure: deps $(BUILD)/CMakeCache.txt
 
+# Every target but the benchmark program (make bench builds it); docs/build.md has the measured times.
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
 
-test: build
+test: deps-test build
 	@bash scripts/test.sh $(BUILD)
 
-run: build
+# Only what running the harness needs: the hla executable.
+run: configure
+	@cmake --build $(BUILD) -j $(JOBS) --target hla
 	@bash scripts/run.sh $(BUILD)
 
 bench: build
+	@cmake --build $(BUILD) -j $(JOBS) --target hla_bench
 	@bash scripts/bench.sh $(BUILD)
 
 # Sequence-parallel forms over MPI ranks (issue 13): results/distributed/ (README "Beyond one machine").
@@ -50,7 +59,7 @@ debug: deps
 # libFuzzer targets (tests/fuzz/) in build-fuzz/ with clang++-16, each run FUZZ_SECONDS over its corpus.
 FUZZ_SECONDS ?= 120
 FUZZ_TARGETS = $(basename $(notdir $(wildcard tests/fuzz/fuzz_*.cpp)))
-fuzz: deps
+fuzz: deps-clang
 	@CXX=clang++-16 cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DHLA_FUZZ=ON -DHLA_BUILD_TESTS=OFF \
 	  -DHLA_BUILD_BENCH=OFF -DHLA_BUILD_PYTHON=OFF >/dev/null
 	@cmake --build build-fuzz -j $(JOBS) --target $(FUZZ_TARGETS)
@@ -58,7 +67,7 @@ fuzz: deps
 
 # ThreadSanitizer + Archer over the OpenMP drivers (tests/tsan/), build-tsan/ with clang++-16 and libomp.
 ARCHER ?= /usr/lib/llvm-16/lib/libarcher.so
-tsan: deps
+tsan: deps-clang
 	@CXX=clang++-16 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHLA_TSAN=ON -DHLA_BUILD_TESTS=OFF \
 	  -DHLA_BUILD_BENCH=OFF -DHLA_BUILD_PYTHON=OFF >/dev/null
 	@cmake --build build-tsan -j $(JOBS) --target hla_tsan
