@@ -113,6 +113,23 @@ inline void cli_run_args(std::string_view bytes) {
   }
 }
 
+// The case the outputs targets read back: hla2 at n = 3, d = dv = 2, as write_case writes it. Flags: bit 0
+// float32, bit 1 the case wants its state, bit 2 --grad.
+inline std::pair<verify::ext::Request, verify::ext::Case> small_case(unsigned char flags) {
+  verify::ext::Request req;
+  req.op = "hla2";
+  req.dtype = (flags & 1) ? verify::ext::DType::float32 : verify::ext::DType::float64;
+  req.state = (flags & 2) != 0;
+  req.grad = (flags & 4) != 0;
+  verify::ext::Case c;
+  c.name = "case";
+  c.kind = "random";
+  c.in = gaussian_problem({3, 2, 2}, 1);
+  c.want_state = req.state;
+  c.dO = c.in.V;
+  return {req, c};
+}
+
 // What an outside implementation writes back to `hla verify --exec` (verify/external/exec.hpp) for an
 // hla2 case at n = 3, d = dv = 2 written by write_case: an Outcome of the case's shapes or one with an
 // error message, never an exception. Input: a byte of flags (bit 0: float32, bit 1: the case wants its
@@ -134,18 +151,7 @@ inline void verify_outcome(std::string_view bytes) {
   };
   static const Scratch scratch;
   const fs::path& dir = scratch.path;
-  const auto flags = static_cast<unsigned char>(bytes[0]);
-  Request req;
-  req.op = "hla2";
-  req.dtype = (flags & 1) ? DType::float32 : DType::float64;
-  req.state = (flags & 2) != 0;
-  req.grad = (flags & 4) != 0;
-  Case c;
-  c.name = "case";
-  c.kind = "random";
-  c.in = gaussian_problem({3, 2, 2}, 1);
-  c.want_state = req.state;
-  c.dO = c.in.V;
+  const auto [req, c] = small_case(static_cast<unsigned char>(bytes[0]));
   fs::remove_all(dir / c.name);
   write_case(dir, c, req);
   fs::create_directories(dir / c.name / "state_out");
@@ -187,16 +193,7 @@ inline void exec_outputs(std::string_view bytes) {
   static const char* const paths[] = {"o.npy", "state_out", "state_out/S.npy", "state_out/C.npy", "state_out/m.npy",
                                       "state_out/G.npy", "state_out/h.npy", "dq.npy", "x", "x/o.npy", "state_out/x", "dstate_in"};
   static const char* const targets[] = {"o.npy", ".", "..", "state_out", "x", "/dev/zero", "/nonexistent", "loop"};
-  const auto flags = static_cast<unsigned char>(bytes[0]);
-  Request req;
-  req.op = "hla2";
-  req.dtype = (flags & 1) ? DType::float32 : DType::float64;
-  req.state = (flags & 2) != 0;
-  Case c;
-  c.name = "case";
-  c.kind = "random";
-  c.in = gaussian_problem({3, 2, 2}, 1);
-  c.want_state = req.state;
+  const auto [req, c] = small_case(static_cast<unsigned char>(bytes[0]) & 3);
   fs::path root;
   {
     TempDir dir("hla-fuzz-outputs");

@@ -15,13 +15,8 @@ import tempfile
 import time
 import unittest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BUILD = os.environ.get("HLA_BUILD", os.path.join(ROOT, "build"))
-HLA = os.path.join(BUILD, "bin", "hla")
-PY = "/usr/bin/python3"
-IMPLS = os.path.join(ROOT, "tests", "verify_impls", "impls.py")
-sys.path.insert(0, os.path.join(ROOT, "tests", "verify_impls"))
-sys.path.insert(0, os.path.join(BUILD, "python"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_verify import HLA, IMPLS, PY  # noqa: E402  (the same build, interpreter and implementations)
 
 QUICK = ["--max-n", "16", "--d", "2", "--dv", "2", "--quiet", "--shrink-rounds", "0", "--no-diagnose"]
 
