@@ -6,6 +6,7 @@
 #include <fmt/core.h>
 
 #include <exception>
+#include <filesystem>
 
 #include "cli/commands.hpp"
 #include "core/types.hpp"
@@ -40,6 +41,10 @@ int main(int argc, char** argv) {
   } catch (const hla::NumericalError& e) {
     fmt::print(stderr, "hla: numerical failure: {}\n", e.what());
     return 3;
+  } catch (const std::filesystem::filesystem_error& e) {
+    // A path the user named (or TMPDIR) that the filesystem refused: their input, not a bug.
+    fmt::print(stderr, "hla: error: {}\n", e.what());
+    return 2;
   } catch (const hla::verify::ext::Interrupted& e) {
     fmt::print(stderr, "hla: {}: the command was stopped and its files removed\n", e.what());
     return 128 + e.signal;

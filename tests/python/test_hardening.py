@@ -16,7 +16,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_verify import HLA, IMPLS, PY  # noqa: E402  (the same build, interpreter and implementations)
+from test_verify import HLA, IMPLS, PY, ROOT  # noqa: E402  (the same build, interpreter and implementations)
 
 QUICK = ["--max-n", "16", "--d", "2", "--dv", "2", "--quiet", "--shrink-rounds", "0", "--no-diagnose"]
 
@@ -236,6 +236,7 @@ class Options(PrivateTmp):
             for axis in ("n", "d", "dv", "seeds", "repeats", "chunk"):
                 f.write(f"{axis} = [{', '.join(str(i) for i in range(1, 101))}]\n")
         self.expect_2("sweep", huge, "--dry-run", text="combinations")
+        self.expect_2("sweep", os.path.join(ROOT, "configs", "default.toml"), "--out", "/proc/x")  # before: internal error
 
 
 class Module(unittest.TestCase):
