@@ -171,6 +171,25 @@ class Signals(PrivateTmp):
         self.interrupt(signal.SIGHUP, 129)
 
 
+class Processes(PrivateTmp):
+    def test_a_daemon_the_command_starts_does_not_outlive_its_round(self):
+        # setsid leaves the command's process group, which the time-out and the end of a round kill.
+        pid_file = self.path("pid")
+        p = self.hla("verify", "--op", "hla2", "--exec", f"setsid sleep 300 & echo $! > {pid_file}; exit 1; :", *QUICK)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        with open(pid_file) as f:
+            pid = int(f.read())
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except FileNotFoundError:
+            state = "gone"
+        if state not in ("gone", "Z"):
+            os.kill(pid, signal.SIGKILL)
+        self.assertIn(state, ("gone", "Z"), "the daemon outlived hla")
+        self.assert_tmp_empty()
+
+
 class Environment(PrivateTmp):
     def test_bad_tmpdir_is_exit_2(self):
         for bad in ("/nonexistent", "/proc", "/dev/null"):

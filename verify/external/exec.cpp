@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,6 +20,7 @@
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <thread>
 #include <tuple>
 
@@ -61,6 +63,35 @@ constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP};
 extern "C" void forward_signal(int sig) {
   caught_signal = sig;
   if (running_group > 0) ::kill(-running_group, sig);
+}
+
+// Kills and reaps hla's children that are left once the command's group is gone: only processes the command
+// started outside its group (a daemon) can be, re-parented here (PR_SET_CHILD_SUBREAPER). Repeated, since
+// ending one re-parents its own children; a process never outlives its round.
+void end_orphans() {
+  const std::string self = std::to_string(::getpid());
+  for (int pass = 0; pass < 64; ++pass) {
+    bool any = false;
+    std::error_code ec;
+    for (fs::directory_iterator it("/proc", ec), end; !ec && it != end; it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+      std::ifstream stat_file(it->path() / "stat");
+      std::string stat;
+      std::getline(stat_file, stat);
+      const std::size_t close = stat.rfind(')');  // the name in parentheses may hold spaces and ')'
+      if (close == std::string::npos) continue;
+      std::istringstream fields(stat.substr(close + 1));
+      std::string state, parent;
+      fields >> state >> parent;
+      if (parent != self) continue;
+      const pid_t child = static_cast<pid_t>(std::stol(name));
+      ::kill(child, SIGKILL);
+      ::waitpid(child, nullptr, 0);
+      any = true;
+    }
+    if (!any) return;
+  }
 }
 
 // What a path is, without following a final symlink and without throwing (a symlink loop is a type too).
@@ -160,6 +191,9 @@ ProcessResult run_command(const std::string& command, const fs::path& dir, doubl
   const std::string line = command + " " + shell_quote(dir.string());
   const fs::path out_file = log_dir / "stdout", err_file = log_dir / "stderr";
   InterruptGuard::check();
+  // Whatever the command starts outside its process group (setsid, a double fork) is re-parented to hla
+  // rather than to init once its parent ends, so that end_orphans can end it.
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   const auto t0 = std::chrono::steady_clock::now();
   const pid_t pid = ::fork();
   if (pid < 0) throw std::runtime_error(std::string("fork failed: ") + std::strerror(errno));
@@ -204,6 +238,7 @@ ProcessResult run_command(const std::string& command, const fs::path& dir, doubl
   }
   ::kill(-pid, SIGKILL);  // whatever the command left running in its group
   running_group = 0;
+  end_orphans();
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!r.timed_out) {
     if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
