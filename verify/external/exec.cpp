@@ -226,6 +226,7 @@ ProcessResult run_command(const std::string& command, const fs::path& dir, doubl
       ::kill(-pid, SIGKILL);
       ::waitpid(pid, &status, 0);
       running_group = 0;
+      end_orphans();
       throw Interrupted(caught_signal);
     }
     if (elapsed > timeout) {
