@@ -121,6 +121,21 @@ class ReturnedFiles(PrivateTmp):
             self.assertNotIn(b"internal error", p.stderr)
             self.assert_tmp_empty()
 
+    def test_a_combine_command_writing_too_many_parts_is_refused_unread(self):
+        parts = self.path("parts")  # 100 one-value float64 parts, linked into every case
+        os.mkdir(parts)
+        h = "{'descr': '<f8', 'fortran_order': False, 'shape': (), }"
+        h += " " * ((64 - (10 + len(h) + 1) % 64) % 64) + "\n"
+        for i in range(100):
+            with open(os.path.join(parts, f"p{i}.npy"), "wb") as f:
+                f.write(b"\x93NUMPY\x01\x00" + len(h).to_bytes(2, "little") + h.encode() + bytes(8))
+        cmd = self.command(f'for c in "$1"/*/; do ln -s {parts} "$c/summary"; ln -s {parts} "$c/ab"; done\n')
+        p = self.hla("verify", "--op", "hla2", "--combine", "--exec", cmd, "--json", self.path("r.json"), "--quiet", "--d", "2", "--dv", "2")
+        self.assertEqual(p.returncode, 2, p.stderr)
+        with open(self.path("r.json")) as f:
+            self.assertIn("holds 100 .npy parts, more than the 64", f.read())
+        self.assert_tmp_empty()
+
     def test_a_right_implementation_that_locks_its_folder_still_computes(self):
         cmd = self.command(f'{PY} {IMPLS} hla2 "$1" && chmod -R a-w "$1"\n')
         p = self.hla("verify", "--op", "hla2", "--exec", cmd, *QUICK)

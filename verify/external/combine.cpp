@@ -263,9 +263,10 @@ void write_summary(const fs::path& dir, const Summary& s, DType t) {
   for (const Part& p : s) npy::write(dir / (p.name + ".npy"), p.shape, p.values.data(), npy_dtype(t));
 }
 
-// The largest part read back: the largest state part at the widest width (256³ values of hla3's), so no
-// file can claim more.
-constexpr std::size_t kMaxPartValues = std::size_t{1} << 24;
+// The largest part read back: more values than any state part has at the widest width (256 x 256), so no
+// file can claim more; and at most 64 parts (a summary has fewer than 10).
+constexpr std::size_t kMaxPartValues = std::size_t{1} << 20;
+constexpr std::size_t kMaxParts = 64;
 
 // Every .npy file of the folder as a part (the command's own names and shapes).
 Summary read_summary(const fs::path& dir, const std::string& label, DType t, std::string& error) {
@@ -285,6 +286,10 @@ Summary read_summary(const fs::path& dir, const std::string& label, DType t, std
   std::sort(files.begin(), files.end());
   if (files.empty()) {
     error = label + "/ holds no .npy part";
+    return out;
+  }
+  if (files.size() > kMaxParts) {  // each may hold kMaxPartValues: thousands would exhaust memory
+    error = fmt::format("{}/ holds {} .npy parts, more than the {} any summary has", label, files.size(), kMaxParts);
     return out;
   }
   for (const fs::path& f : files) {
