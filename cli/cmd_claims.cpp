@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "cli/commands.hpp"
+#include "core/files.hpp"
 #include "core/types.hpp"
 #include "fast/distributed/comm.hpp"
 #include "verify/claims.hpp"
@@ -19,17 +20,13 @@ struct ClaimsArgs {
   bool list = false, quick = false;
 };
 
-// Writes to a temporary file in the same folder, then renames: a reader never sees half a ledger.
-void write_atomically(const std::filesystem::path& path, const std::string& text) {
-  std::filesystem::create_directories(path.parent_path().empty() ? "." : path.parent_path());
-  const std::filesystem::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream f(tmp);
-    if (!f) throw InputError("cannot write " + tmp.string());
-    f << text;
-    if (!f.flush()) throw InputError("cannot write " + tmp.string());
-  }
-  std::filesystem::rename(tmp, path);
+// The ledger's folder, made if missing, and a check that its files can be written: before the ledger's
+// minutes of work, not after.
+void prepare_output(const std::filesystem::path& file) {
+  std::error_code ec;
+  std::filesystem::create_directories(file.parent_path().empty() ? "." : file.parent_path(), ec);
+  if (ec) throw InputError("--out: cannot create '" + file.parent_path().string() + "': " + ec.message());
+  check_writable(file, "--out");
 }
 
 void run_claims(const ClaimsArgs& a) {
@@ -37,6 +34,10 @@ void run_claims(const ClaimsArgs& a) {
     for (const auto& c : verify::all_claims()) fmt::print("{:<42} {:<34} {}\n", c.id, c.paper, c.statement);
     return;
   }
+  const bool full = a.ids.empty() && !a.quick;  // a partial run (--id) or a quick run never overwrites the full ledger
+  const std::filesystem::path dir(a.out);
+  const std::string stem = full ? "claims" : "claims-partial";
+  if (distributed::world_rank() == 0) prepare_output(dir / (stem + ".json"));
   verify::LedgerContext ctx;
   ctx.seed = a.seed;
   ctx.quick = a.quick;
@@ -52,12 +53,8 @@ void run_claims(const ClaimsArgs& a) {
   if (distributed::world_rank() != 0) return;  // under mpirun rank 0 gathered the results and writes
   int holds = 0, fails = 0, other = 0;
   for (const auto& r : results) (r.verdict == "holds" ? holds : r.verdict == "fails" ? fails : other)++;
-  // A partial run (--id) or a quick run never overwrites the full ledger.
-  const bool full = a.ids.empty() && !a.quick;
-  const std::filesystem::path dir(a.out);
-  const std::string stem = full ? "claims" : "claims-partial";
-  write_atomically(dir / (stem + ".json"), verify::ledger_json(results, ctx).dump(2) + "\n");
-  write_atomically(dir / (stem + ".md"), verify::ledger_markdown(results, ctx));
+  write_file_atomically(dir / (stem + ".json"), json_text(verify::ledger_json(results, ctx), 2) + "\n", "ledger");
+  write_file_atomically(dir / (stem + ".md"), verify::ledger_markdown(results, ctx), "ledger");
   fmt::print("{} claims: {} hold, {} fail, {} inconclusive -> {}/{}.{{json,md}}\n", results.size(), holds, fails, other,
              a.out, stem);
 }

@@ -10,8 +10,11 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <set>
 
 #include "cli/commands.hpp"
+#include "cli/options.hpp"
+#include "core/files.hpp"
 #include "core/parse.hpp"
 #include "verify/external/battery.hpp"
 #include "verify/external/combine.hpp"
@@ -34,6 +37,7 @@ struct VerifyArgs {
   std::uint64_t seed = 1;
   double timeout = 300;
   int shrink_rounds = 8;
+  std::set<std::string> given;  // the options on the command line (file mode refuses those it cannot use)
 };
 
 Request request_of(const VerifyArgs& a) {
@@ -57,19 +61,15 @@ Request request_of(const VerifyArgs& a) {
   return r;
 }
 
-// Written whole to a temporary name, then renamed: a report is never half-written.
+// Written whole to a fresh temporary file, then renamed: a report is never half-written, never written
+// through a planted symlink, and a non-UTF-8 byte (a command's stderr) cannot lose it.
 void write_json(const std::string& file, const nlohmann::json& j) {
-  const fs::path p(file), tmp = p.string() + ".tmp";
-  {
-    std::ofstream out(tmp);
-    if (!out) throw InputError("cannot write --json file " + file);
-    out << j.dump(2) << "\n";
-    if (!out) throw InputError("cannot write --json file " + file);
-  }
-  fs::rename(tmp, p);
+  write_file_atomically(file, json_text(j, 2) + "\n", "--json file");
 }
 
 Problem<double> given_inputs(const VerifyArgs& a, Mat<double>& out, DType& dtype) {
+  if (!a.npz.empty() && (!a.q.empty() || !a.k.empty() || !a.v.empty() || !a.o.empty()))
+    throw InputError("give either --npz or --q --k --v --o, not both");
   auto load = [&](const std::string& file, const std::string& what) -> npy::Array {
     if (file.empty()) throw InputError("file mode needs --q, --k, --v and --o (or --npz with arrays q, k, v, o); " + what + " is missing");
     return npy::read(file);
@@ -96,7 +96,19 @@ Problem<double> given_inputs(const VerifyArgs& a, Mat<double>& out, DType& dtype
   return p;
 }
 
+// File mode judges given arrays: options that shape or run a battery would be silently ignored there.
+void refuse_battery_options(const VerifyArgs& a) {
+  std::string refused;
+  for (const char* name : {"--state", "--grad", "--max-n", "--d", "--dv", "--fixed-d", "--n-multiple", "--seed", "--timeout",
+                           "--shrink-rounds", "--keep"})
+    if (a.given.count(name)) refused += std::string(refused.empty() ? "" : ", ") + name;
+  if (!refused.empty())
+    throw InputError("file mode judges the given arrays (their shapes and dtype are the case); these options shape or run "
+                     "a battery and mean nothing here: " + refused);
+}
+
 int run_verify(const VerifyArgs& a) {
+  if (!a.json_file.empty()) check_writable(a.json_file, "--json");  // before the battery, not after it
   Request req = request_of(a);
   if (a.combine) {
     // A summary and a combine depend on the tokens and γ only: options that mean nothing here are refused, not ignored.
@@ -124,7 +136,7 @@ int run_verify(const VerifyArgs& a) {
   }
   if (a.combine) {
     if (a.exec.empty()) throw InputError("--combine needs --exec CMD");
-    if (a.timeout <= 0) throw InputError("--timeout must be > 0 seconds");
+    checked_timeout(a.timeout);
     const PartMap map = a.parts.empty() ? PartMap{} : read_part_map(a.parts);
     ExecCombine impl(a.exec, a.timeout, a.keep);
     nlohmann::json report = run_combine_battery(impl, req, map, a.quiet ? nullptr : &std::cerr);
@@ -139,13 +151,16 @@ int run_verify(const VerifyArgs& a) {
     throw InputError("give either --exec CMD (run the battery) or the given arrays (--q --k --v --o, or --npz)");
   nlohmann::json report;
   if (file_mode) {
+    refuse_battery_options(a);
     Mat<double> out;
     DType dt{};
     const Problem<double> in = given_inputs(a, out, dt);
+    if (a.given.count("--dtype") && dt != req.dtype)
+      throw InputError("--dtype " + a.dtype + " but the given o is " + dtype_name(dt) + " (file mode takes the arrays' dtype)");
     req.dtype = dt;
     report = judge_given(req, in, out);
   } else {
-    if (a.timeout <= 0) throw InputError("--timeout must be > 0 seconds");
+    checked_timeout(a.timeout);
     if (a.shrink_rounds < 0 || a.shrink_rounds > 50) throw InputError("--shrink-rounds must lie in [0, 50]");
     ExecImplementation impl(a.exec, a.timeout, a.keep);
     BatteryOptions bo;
@@ -186,7 +201,7 @@ const CommandRegistrar registrar([](CLI::App& app) {
   sub->add_option("--dv", a->dv, "value width of the random cases (default 16)");
   sub->add_flag("--fixed-d", a->fixed_d, "every case (exact ones too) at widths --d x --dv: for kernels built for one head size");
   sub->add_option("--n-multiple", a->n_multiple, "every case's length a multiple of this: for kernels that take whole blocks of tokens");
-  sub->add_option("--seed", a->seed, "case seed");
+  sub->add_option("--seed", a->seed, "case seed (0 to 2^64 - 1)")->check(exact_uint64);
   sub->add_option("--timeout", a->timeout, "seconds per round before the command is killed (default 300)");
   sub->add_option("--shrink-rounds", a->shrink_rounds, "rounds of the counterexample search (default 8)");
   sub->add_flag("--no-diagnose", a->no_diagnose, "skip comparing with the registered forms and known mistakes");
@@ -202,7 +217,9 @@ const CommandRegistrar registrar([](CLI::App& app) {
   sub->add_option("--v", a->v, "file mode: values .npy (n x dv)");
   sub->add_option("--o", a->o, "file mode: the implementation's outputs .npy (n x dv)");
   sub->add_option("--npz", a->npz, "file mode: one .npz holding q, k, v, o");
-  sub->callback([a] {
+  sub->callback([a, sub] {
+    for (const CLI::Option* opt : sub->get_options())
+      if (opt->count() > 0) a->given.insert(opt->get_name());
     const int code = run_verify(*a);
     if (code != 0) throw CLI::RuntimeError(code);
   });

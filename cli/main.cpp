@@ -1,12 +1,21 @@
-// `hla`: the harness's one executable. Exit codes: 0 success, 1 internal error, 2 bad input
-// (unknown names, bad shapes or ranges, bad config), 3 a numerical failure (non-finite result).
+// `hla`: the harness's one executable. Exit codes: 0 success, 2 bad input (unknown names, bad shapes or
+// ranges, bad config, an unusable path or TMPDIR), 3 a numerical failure (non-finite result), a
+// subcommand's own (`verify`: 1 differs), 128 + signal when SIGINT, SIGTERM or SIGHUP stopped a command
+// it ran (130, 143, 129), and 70 (EX_SOFTWARE) for an internal error: a bug of the harness, never the
+// answer to an outside input, and distinct from every verdict.
 #include <fmt/core.h>
 
 #include <exception>
+#include <filesystem>
 
 #include "cli/commands.hpp"
 #include "core/types.hpp"
 #include "fast/distributed/comm.hpp"
+#include "verify/external/exec.hpp"
+
+namespace {
+constexpr int kInternalError = 70;  // sysexits.h EX_SOFTWARE
+}
 
 int main(int argc, char** argv) {
   // MPI only under mpirun/srun (fast/distributed/comm.hpp); otherwise nothing changes.
@@ -32,9 +41,16 @@ int main(int argc, char** argv) {
   } catch (const hla::NumericalError& e) {
     fmt::print(stderr, "hla: numerical failure: {}\n", e.what());
     return 3;
+  } catch (const std::filesystem::filesystem_error& e) {
+    // A path the user named (or TMPDIR) that the filesystem refused: their input, not a bug.
+    fmt::print(stderr, "hla: error: {}\n", e.what());
+    return 2;
+  } catch (const hla::verify::ext::Interrupted& e) {
+    fmt::print(stderr, "hla: {}: the command was stopped and its files removed\n", e.what());
+    return 128 + e.signal;
   } catch (const std::exception& e) {
-    fmt::print(stderr, "hla: internal error: {}\n", e.what());
-    return 1;
+    fmt::print(stderr, "hla: internal error (a bug of the harness, please report it): {}\n", e.what());
+    return kInternalError;
   }
   return 0;
 }

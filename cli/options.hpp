@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
+#include <charconv>
 #include <memory>
 
 #include "core/inputs.hpp"
@@ -13,6 +14,18 @@
 #include "core/registry.hpp"
 
 namespace hla::cli {
+
+// A 64-bit unsigned integer exactly as written: decimal digits within [0, 2^64 − 1]. CLI11 alone would
+// saturate a larger number to 2^64 − 1, silently running another seed than the one asked for.
+inline const CLI::Validator exact_uint64(
+    [](std::string& text) -> std::string {
+      std::uint64_t v = 0;
+      const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+      if (text.empty() || ec != std::errc() || end != text.data() + text.size())
+        return "'" + text + "' is not an integer in [0, 2^64 - 1]";
+      return "";
+    },
+    "UINT64");
 
 struct RunArgs {
   std::string op = "hla2", form = "serial", variant, scalar = "double";
@@ -44,9 +57,12 @@ template <class T> const Entry<T>& checked_form(const RunArgs& a, const Options&
   const auto n = static_cast<std::uint64_t>(a.shape.n), d = static_cast<std::uint64_t>(a.shape.d),
              dv = static_cast<std::uint64_t>(a.shape.dv);
   const std::uint64_t inputs = saturating_mul(n, saturating_add(saturating_mul(2, d), dv)), outputs = saturating_mul(n, dv);
+  // Every operator's state is made of d x d and d x dv parts (and vectors); a form holds a few copies of it at
+  // once (the previous and the next, a chunk's): counted as 4, so that d = 100000 is refused, not a bad_alloc.
+  const std::uint64_t state = saturating_mul(4, saturating_add(saturating_mul(d, d), saturating_mul(d, dv)));
   // The inputs are drawn in double, converted to T and the form returns n x dv outputs.
   std::uint64_t needed = saturating_add(saturating_mul(inputs, sizeof(double)),
-                                        saturating_mul(saturating_add(inputs, outputs), bytes_per_value<T>()));
+                                        saturating_mul(saturating_add(saturating_add(inputs, outputs), state), bytes_per_value<T>()));
   if (with_reference)  // the MPFR-256 reference converts the inputs again and returns its own outputs
     needed = saturating_add(needed, saturating_mul(saturating_add(inputs, outputs), bytes_per_value<mpfr256>()));
   require_memory(needed, fmt::format("{} [{}] at n={} d={} dv={}", e.key(), scalar_name<T>(), n, d, dv));
@@ -61,7 +77,7 @@ inline void add_run_options(CLI::App* sub, RunArgs& a) {
   sub->add_option("--n", a.shape.n, "sequence length");
   sub->add_option("--d", a.shape.d, "query/key width");
   sub->add_option("--dv", a.shape.dv, "value width");
-  sub->add_option("--seed", a.seed, "input seed");
+  sub->add_option("--seed", a.seed, "input seed")->check(exact_uint64);
   sub->add_option("--gamma", a.gamma, "decay in (0, 1], e.g. 3/4 or 0.99");
   sub->add_option("--eps", a.eps, "normalizer stabilizer >= 0");
   sub->add_option("--lambda", a.ridge, "ridge >= 0 (hla2)");

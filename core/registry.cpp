@@ -1,6 +1,18 @@
 #include "core/registry.hpp"
 
+#include <algorithm>
+#include <thread>
+
 namespace hla {
+
+namespace {
+// The most OpenMP threads a form may ask for: 4 per hardware thread (oversubscription measures something;
+// tens of thousands of threads only crash libgomp or the process), and at least 64.
+int max_threads() {
+  static const int limit = static_cast<int>(std::max(64u, 4 * std::thread::hardware_concurrency()));  // read once
+  return limit;
+}
+}  // namespace
 
 void validate_options(const Options& opt, const Caps& caps, const std::string& who) {
   auto fail = [&](const std::string& what) { throw InputError(who + ": " + what); };
@@ -8,7 +20,8 @@ void validate_options(const Options& opt, const Caps& caps, const std::string& w
   if (opt.eps < 0) fail("epsilon must be >= 0");
   if (opt.ridge < 0) fail("ridge lambda must be >= 0");
   if (opt.chunk < 1) fail("chunk width must be >= 1");
-  if (opt.threads < 1) fail("threads must be >= 1");
+  if (opt.threads < 1 || opt.threads > max_threads())
+    fail("threads must lie in [1, " + std::to_string(max_threads()) + "] (4 per hardware thread of this machine, at least 64)");
   if (opt.gamma != 1 && !caps.decay) fail("this form does not define a decay gamma != 1");
   if (opt.normalized && !caps.normalized) fail("this form does not define a normalized output");
   if (opt.ridge != 0 && !caps.ridge) fail("this form does not define a ridge lambda");

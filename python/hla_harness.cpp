@@ -10,15 +10,23 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include <algorithm>
-#include <chrono>
-#include <sstream>
+#include <fmt/core.h>
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "core/files.hpp"
 #include "core/inputs.hpp"
 #include "core/parse.hpp"
 #include "core/registry.hpp"
 #include "verify/external/battery.hpp"
 #include "verify/external/combine.hpp"
+#include "verify/external/exec.hpp"
 
 namespace py = pybind11;
 using namespace hla;
@@ -33,7 +41,12 @@ using DoubleArray = py::array_t<double, py::array::c_style | py::array::forcecas
 rational exact_param(const py::object& x, const std::string& what) {
   if (py::isinstance<py::str>(x)) return parse_rational(x.cast<std::string>(), what);
   if (py::isinstance<py::bool_>(x)) throw InputError(what + " must be a number, not a bool");
-  const double v = x.cast<double>();
+  double v = 0;
+  try {
+    v = x.cast<double>();
+  } catch (const py::cast_error&) {  // None, a list, ...: the caller's mistake, a ValueError like every other
+    throw InputError(what + " must be a number or a string such as '3/4', not " + std::string(py::str(py::type::of(x).attr("__name__"))));
+  }
   if (!std::isfinite(v)) throw InputError(what + " must be finite");
   // A float as the user wrote it, as the CLI reads it: 0.9 is 9/10 (Python's repr is the shortest decimal that
   // rounds back to the same double), not the binary fraction nearest to it.
@@ -123,20 +136,81 @@ py::array_t<double> reference(const std::string& op, const DoubleArray& q, const
   return to_numpy(out);
 }
 
+// What a function under test raised, as a finding of its case; KeyboardInterrupt and SystemExit are not
+// findings but the user stopping the battery, so they propagate (out of verify(), to the caller).
+std::string raised(py::error_already_set& e) {
+  if (e.matches(PyExc_KeyboardInterrupt) || e.matches(PyExc_SystemExit)) throw;
+  return std::string("the function raised ") + e.what();
+}
+
+// The module's time-out, the CLI's --timeout for a function: when a round passes `seconds`, a watchdog
+// thread raises TimeoutError in the thread running the function (PyThreadState_SetAsyncExc). Python code
+// stops at its next bytecode; a call blocked inside C (a GPU kernel) stops when it returns. Created and
+// destroyed with the GIL held.
+class RoundWatchdog {
+ public:
+  explicit RoundWatchdog(double seconds) : target_(PyThread_get_thread_ident()) {
+    worker_ = std::thread([this, seconds] {
+      std::unique_lock<std::mutex> lock(mutex_);
+      if (wake_.wait_for(lock, std::chrono::duration<double>(seconds), [this] { return done_; })) return;
+      fired_ = true;
+      lock.unlock();
+      py::gil_scoped_acquire gil;
+      PyThreadState_SetAsyncExc(target_, PyExc_TimeoutError);
+    });
+  }
+  ~RoundWatchdog() {
+    {
+      py::gil_scoped_release release;  // the worker may be waiting for the GIL
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        done_ = true;
+      }
+      wake_.notify_all();
+      worker_.join();
+    }
+    if (fired_) PyThreadState_SetAsyncExc(target_, nullptr);  // not delivered yet: never raised later, elsewhere
+  }
+  bool fired() const { return fired_; }
+
+ private:
+  unsigned long target_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool done_ = false;
+  std::atomic<bool> fired_{false};
+  std::thread worker_;
+};
+
+// A round answered by calling a Python function per case (`one`), under the time-out: once it has passed, the
+// case being run and every later one carry it, as every case of a command the CLI kills does.
+template <class Outcome_, class Case_, class One>
+std::vector<Outcome_> answer_round(const std::vector<Case_>& cases, double timeout, RoundLog& log, One one) {
+  py::gil_scoped_acquire gil;
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string timed_out = fmt::format("timed out after {:g} s", timeout);
+  std::vector<Outcome_> out;
+  {
+    RoundWatchdog watchdog(timeout);
+    for (const Case_& c : cases) {
+      out.push_back(watchdog.fired() ? Outcome_{} : one(c));
+      if (watchdog.fired()) out.back().error = "the function " + timed_out;
+    }
+    if (watchdog.fired()) log.failure = timed_out;
+  }
+  log.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return out;
+}
+
 // A Python callable as an implementation: fn(q, k, v, gamma=, normalized=, eps=, ridge=) -> o, or with
 // state=True fn(q, k, v, initial_state=dict | None, **options) -> (o, final_state dict). Whatever it raises
 // or returns wrongly is a finding of that case, never an exception out of verify().
 class CallableImplementation : public Implementation {
  public:
-  explicit CallableImplementation(py::object fn) : fn_(std::move(fn)), keywords_(fn_) {}
+  CallableImplementation(py::object fn, double timeout) : fn_(std::move(fn)), keywords_(fn_), timeout_(timeout) {}
 
   std::vector<Outcome> run(const std::vector<Case>& cases, const Request& req, RoundLog& log) override {
-    py::gil_scoped_acquire gil;
-    const auto t0 = std::chrono::steady_clock::now();
-    std::vector<Outcome> out;
-    for (const Case& c : cases) out.push_back(one(c, req));
-    log.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    return out;
+    return answer_round<Outcome>(cases, timeout_, log, [&](const Case& c) { return one(c, req); });
   }
 
  private:
@@ -213,7 +287,7 @@ class CallableImplementation : public Implementation {
       if (o.error.empty()) o.error = check_returned_state(c, o.state_out, req);
       if (o.error.empty()) o.error = check_returned_gradients(c, o, req);
     } catch (py::error_already_set& e) {
-      o.error = std::string("the function raised ") + e.what();
+      o.error = raised(e);
     } catch (const std::exception& e) {
       o.error = e.what();
     }
@@ -258,14 +332,16 @@ class CallableImplementation : public Implementation {
 
   py::object fn_;
   Keywords keywords_;
+  double timeout_;
 };
 
-py::object to_python(const nlohmann::json& j) { return py::module_::import("json").attr("loads")(j.dump()); }
+// The report as Python objects; a non-UTF-8 byte in it (a function's message) becomes U+FFFD (core/files.hpp).
+py::object to_python(const nlohmann::json& j) { return py::module_::import("json").attr("loads")(json_text(j)); }
 
 py::object verify_callable(py::object fn, const std::string& op, const py::object& gamma, bool normalized, const py::object& eps,
                   const py::object& ridge, const std::string& dtype, bool state, long max_n, long d, long dv,
                   std::uint64_t seed, int shrink_rounds, bool diagnose, bool fixed_d, long n_multiple,
-                  const std::string& precision, bool grad) {
+                  const std::string& precision, bool grad, double timeout) {
   if (!PyCallable_Check(fn.ptr())) throw InputError("verify: fn must be callable");
   Request req;
   req.op = op;
@@ -280,7 +356,7 @@ py::object verify_callable(py::object fn, const std::string& op, const py::objec
   req.seed = seed;
   req.fixed_widths = fixed_d;
   req.n_multiple = n_multiple;
-  CallableImplementation impl(fn);
+  CallableImplementation impl(fn, checked_timeout(timeout));
   BatteryOptions bo;
   bo.shrink_rounds = shrink_rounds;
   bo.diagnose = diagnose;
@@ -297,15 +373,11 @@ py::object verify_callable(py::object fn, const std::string& op, const py::objec
 // Keywords follow each function's signature, as for verify(): the combine's are passed only if it names them.
 class CallableCombine : public CombineImplementation {
  public:
-  CallableCombine(py::object segment, py::object combine)
-      : segment_(std::move(segment)), combine_(std::move(combine)), segment_keywords_(segment_), combine_keywords_(combine_) {}
+  CallableCombine(py::object segment, py::object combine, double timeout)
+      : segment_(std::move(segment)), combine_(std::move(combine)), segment_keywords_(segment_), combine_keywords_(combine_),
+        timeout_(timeout) {}
   std::vector<CombineOutcome> run(const std::vector<CombineCase>& cases, const Request& req, RoundLog& log) override {
-    py::gil_scoped_acquire gil;
-    const auto t0 = std::chrono::steady_clock::now();
-    std::vector<CombineOutcome> out;
-    for (const CombineCase& c : cases) out.push_back(one(c, req));
-    log.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    return out;
+    return answer_round<CombineOutcome>(cases, timeout_, log, [&](const CombineCase& c) { return one(c, req); });
   }
 
  private:
@@ -361,7 +433,7 @@ class CallableCombine : public CombineImplementation {
         o.summary = summary_of(combine_(dict_of(c.a, req.dtype), dict_of(c.b, req.dtype), **kw), req.dtype, "combine");
       }
     } catch (py::error_already_set& e) {
-      o.error = std::string("the function raised ") + e.what();
+      o.error = raised(e);
     } catch (const std::exception& e) {
       o.error = e.what();
     }
@@ -369,10 +441,11 @@ class CallableCombine : public CombineImplementation {
   }
   py::object segment_, combine_;
   Keywords segment_keywords_, combine_keywords_;
+  double timeout_;
 };
 
 py::object verify_combine(py::object segment, py::object combine, const std::string& op, const py::object& gamma,
-                          const std::string& dtype, const py::object& parts, long d, long dv, std::uint64_t seed) {
+                          const std::string& dtype, const py::object& parts, long d, long dv, std::uint64_t seed, double timeout) {
   if (!PyCallable_Check(segment.ptr()) || !PyCallable_Check(combine.ptr()))
     throw InputError("verify_combine: segment and combine must be callable");
   Request req;
@@ -386,7 +459,7 @@ py::object verify_combine(py::object segment, py::object combine, const std::str
   if (!parts.is_none())
     for (const auto& [user, target] : parts.cast<py::dict>())
       map.emplace_back(py::str(user), target.is_none() ? std::string() : std::string(py::str(target)));
-  CallableCombine impl(segment, combine);
+  CallableCombine impl(segment, combine, checked_timeout(timeout));
   nlohmann::json report;
   {
     py::gil_scoped_release release;
@@ -411,14 +484,16 @@ PYBIND11_MODULE(hla_harness, m) {
         py::arg("eps") = 0.0, py::arg("ridge") = 0.0, py::arg("dtype") = "float64", py::arg("state") = false,
         py::arg("max_n") = 512, py::arg("d") = 16, py::arg("dv") = 16, py::arg("seed") = 1, py::arg("shrink_rounds") = 8,
         py::arg("diagnose") = true, py::arg("fixed_d") = false, py::arg("n_multiple") = 1,
-        py::arg("precision") = "", py::arg("grad") = false,
+        py::arg("precision") = "", py::arg("grad") = false, py::arg("timeout") = 300.0,
         "Runs the `hla verify` battery on fn(q, k, v, gamma=, normalized=, eps=, ridge=) -> o (NumPy in and out; "
         "with state=True: fn(q, k, v, initial_state=dict|None, **options) -> (o, final_state dict); with grad=True "
         "fn(q, k, v, do, **options) -> (o, dq, dk, dv), with both (o, dq, dk, dv, final_state)). Returns the "
-        "report as a dict with the keys of `hla verify --json` ('verdict', 'matches', 'counterexample', ...).");
+        "report as a dict with the keys of `hla verify --json` ('verdict', 'matches', 'counterexample', ...). timeout: seconds per "
+        "round, as the CLI's --timeout: past it TimeoutError is raised inside fn and the round's remaining cases carry the "
+        "time-out. KeyboardInterrupt (Ctrl-C) inside fn stops the battery.");
   m.def("verify_combine", &verify_combine, py::arg("segment"), py::arg("combine"), py::arg("op"), py::kw_only(),
         py::arg("gamma") = 1.0, py::arg("dtype") = "float64", py::arg("parts") = py::none(), py::arg("d") = 16,
-        py::arg("dv") = 16, py::arg("seed") = 1,
+        py::arg("dv") = 16, py::arg("seed") = 1, py::arg("timeout") = 300.0,
         "Runs the `hla verify --combine` battery on an outside scan operator: segment(q, k, v, gamma=) -> {part: array} "
         "and combine(a, b) -> {part: array} (a precedes b; a_tokens=, b_tokens=, gamma= passed if it names them or takes **kwargs). parts: {your name: SPEC name "
         "or None}. Returns the report as a dict ('verdict', 'checks', 'counterexample', ...).");

@@ -4,6 +4,7 @@
 #include "verify/npy.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -21,6 +22,8 @@
 #include <set>
 #include <sstream>
 #include <system_error>
+
+#include "core/files.hpp"
 
 namespace hla::npy {
 namespace {
@@ -227,7 +230,18 @@ std::string shape_text(const std::vector<std::size_t>& shape) {
 
 // ---- .npy ---------------------------------------------------------------------------------------------
 
-Array parse(std::string_view bytes, const std::string& what) {
+namespace {
+
+// What a header says, checked: the dtype, the order, the shape, and where the data starts and ends.
+struct Header {
+  Array a;  // dtype, fortran_order and shape set; no data yet
+  std::size_t count = 0, data_offset = 0, data_bytes = 0;
+};
+
+// The header at the start of `head` (the file's first bytes, the whole header included when the file has
+// one); `total` is the size of the whole file, against which the data's size is checked.
+Header parse_header(std::string_view head, std::size_t total, const std::string& what) {
+  const std::string_view bytes = head;
   if (bytes.size() < magic.size() + 2 || bytes.substr(0, magic.size()) != magic)
     fail(what, "bad magic: not a .npy file (expected \\x93NUMPY, found '" + shown(bytes.substr(0, 8)) + "')");
   const int major = static_cast<unsigned char>(bytes[6]), minor = static_cast<unsigned char>(bytes[7]);
@@ -258,7 +272,8 @@ Array parse(std::string_view bytes, const std::string& what) {
   if (order.kind != Value::Kind::boolean) fail(what, "header: 'fortran_order' is not True or False");
   if (shape.kind != Value::Kind::tuple) fail(what, "header: 'shape' is not a tuple");
 
-  Array a;
+  Header h;
+  Array& a = h.a;
   a.dtype = check_descr(descr.text, what);
   a.fortran_order = order.flag;
   a.shape = shape.items;
@@ -271,15 +286,23 @@ Array parse(std::string_view bytes, const std::string& what) {
   }
   for (std::size_t dim : a.shape)  // a zero dimension makes the product 0 whatever the others are
     if (dim > max_values) fail(what, "shape " + shape_text(a.shape) + ": dimension " + std::to_string(dim) + " too large");
-  const std::size_t data_bytes = count * itemsize;
-  const std::size_t present = bytes.size() - prefix - header_len;
-  if (present < data_bytes)
-    fail(what, "truncated: header says " + std::to_string(count) + " values (" + std::to_string(data_bytes) + " bytes) but " +
+  h.count = count;
+  h.data_offset = prefix + header_len;
+  h.data_bytes = count * itemsize;
+  const std::size_t present = total - h.data_offset;
+  if (present < h.data_bytes)
+    fail(what, "truncated: header says " + std::to_string(count) + " values (" + std::to_string(h.data_bytes) + " bytes) but " +
                    std::to_string(present) + " bytes follow");
-  if (present > data_bytes)
-    fail(what, std::to_string(present - data_bytes) + " trailing bytes after the " + std::to_string(count) + " values");
+  if (present > h.data_bytes)
+    fail(what, std::to_string(present - h.data_bytes) + " trailing bytes after the " + std::to_string(count) + " values");
+  return h;
+}
 
-  const char* src = bytes.data() + prefix + header_len;
+// The values after a checked header: `data` holds exactly h.data_bytes bytes.
+Array decode(Header h, std::string_view data) {
+  Array a = std::move(h.a);
+  const std::size_t count = h.count;
+  const char* src = data.data();
   std::vector<double> raw(count);
   for (std::size_t i = 0; i < count; ++i) {
     if (a.dtype == DType::f64) std::memcpy(&raw[i], src + 8 * i, 8);
@@ -315,24 +338,87 @@ Array parse(std::string_view bytes, const std::string& what) {
   return a;
 }
 
-namespace {
-std::string slurp(const std::filesystem::path& path, std::size_t limit) {
-  std::error_code ec;
-  const auto size = std::filesystem::file_size(path, ec);
-  if (ec) fail(path.string(), "cannot read: " + ec.message());
-  if (size > limit) fail(path.string(), "file of " + std::to_string(size) + " bytes is larger than accepted");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path.string(), "cannot open for reading");
-  std::string bytes(static_cast<std::size_t>(size), '\0');
-  in.read(bytes.data(), static_cast<std::streamsize>(size));
-  if (static_cast<std::size_t>(in.gcount()) != size || in.get() != std::char_traits<char>::eof())
-    fail(path.string(), "file changed size while being read");
-  return bytes;
-}
 }  // namespace
 
-Array read(const std::filesystem::path& path) {
-  return parse(slurp(path, max_values * 8 + max_header_len + 16), path.string());
+Array parse(std::string_view bytes, const std::string& what) {
+  const Header h = parse_header(bytes, bytes.size(), what);
+  return decode(h, bytes.substr(h.data_offset));
+}
+
+namespace {
+
+// A file opened for reading once: a regular file (a FIFO, a device or a directory is refused, and opening
+// never blocks), read in pieces of a known size, so nothing is read that the header did not promise.
+class InputFile {
+ public:
+  explicit InputFile(const std::filesystem::path& path) : what_(path.string()) {
+    fd_ = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd_ < 0) fail(what_, std::string("cannot read: ") + std::strerror(errno));
+    struct stat st {};
+    if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+      ::close(fd_);
+      fail(what_, "not a regular file");
+    }
+    size_ = static_cast<std::size_t>(st.st_size);
+  }
+  ~InputFile() { ::close(fd_); }
+  InputFile(const InputFile&) = delete;
+  InputFile& operator=(const InputFile&) = delete;
+
+  std::size_t size() const { return size_; }
+  const std::string& what() const { return what_; }
+  // The next n bytes, appended to `out`; the file must still hold them.
+  void read(std::size_t n, std::string& out) {
+    const std::size_t start = out.size();
+    out.resize(start + n);
+    std::size_t done = 0;
+    while (done < n) {
+      const ssize_t got = ::read(fd_, out.data() + start + done, n - done);
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0) fail(what_, std::string("cannot read: ") + std::strerror(errno));
+      if (got == 0) fail(what_, "file changed size while being read");
+      done += static_cast<std::size_t>(got);
+    }
+  }
+  // Nothing may follow what was read.
+  void expect_end() {
+    char extra;
+    ssize_t got;
+    do got = ::read(fd_, &extra, 1);
+    while (got < 0 && errno == EINTR);
+    if (got != 0) fail(what_, "file changed size while being read");
+  }
+
+ private:
+  std::string what_;
+  int fd_ = -1;
+  std::size_t size_ = 0;
+};
+
+std::string slurp(const std::filesystem::path& path, std::size_t limit) {
+  InputFile f(path);
+  if (f.size() > limit) fail(f.what(), "file of " + std::to_string(f.size()) + " bytes is larger than accepted");
+  std::string bytes;
+  f.read(f.size(), bytes);
+  f.expect_end();
+  return bytes;
+}
+
+}  // namespace
+
+Array read(const std::filesystem::path& path, std::size_t max_count) {
+  // The header first: a shape with more values than wanted, or a file whose size disagrees with its header,
+  // is refused before a byte of data is read (a file can claim terabytes, or be sparse).
+  InputFile f(path);
+  std::string bytes;
+  f.read(std::min(f.size(), 12 + max_header_len), bytes);
+  const Header h = parse_header(bytes, f.size(), f.what());
+  if (h.count > max_count)
+    fail(f.what(), "shape " + shape_text(h.a.shape) + " has " + std::to_string(h.count) + " values, more than the " +
+                       std::to_string(max_count) + " expected");
+  f.read(h.data_offset + h.data_bytes - bytes.size(), bytes);
+  f.expect_end();
+  return decode(h, std::string_view(bytes).substr(h.data_offset));
 }
 
 // ---- .npz -----------------------------------------------------------------------------------------------
@@ -513,35 +599,7 @@ std::string serialize(const std::vector<std::size_t>& shape, const double* data,
 }
 
 void write(const std::filesystem::path& path, const std::vector<std::size_t>& shape, const double* data, DType dtype) {
-  const std::string bytes = serialize(shape, data, dtype);
-  static std::atomic<unsigned> counter{0};
-  std::filesystem::path tmp = path;
-  tmp += ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) throw std::system_error(errno, std::generic_category(), "npy::write: cannot create " + tmp.string());
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int err = errno;
-      ::close(fd);
-      std::filesystem::remove(tmp);
-      throw std::system_error(err, std::generic_category(), "npy::write: cannot write " + tmp.string());
-    }
-    done += static_cast<std::size_t>(n);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    const int err = errno;
-    std::filesystem::remove(tmp);
-    throw std::system_error(err, std::generic_category(), "npy::write: cannot write " + tmp.string());
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp);
-    throw std::system_error(ec, "npy::write: cannot rename to " + path.string());
-  }
+  write_file_atomically(path, serialize(shape, data, dtype), "array");
 }
 
 void write(const std::filesystem::path& path, const Mat<double>& m, DType dtype) {

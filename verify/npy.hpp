@@ -36,14 +36,17 @@ inline constexpr std::size_t max_values = std::size_t{1} << 31;
 
 // `what` names the input in messages (e.g. the file name).
 Array parse(std::string_view bytes, const std::string& what);
-Array read(const std::filesystem::path& path);
+// A regular file, its header first: one holding more than max_count values is refused before its data is
+// read, and only the bytes the header promises are read.
+Array read(const std::filesystem::path& path, std::size_t max_count = max_values);
 
 // .npz (np.savez: stored members; np.savez_compressed: deflate). Keys are member names without ".npy".
 std::map<std::string, Array> parse_npz(std::string_view bytes, const std::string& what);
 std::map<std::string, Array> read_npz(const std::filesystem::path& path);
 
-// Format 1.0, C order, little-endian. Atomic: written to a temporary name in the same folder, then
-// renamed. Values are rounded to float for DType::f32.
+// Format 1.0, C order, little-endian. Atomic (core/files.hpp: a fresh temporary file in the same folder,
+// then renamed; an InputError naming the file when it cannot be written). Values are rounded to float for
+// DType::f32.
 void write(const std::filesystem::path& path, const std::vector<std::size_t>& shape, const double* data, DType dtype);
 // A matrix as a 2-D row-major array (rows × cols), whatever Eigen's storage order.
 void write(const std::filesystem::path& path, const Mat<double>& m, DType dtype = DType::f64);

@@ -1,13 +1,18 @@
 // Sweep configs: TOML → Config (every problem is an InputError naming the file and the key), the
 // cartesian product of the axes, and sharding.
+#include <fmt/core.h>
+
 #include <algorithm>
 #include <charconv>
+#include <climits>
+#include <cstring>
 #include <fstream>
 #include <set>
 #include <sstream>
 #include <toml++/toml.h>
 
 #include "core/dispatch.hpp"
+#include "core/memory.hpp"
 #include "core/parse.hpp"
 #include "core/registry.hpp"
 #include "experiments/lib/sweep.hpp"
@@ -43,10 +48,11 @@ struct Reader {
     if (auto s = n.value<std::string>()) return *s;
     fail(key, "expected a string");
   }
-  long integer(const toml::node& n, const std::string& key, long min) const {
+  long integer(const toml::node& n, const std::string& key, long min, long max = LONG_MAX) const {
     if (!n.is_integer()) fail(key, "expected an integer");
     const long v = static_cast<long>(*n.value<std::int64_t>());
     if (v < min) fail(key, "must be >= " + std::to_string(min) + ", got " + std::to_string(v));
+    if (v > max) fail(key, "must be <= " + std::to_string(max) + ", got " + std::to_string(v));
     return v;
   }
   bool boolean(const toml::node& n, const std::string& key) const {
@@ -68,6 +74,66 @@ struct Reader {
   }
 };
 
+// toml++ parses nested tables, arrays and dotted keys recursively: a 70 KB config of 35,000 levels overflows
+// the stack. So the text's size and nesting are checked before it is parsed, by a scan that knows TOML's
+// strings and comments: at most 1 MiB, 64 levels of [ and {, 64 dots in one key or table header.
+constexpr std::size_t kMaxConfigBytes = 1 << 20;
+constexpr int kMaxNesting = 64;
+
+void check_nesting(const std::string& text, const std::string& source) {
+  if (text.size() > kMaxConfigBytes)
+    throw InputError(source + ": " + std::to_string(text.size()) + " bytes; a sweep config may have at most " +
+                     std::to_string(kMaxConfigBytes));
+  enum class In { code, comment, basic, literal, multiline_basic, multiline_literal } in = In::code;
+  int depth = 0, dots = 0, line = 1;
+  auto too_deep = [&](const std::string& what) {
+    throw InputError(source + ":" + std::to_string(line) + ": " + what + " nested more than " + std::to_string(kMaxNesting) +
+                     " levels deep");
+  };
+  auto at = [&](std::size_t i, const char* s) { return text.compare(i, std::strlen(s), s) == 0; };
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '\n') ++line;
+    switch (in) {
+      case In::code:
+        if (c == '#') in = In::comment;
+        else if (at(i, "\"\"\"")) in = In::multiline_basic, i += 2;
+        else if (at(i, "'''")) in = In::multiline_literal, i += 2;
+        else if (c == '"') in = In::basic;
+        else if (c == '\'') in = In::literal;
+        else if (c == '[' || c == '{') {
+          dots = 0;
+          if (++depth > kMaxNesting) too_deep("tables or arrays");
+        } else if (c == ']' || c == '}') {
+          dots = 0;
+          depth = std::max(depth - 1, 0);
+        } else if (c == '.') {
+          if (++dots > kMaxNesting) too_deep("a dotted key or table header");
+        } else if (c == '=' || c == ',' || c == '\n') {
+          dots = 0;
+        }
+        break;
+      case In::comment:
+        if (c == '\n') in = In::code, dots = 0;
+        break;
+      case In::basic:
+        if (c == '\\') ++i;
+        else if (c == '"' || c == '\n') in = In::code;
+        break;
+      case In::literal:
+        if (c == '\'' || c == '\n') in = In::code;
+        break;
+      case In::multiline_basic:
+        if (c == '\\') ++i;
+        else if (at(i, "\"\"\"")) in = In::code, i += 2;
+        break;
+      case In::multiline_literal:
+        if (at(i, "'''")) in = In::code, i += 2;
+        break;
+    }
+  }
+}
+
 const std::set<std::string>& axis_keys() {
   static const std::set<std::string> k{"operator", "form",  "variant", "scalar", "n",      "d",       "dv",      "gamma",
                                        "eps",      "lambda", "normalized", "chunk", "threads", "seeds", "repeats", "backward"};
@@ -83,8 +149,8 @@ Axes parse_axes(const Reader& r, const toml::table& axes) {
   auto strs = [&](const char* key, std::vector<std::string> def) {
     return r.axis<std::string>(axes, key, def, [&](const toml::node& n, const std::string& k) { return r.str(n, k); });
   };
-  auto ints = [&](const char* key, std::vector<long> def, long min) {
-    return r.axis<long>(axes, key, def, [&](const toml::node& n, const std::string& k) { return r.integer(n, k, min); });
+  auto ints = [&](const char* key, std::vector<long> def, long min, long max = LONG_MAX) {
+    return r.axis<long>(axes, key, def, [&](const toml::node& n, const std::string& k) { return r.integer(n, k, min, max); });
   };
   auto nums = [&](const char* key, std::vector<rational> def) {
     return r.axis<rational>(axes, key, def, [&](const toml::node& n, const std::string& k) { return r.number(n, k); });
@@ -104,9 +170,10 @@ Axes parse_axes(const Reader& r, const toml::table& axes) {
   a.lambda = nums("lambda", {rational(0)});
   a.normalized = r.axis<bool>(axes, "normalized", {false},
                               [&](const toml::node& n, const std::string& k) { return r.boolean(n, k); });
-  for (long v : ints("chunk", {16}, 1)) a.chunk.push_back(static_cast<int>(v));
-  for (long v : ints("threads", {1}, 1)) a.threads.push_back(static_cast<int>(v));
-  for (long v : ints("repeats", {3}, 1)) a.repeats.push_back(static_cast<int>(v));
+  // Held as int: a larger value is refused here, never wrapped around to 0 or a negative number.
+  for (long v : ints("chunk", {16}, 1, INT_MAX)) a.chunk.push_back(static_cast<int>(v));
+  for (long v : ints("threads", {1}, 1, INT_MAX)) a.threads.push_back(static_cast<int>(v));
+  for (long v : ints("repeats", {3}, 1, INT_MAX)) a.repeats.push_back(static_cast<int>(v));
   for (long v : ints("seeds", {1}, 0)) a.seeds.push_back(static_cast<std::uint64_t>(v));
   a.backward = strs("backward", {"none"});
   for (const auto& b : a.backward)
@@ -132,6 +199,7 @@ Axes parse_axes(const Reader& r, const toml::table& axes) {
 
 Config parse_config(const std::string& text, const std::string& source) {
   Reader r{source};
+  check_nesting(text, source);
   toml::table root;
   try {
     root = toml::parse(text, source);
@@ -149,6 +217,11 @@ Config parse_config(const std::string& text, const std::string& source) {
   c.source = source;
   std::string stem = std::filesystem::path(source).stem().string();
   c.name = root.get("name") ? r.str(*root.get("name"), "name") : stem;
+  // The name becomes a folder name: no control character (a NUL would cut the path short).
+  const auto control = std::find_if(c.name.begin(), c.name.end(), [](char ch) { return static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f; });
+  if (control != c.name.end())
+    r.fail("name", fmt::format("control character 0x{:02x} at byte {} (the name becomes a folder name)",
+                               static_cast<unsigned char>(*control), control - c.name.begin()));
   if (c.name.empty() || c.name.find_first_of("/\\ \t") != std::string::npos || c.name == "." || c.name == "..")
     r.fail("name", "must be a non-empty word without slashes or spaces, got '" + c.name + "'");
   if (root.get("description")) c.description = r.str(*root.get("description"), "description");
@@ -228,7 +301,32 @@ static bool registered_for(const std::string& scalar, const std::string& op, con
   });
 }
 
+namespace {
+
+// A few lines of config can ask for 10^12 points, and each point enumerated holds about 1 KB: the axes'
+// product is counted before anything is expanded.
+constexpr std::uint64_t kMaxCombinations = 1'000'000;
+
+void check_combinations(const Config& c) {
+  std::uint64_t total = 0;
+  for (const Axes& a : c.blocks) {
+    std::uint64_t k = 1;
+    for (std::size_t size : {a.operators.size(), a.forms.size(), a.variants.size(), a.scalars.size(), a.n.size(), a.d.size(),
+                             a.dv.size(), a.gamma.size(), a.eps.size(), a.lambda.size(), a.normalized.size(), a.chunk.size(),
+                             a.threads.size(), a.seeds.size(), a.repeats.size(), a.backward.size()})
+      k = saturating_mul(k, size);
+    total = saturating_add(total, k);
+  }
+  if (total > kMaxCombinations)
+    throw InputError(fmt::format("{}: the axes multiply out to {} combinations, more than the {} a sweep may have "
+                                 "(split it into several configs)",
+                                 c.source, total == UINT64_MAX ? "more than 2^64" : std::to_string(total), kMaxCombinations));
+}
+
+}  // namespace
+
 Enumeration enumerate(const Config& c) {
+  check_combinations(c);
   const auto& reg = registry<double>();
   std::string known_forms;
   std::set<std::string> forms_seen;

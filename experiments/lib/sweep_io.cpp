@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 
+#include "core/files.hpp"
 #include "experiments/lib/sweep.hpp"
 
 namespace hla::sweep {
@@ -192,20 +193,13 @@ std::size_t merge_outputs(const std::vector<std::filesystem::path>& inputs, cons
   fs::path jsonl = out;
   jsonl.replace_extension(".jsonl");
   if (out.has_parent_path()) fs::create_directories(out.parent_path());
-  fs::path tmp_csv = out, tmp_jsonl = jsonl;
-  tmp_csv += ".tmp";
-  tmp_jsonl += ".tmp";
-  {
-    std::ofstream c(tmp_csv), j(tmp_jsonl);
-    c << expected;
-    for (const auto& [idx, row] : by_index) {
-      c << csv_line(row);
-      j << json_line(row);
-    }
-    if (!c || !j) throw std::runtime_error("merge: cannot write " + out.string());
+  std::string csv_text = expected, jsonl_text;
+  for (const auto& [idx, row] : by_index) {
+    csv_text += csv_line(row);
+    jsonl_text += json_line(row);
   }
-  fs::rename(tmp_csv, out);
-  fs::rename(tmp_jsonl, jsonl);
+  write_file_atomically(out, csv_text, "merged CSV");
+  write_file_atomically(jsonl, jsonl_text, "merged JSON lines");
   if (report)
     *report << "merge: " << files.size() << " file(s) → " << out.string() << ": " << by_index.size() << " points ("
             << duplicates << " duplicate rows dropped, " << conflicts << " of them with different measurements: kept the first)\n";

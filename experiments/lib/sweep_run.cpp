@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "core/dispatch.hpp"
+#include "core/files.hpp"
 #include "core/inputs.hpp"
 #include "core/parse.hpp"
 #include "core/registry.hpp"
@@ -164,18 +165,15 @@ class ReferenceStore {
 
   void store(const fs::path& file, const RefData& r) {
     fs::create_directories(dir_);
-    fs::path tmp = file;
-    tmp += ".tmp." + std::to_string(::getpid());  // ranks of a distributed sweep share the folder
-    {
-      std::ofstream out(tmp, std::ios::binary);
-      out << "HLAREF1\n" << r.method << "\n" << r.abs_method << "\n"
-          << r.num.rows() << " " << r.num.cols() << " " << r.abs.rows() << " " << r.abs.cols() << "\n";
-      std::vector<double> buf(static_cast<std::size_t>(r.num.size()) * kParts);
-      for (Eigen::Index i = 0; i < r.num.size(); ++i) split(r.num(i), &buf[static_cast<std::size_t>(i) * kParts]);
-      out.write(reinterpret_cast<const char*>(buf.data()), static_cast<std::streamsize>(buf.size() * sizeof(double)));
-      out.write(reinterpret_cast<const char*>(r.abs.data()), static_cast<std::streamsize>(r.abs.size() * sizeof(double)));
-    }
-    fs::rename(tmp, file);
+    std::ostringstream out;
+    out << "HLAREF1\n" << r.method << "\n" << r.abs_method << "\n"
+        << r.num.rows() << " " << r.num.cols() << " " << r.abs.rows() << " " << r.abs.cols() << "\n";
+    std::vector<double> buf(static_cast<std::size_t>(r.num.size()) * kParts);
+    for (Eigen::Index i = 0; i < r.num.size(); ++i) split(r.num(i), &buf[static_cast<std::size_t>(i) * kParts]);
+    out.write(reinterpret_cast<const char*>(buf.data()), static_cast<std::streamsize>(buf.size() * sizeof(double)));
+    out.write(reinterpret_cast<const char*>(r.abs.data()), static_cast<std::streamsize>(r.abs.size() * sizeof(double)));
+    // A fresh temporary name per writer (ranks of a distributed sweep share the folder), never a planted file.
+    write_file_atomically(file, out.str(), "reference cache");
   }
 
   fs::path dir_;
@@ -318,12 +316,7 @@ struct Outputs {
           all += csv_line(row);
           lines += json_line(row);
         }
-        for (const auto& [path, text] : {std::pair{csv, all}, std::pair{jsonl, lines}}) {
-          fs::path tmp = path;
-          tmp += ".tmp";
-          std::ofstream(tmp) << text;
-          fs::rename(tmp, path);
-        }
+        for (const auto& [path, text] : {std::pair{csv, all}, std::pair{jsonl, lines}}) write_file_atomically(path, text, "sweep output");
       }
     }
     // The JSON lines are written before the CSV line of the same point: keep exactly the CSV's points.
@@ -339,12 +332,7 @@ struct Outputs {
         else dropped = true;
       }
       in.close();
-      if (dropped) {
-        fs::path tmp = jsonl;
-        tmp += ".tmp";
-        std::ofstream(tmp) << kept;
-        fs::rename(tmp, jsonl);
-      }
+      if (dropped) write_file_atomically(jsonl, kept, "sweep output");
     }
     csv_fd = ::open(csv.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
     jsonl_fd = ::open(jsonl.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);

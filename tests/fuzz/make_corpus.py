@@ -58,6 +58,35 @@ for flags in range(8):
 write(d, "wrong_shape", bytes([0]) + npy_bytes(np.zeros((2, 3))))
 write(d, "wrong_dtype", bytes([1]) + npy_bytes(np.zeros((3, 2))))
 
+# Trees a command leaves (fuzz_exec_outputs: 4-byte operations what, where, a, b; paths and targets as in
+# tests/fuzz/targets.hpp). Issue 27's attacks: symlink loops, a sparse 16 GiB o.npy, FIFOs, read-only folders.
+d = target("fuzz_exec_outputs")
+MKDIR, SYMLINK, NPY, SPARSE, FIFO, CHMOD, REMOVE = range(7)
+O, STATE, S, C, M, G, H, DQ, X, XO, STATEX, DSTATE = range(12)
+for name, flags, ops in [
+        ("right_o", 0, [(NPY, O, 3, 2)]),
+        ("right_state", 2, [(NPY, O, 3, 2), (MKDIR, STATE, 0, 0), (NPY, S, 2, 2), (NPY, C, 2, 2), (NPY, M, 2, 0),
+                            (NPY, G, 2, 2), (NPY, H, 2, 0)]),
+        ("o_loop", 0, [(SYMLINK, O, 7, 0)]),
+        ("state_out_loop", 2, [(NPY, O, 3, 2), (SYMLINK, STATE, 7, 0)]),
+        ("o_to_dev_zero", 0, [(SYMLINK, O, 5, 0)]),
+        ("o_dangling", 0, [(SYMLINK, O, 6, 0)]),
+        ("state_out_to_parent", 2, [(NPY, O, 3, 2), (SYMLINK, STATE, 2, 0)]),
+        ("sparse_16gib_o", 0, [(SPARSE, O, 30, 34)]),
+        ("sparse_right_shape_long", 0, [(SPARSE, O, 1, 31)]),
+        ("o_fifo", 0, [(FIFO, O, 0, 0)]),
+        ("o_directory", 0, [(MKDIR, O, 0, 0)]),
+        ("read_only_case", 2, [(NPY, O, 3, 2), (MKDIR, STATE, 0, 0), (NPY, S, 2, 2), (CHMOD, STATE, 0o500 & 0xff, 1),
+                               (MKDIR, X, 0, 0), (SYMLINK, XO, 1, 0), (CHMOD, X, 0, 0)]),
+        ("float32_vector", 1, [(NPY, O, 3, 0x82)])]:
+    write(d, name, bytes([flags]) + b"".join(bytes(op) for op in ops))
+
+# Sweep configs and command lines issue 27 found breaking (tests/data/fuzz/ keeps the crashing ones).
+d = os.path.join(corpus, "fuzz_sweep_config")
+write(d, "chunk_above_int", "[axes]\noperator = 'hla2'\nform = 'chunked'\nn = 8\nchunk = 4294967296\n")
+write(d, "nul_in_name", 'name = "a\\u0000b"\n[axes]\noperator = "hla2"\nform = "serial"\nn = 8\n')
+write(d, "deep_inline_table", "x = " + "{a = " * 200 + "1" + "}" * 200 + "\n")
+
 d = target("fuzz_cli_run")
 for i, line in enumerate([
         "--op hla2 --form serial --n 99999999999",
@@ -70,4 +99,8 @@ for i, line in enumerate([
         "--op linear --form chunked --scalar float --shard 2/4",
         "--gamma 1.5",
         "--shard 0/3"]):
+    write(d, f"seed{i:02d}", "\n".join(line.split()))
+# issue 27: threads the machine cannot run, a seed beyond 64 bits, a state that cannot fit
+for i, line in enumerate(["--op hla2 --form chunked --threads 65536", "--op hla2 --form chunked --threads 33000",
+                          "--seed 18446744073709551616", "--d 100000 --n 4"], start=10):
     write(d, f"seed{i:02d}", "\n".join(line.split()))

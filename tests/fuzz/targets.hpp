@@ -5,6 +5,8 @@
 // (another exception, a broken invariant: Violation) is a finding, as is a sanitizer report.
 #pragma once
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -17,6 +19,7 @@
 #include <vector>
 
 #include "cli/options.hpp"
+#include "core/files.hpp"
 #include "core/dispatch.hpp"
 #include "core/inputs.hpp"
 #include "core/parse.hpp"
@@ -110,6 +113,23 @@ inline void cli_run_args(std::string_view bytes) {
   }
 }
 
+// The case the outputs targets read back: hla2 at n = 3, d = dv = 2, as write_case writes it. Flags: bit 0
+// float32, bit 1 the case wants its state, bit 2 --grad.
+inline std::pair<verify::ext::Request, verify::ext::Case> small_case(unsigned char flags) {
+  verify::ext::Request req;
+  req.op = "hla2";
+  req.dtype = (flags & 1) ? verify::ext::DType::float32 : verify::ext::DType::float64;
+  req.state = (flags & 2) != 0;
+  req.grad = (flags & 4) != 0;
+  verify::ext::Case c;
+  c.name = "case";
+  c.kind = "random";
+  c.in = gaussian_problem({3, 2, 2}, 1);
+  c.want_state = req.state;
+  c.dO = c.in.V;
+  return {req, c};
+}
+
 // What an outside implementation writes back to `hla verify --exec` (verify/external/exec.hpp) for an
 // hla2 case at n = 3, d = dv = 2 written by write_case: an Outcome of the case's shapes or one with an
 // error message, never an exception. Input: a byte of flags (bit 0: float32, bit 1: the case wants its
@@ -131,18 +151,7 @@ inline void verify_outcome(std::string_view bytes) {
   };
   static const Scratch scratch;
   const fs::path& dir = scratch.path;
-  const auto flags = static_cast<unsigned char>(bytes[0]);
-  Request req;
-  req.op = "hla2";
-  req.dtype = (flags & 1) ? DType::float32 : DType::float64;
-  req.state = (flags & 2) != 0;
-  req.grad = (flags & 4) != 0;
-  Case c;
-  c.name = "case";
-  c.kind = "random";
-  c.in = gaussian_problem({3, 2, 2}, 1);
-  c.want_state = req.state;
-  c.dO = c.in.V;
+  const auto [req, c] = small_case(static_cast<unsigned char>(bytes[0]));
   fs::remove_all(dir / c.name);
   write_case(dir, c, req);
   fs::create_directories(dir / c.name / "state_out");
@@ -158,6 +167,81 @@ inline void verify_outcome(std::string_view bytes) {
   }
   const Outcome o = read_outcome(dir, c, req);
   require(!o.error.empty() || (o.O.rows() == 3 && o.O.cols() == 2), "an outcome without error has the wrong shape");
+}
+
+// A .npy header (format 1.0, float64, C order) claiming `shape_text`, padded as NumPy pads it: for files
+// whose data is not there (sparse, truncated) or not what the header says.
+inline std::string npy_header(const std::string& shape_text) {
+  std::string h = "{'descr': '<f8', 'fortran_order': False, 'shape': " + shape_text + ", }";
+  h.append((64 - (10 + h.size() + 1) % 64) % 64, ' ');
+  h += '\n';
+  return std::string("\x93NUMPY\x01\x00", 8) + static_cast<char>(h.size() & 0xff) + static_cast<char>(h.size() >> 8) + h;
+}
+
+// How `hla verify --exec` reads back the files and folders a command leaves (verify/external/exec.hpp): any
+// tree of directories, files of any claimed and actual size, symlinks (loops, to devices, to folders), FIFOs
+// and permissions. read_outcome answers with an Outcome (an error naming what was wrong, or the case's
+// shapes), never an exception or a hang, and the round's temporary directory is removed whatever is in it.
+// Input: a byte of flags (bit 0: float32, bit 1: the case wants its state), then operations of 4 bytes
+// each: what (mkdir, symlink, a right .npy, a header with a claimed shape over a sparse file, FIFO, chmod,
+// remove), where (one of the protocol's paths), and two arguments. Symlink targets stay inside the round's
+// folder (or are a device or nothing), so no operation writes outside it.
+inline void exec_outputs(std::string_view bytes) {
+  namespace fs = std::filesystem;
+  using namespace verify::ext;
+  if (bytes.empty()) return;
+  static const char* const paths[] = {"o.npy", "state_out", "state_out/S.npy", "state_out/C.npy", "state_out/m.npy",
+                                      "state_out/G.npy", "state_out/h.npy", "dq.npy", "x", "x/o.npy", "state_out/x", "dstate_in"};
+  static const char* const targets[] = {"o.npy", ".", "..", "state_out", "x", "/dev/zero", "/nonexistent", "loop"};
+  const auto [req, c] = small_case(static_cast<unsigned char>(bytes[0]) & 3);
+  fs::path root;
+  {
+    TempDir dir("hla-fuzz-outputs");
+    root = dir.path();
+    write_case(dir.path(), c, req);
+    const fs::path cd = dir.path() / c.name;
+    for (std::size_t at = 1; at + 4 <= bytes.size() && at < 1 + 4 * 64; at += 4) {
+      const auto op = static_cast<unsigned char>(bytes[at]) % 7;
+      const fs::path p = cd / paths[static_cast<unsigned char>(bytes[at + 1]) % std::size(paths)];
+      const auto a = static_cast<unsigned char>(bytes[at + 2]), b = static_cast<unsigned char>(bytes[at + 3]);
+      auto write_file = [&](const std::string& head, std::uint64_t size) {
+        const int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd < 0) return;
+        if (::write(fd, head.data(), head.size()) < 0 || ::ftruncate(fd, static_cast<off_t>(size)) < 0) {
+        }
+        ::close(fd);
+      };
+      switch (op) {
+        case 0: (void)::mkdir(p.c_str(), 0755); break;
+        case 1: {
+          const std::string t = a % std::size(targets) == 7 ? p.filename().string() : targets[a % std::size(targets)];
+          (void)::symlink(t.c_str(), p.c_str());
+          break;
+        }
+        case 2: {  // a right array of a small shape (a × b, or a vector when b is 0)
+          const std::vector<std::size_t> shape = b % 5 ? std::vector<std::size_t>{a % 5u, b % 5u} : std::vector<std::size_t>{a % 5u};
+          std::vector<double> v(shape.size() == 1 ? shape[0] : shape[0] * shape[1], 0.25);
+          write_file(npy::serialize(shape, v.data(), (b & 0x80) ? npy::DType::f32 : npy::DType::f64), 0);
+          break;
+        }
+        case 3: {  // a header claiming (2^a, 2) values over a sparse file of 2^(b % 40) bytes after it
+          const std::string head = npy_header("(" + std::to_string(std::uint64_t{1} << (a % 40)) + ", 2)");
+          write_file(head, head.size() + (std::uint64_t{1} << (b % 40)));
+          break;
+        }
+        case 4: (void)::mkfifo(p.c_str(), 0644); break;
+        case 5: (void)::fchmodat(AT_FDCWD, p.c_str(), static_cast<mode_t>(a | (b & 1) << 8), AT_SYMLINK_NOFOLLOW); break;
+        default: {
+          std::error_code ec;
+          fs::remove(p, ec);
+        }
+      }
+    }
+    const Outcome o = read_outcome(dir.path(), c, req);
+    require(!o.error.empty() || (o.O.rows() == 3 && o.O.cols() == 2), "an outcome without error has the wrong shape");
+  }
+  std::error_code ec;
+  require(!fs::exists(fs::symlink_status(root, ec)), "the round's temporary directory was left behind");
 }
 
 }  // namespace hla::fuzz

@@ -818,6 +818,7 @@ json run_battery(Implementation& impl, const Request& req, const BatteryOptions&
                  {"rounds", rounds},
                  {"timings", {{"total_seconds", total}, {"implementation_seconds", impl_seconds}, {"harness_seconds", total - impl_seconds}}},
                  {"harness", {{"commit", build_info::source_tree()}}}};
+  report["seed"] = req.seed;  // the cases are a function of it: the report says how to draw them again
   report["summary"] = summary_text(report);
   return report;
 }

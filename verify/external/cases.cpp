@@ -145,6 +145,23 @@ Problem<double> ternary_problem(const Shape& s, std::uint64_t seed, double densi
   return p;
 }
 
+// Normalized with ε = 0, every den_t of an exact case must be clear of 0, which sparse signed inputs almost
+// never give over hundreds of tokens. So queries and keys are non-negative (no term of den_t cancels another)
+// and every query's first coordinate is 1, as is a key's: at γ = 1 the first key's only (den_t ≥ 1, growing
+// like t rather than t²), at γ < 1 every key's (den_t ≥ 1, bounded by geometric sums). The keys' other
+// coordinates are sparser the longer the case, so that den_t stays within the magnitude limit.
+Problem<double> positive_denominator_problem(const Shape& s, std::uint64_t seed, double density, bool decays) {
+  Problem<double> p = ternary_problem(s, seed, density);
+  p.Q = p.Q.cwiseAbs();
+  const Problem<double> sparse = ternary_problem(s, seed ^ 0x5bd1e995ULL, density * std::min(1.0, 8.0 / static_cast<double>(s.n)));
+  p.K = sparse.K.cwiseAbs();
+  p.Q.col(0).setOnes();
+  p.K.col(0).setZero();
+  if (decays) p.K.col(0).setOnes();
+  else p.K(0, 0) = 1;
+  return p;
+}
+
 struct Group {
   std::string name;
   Options opt;
@@ -208,7 +225,8 @@ Problem<double> exact_problem(const Request& r, const Shape& s, const Options& o
   double density = s.n <= 12 ? 0.7 : 0.35;
   for (int attempt = 0; attempt < 400; ++attempt) {
     const std::uint64_t draw = seed * 7919 + static_cast<std::uint64_t>(attempt);
-    Problem<double> p = ternary_problem(s, draw, density);
+    Problem<double> p = opt.normalized && opt.eps == 0 ? positive_denominator_problem(s, draw, density, opt.gamma != 1)
+                                                       : ternary_problem(s, draw, density);
     bool ok = acceptable_exact(op, p, opt, exact_magnitude(r));
     Mat<double> up;
     if (ok && r.grad) {
@@ -283,6 +301,17 @@ void validate_request(const Request& r) {
   if (r.opt.gamma <= 0 || r.opt.gamma > 1) throw InputError("--gamma must lie in (0, 1]");
   if (r.opt.eps < 0) throw InputError("--eps must be >= 0");
   if (r.opt.ridge < 0) throw InputError("--lambda must be >= 0");
+  // The options travel to the implementation as the dtype's values, and its sums multiply them: a value the
+  // dtype cannot hold (1e400) or whose products overflow it (λ = 1e38 in float32) is refused, not judged.
+  const double largest = std::sqrt(r.dtype == DType::float32 ? double(std::numeric_limits<float>::max())
+                                                             : std::numeric_limits<double>::max());
+  for (const auto& [value, name] : {std::pair{&r.opt.eps, "--eps"}, std::pair{&r.opt.ridge, "--lambda"}})
+    if (*value > rational(largest)) {
+      const std::string text = format_rational(*value);
+      throw InputError(fmt::format("{} {} is too large for {} arrays (at most {:.3g}, the square root of the largest {})", name,
+                                   text.size() <= 24 ? text : fmt::format("(a {}-digit number)", text.size()), dtype_name(r.dtype),
+                                   largest, dtype_name(r.dtype)));
+    }
   if (!caps_allow(ref.caps, r.opt)) {
     std::string which;
     if (r.opt.gamma != 1 && !ref.caps.decay) which += ", decay (--gamma must be 1)";

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "core/build_info.hpp"
+#include "core/files.hpp"
 #include "core/inputs.hpp"
 #include "core/parse.hpp"
 #include "core/registry.hpp"
@@ -262,24 +263,38 @@ void write_summary(const fs::path& dir, const Summary& s, DType t) {
   for (const Part& p : s) npy::write(dir / (p.name + ".npy"), p.shape, p.values.data(), npy_dtype(t));
 }
 
+// The largest part read back: more values than any state part has at the widest width (256 x 256), so no
+// file can claim more; and at most 64 parts (a summary has fewer than 10).
+constexpr std::size_t kMaxPartValues = std::size_t{1} << 20;
+constexpr std::size_t kMaxParts = 64;
+
 // Every .npy file of the folder as a part (the command's own names and shapes).
 Summary read_summary(const fs::path& dir, const std::string& label, DType t, std::string& error) {
   Summary out;
-  if (!fs::is_directory(dir)) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
     error = "missing " + label + "/ (the command did not write it)";
     return out;
   }
   std::vector<fs::path> files;
-  for (const auto& e : fs::directory_iterator(dir))
-    if (e.path().extension() == ".npy") files.push_back(e.path());
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    if (it->path().extension() == ".npy") files.push_back(it->path());
+  if (ec) {
+    error = "cannot read " + label + "/: " + ec.message();
+    return out;
+  }
   std::sort(files.begin(), files.end());
   if (files.empty()) {
     error = label + "/ holds no .npy part";
     return out;
   }
+  if (files.size() > kMaxParts) {  // each may hold kMaxPartValues: thousands would exhaust memory
+    error = fmt::format("{}/ holds {} .npy parts, more than the {} any summary has", label, files.size(), kMaxParts);
+    return out;
+  }
   for (const fs::path& f : files) {
     try {
-      npy::Array a = npy::read(f);
+      npy::Array a = npy::read(f, kMaxPartValues);
       if (a.dtype != npy_dtype(t)) {
         error = fmt::format("{}/{} is {}, expected {}", label, f.filename().string(), a.dtype == npy::DType::f64 ? "float64" : "float32",
                             dtype_name(t));
@@ -291,10 +306,7 @@ Summary read_summary(const fs::path& dir, const std::string& label, DType t, std
       }
       out.push_back({f.stem().string(), a.shape, std::move(a.data)});
     } catch (const InputError& e) {
-      std::string what = e.what();
-      const std::string path = f.string() + ": ";
-      if (what.rfind(path, 0) == 0) what.erase(0, path.size());
-      error = "malformed " + label + "/" + f.filename().string() + ": " + what;
+      error = "malformed " + label + "/" + f.filename().string() + ": " + problem_in(e, f);
       return {};
     }
   }
@@ -304,30 +316,31 @@ Summary read_summary(const fs::path& dir, const std::string& label, DType t, std
 }  // namespace
 
 std::vector<CombineOutcome> ExecCombine::run(const std::vector<CombineCase>& cases, const Request& req, RoundLog& log) {
-  std::string tmpl = (fs::temp_directory_path() / "hla-combine-XXXXXX").string();
-  std::string ltmpl = (fs::temp_directory_path() / "hla-combine-log-XXXXXX").string();
-  if (!::mkdtemp(tmpl.data()) || !::mkdtemp(ltmpl.data())) throw std::runtime_error("cannot create a temporary directory");
-  const fs::path dir = tmpl, logs = ltmpl;
+  const InterruptGuard guard;
+  TempDir tmp_dir("hla-combine"), tmp_logs("hla-combine-log");
+  const fs::path &dir = tmp_dir.path(), &logs = tmp_logs.path();
   const npy::DType t = npy_dtype(req.dtype);
-  for (const CombineCase& c : cases) {
-    const fs::path cd = dir / c.name;
-    fs::create_directories(cd);
-    json j = {{"op", req.op},  {"case", c.name}, {"kind", c.kind},   {"dtype", dtype_name(req.dtype)},
-              {"d", c.d},      {"dv", c.dv},     {"gamma", round_to(req.dtype, from_rational<double>(c.opt.gamma))},
-              {"exact", {{"gamma", format_rational(c.opt.gamma)}}}};
-    if (c.kind == "segment") {
-      npy::write(cd / "q.npy", c.tokens.Q, t);
-      npy::write(cd / "k.npy", c.tokens.K, t);
-      npy::write(cd / "v.npy", c.tokens.V, t);
-      j["n"] = c.tokens.n();
-    } else {
-      write_summary(cd / "a", c.a, req.dtype);
-      write_summary(cd / "b", c.b, req.dtype);
-      j["a_tokens"] = c.a_tokens;
-      j["b_tokens"] = c.b_tokens;
+  write_cases(dir, [&] {
+    for (const CombineCase& c : cases) {
+      const fs::path cd = dir / c.name;
+      fs::create_directories(cd);
+      json j = {{"op", req.op},  {"case", c.name}, {"kind", c.kind},   {"dtype", dtype_name(req.dtype)},
+                {"d", c.d},      {"dv", c.dv},     {"gamma", round_to(req.dtype, from_rational<double>(c.opt.gamma))},
+                {"exact", {{"gamma", format_rational(c.opt.gamma)}}}};
+      if (c.kind == "segment") {
+        npy::write(cd / "q.npy", c.tokens.Q, t);
+        npy::write(cd / "k.npy", c.tokens.K, t);
+        npy::write(cd / "v.npy", c.tokens.V, t);
+        j["n"] = c.tokens.n();
+      } else {
+        write_summary(cd / "a", c.a, req.dtype);
+        write_summary(cd / "b", c.b, req.dtype);
+        j["a_tokens"] = c.a_tokens;
+        j["b_tokens"] = c.b_tokens;
+      }
+      write_file_atomically(cd / "case.json", j.dump(2) + "\n", "case file");
     }
-    std::ofstream(cd / "case.json") << j.dump(2) << "\n";
-  }
+  });
   const ProcessResult pr = run_command(command_, dir, timeout_, logs);
   log.seconds = pr.seconds;
   log.failure = pr.describe();
@@ -338,13 +351,17 @@ std::vector<CombineOutcome> ExecCombine::run(const std::vector<CombineCase>& cas
     if (!log.failure.empty())
       out[i].error = "the command " + log.failure.substr(0, log.failure.find(';')) + (out[i].error.empty() ? "" : "; " + out[i].error);
   }
-  if (keep_) log.what += " (kept in " + dir.string() + ")";
-  else fs::remove_all(dir);
-  fs::remove_all(logs);
+  InterruptGuard::check();
+  if (keep_) {
+    tmp_dir.release();
+    log.what += " (kept in " + dir.string() + ")";
+  }
   return out;
 }
 
 PartMap read_part_map(const std::string& file) {
+  std::error_code ec;
+  if (!fs::is_regular_file(file, ec)) throw InputError("--parts: '" + file + "' is not a file");
   std::ifstream in(file);
   if (!in) throw InputError("--parts: cannot read '" + file + "'");
   json j;

@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,12 +12,19 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <csignal>
+#include <cstring>
 #include <cstdlib>
+#include <exception>
+#include <iterator>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <thread>
 #include <tuple>
 
+#include "core/files.hpp"
 #include "core/parse.hpp"
 #include "verify/npy.hpp"
 
@@ -47,21 +55,61 @@ std::string tail_of(const fs::path& file, std::size_t max_chars) {
 
 npy::DType npy_dtype(DType t) { return t == DType::float64 ? npy::DType::f64 : npy::DType::f32; }
 
-fs::path make_temp_dir(const std::string& stem) {
-  std::string tmpl = (fs::temp_directory_path() / (stem + "-XXXXXX")).string();
-  if (!::mkdtemp(tmpl.data())) throw std::runtime_error("cannot create a temporary directory under " + fs::temp_directory_path().string());
-  return tmpl;
+// The signal InterruptGuard caught (0: none) and the process group it is forwarded to (0: none running).
+volatile std::sig_atomic_t caught_signal = 0;
+volatile std::sig_atomic_t running_group = 0;
+constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP};
+
+extern "C" void forward_signal(int sig) {
+  caught_signal = sig;
+  if (running_group > 0) ::kill(-running_group, sig);
+}
+
+// Kills and reaps hla's children that are left once the command's group is gone: only processes the command
+// started outside its group (a daemon) can be, re-parented here (PR_SET_CHILD_SUBREAPER). Repeated, since
+// ending one re-parents its own children; a process never outlives its round.
+void end_orphans() {
+  const std::string self = std::to_string(::getpid());
+  for (int pass = 0; pass < 64; ++pass) {
+    bool any = false;
+    std::error_code ec;
+    for (fs::directory_iterator it("/proc", ec), end; !ec && it != end; it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+      std::ifstream stat_file(it->path() / "stat");
+      std::string stat;
+      std::getline(stat_file, stat);
+      const std::size_t close = stat.rfind(')');  // the name in parentheses may hold spaces and ')'
+      if (close == std::string::npos) continue;
+      std::istringstream fields(stat.substr(close + 1));
+      std::string state, parent;
+      fields >> state >> parent;
+      if (parent != self) continue;
+      const pid_t child = static_cast<pid_t>(std::stol(name));
+      ::kill(child, SIGKILL);
+      ::waitpid(child, nullptr, 0);
+      any = true;
+    }
+    if (!any) return;
+  }
+}
+
+// What a path is, without following a final symlink and without throwing (a symlink loop is a type too).
+fs::file_type type_of(const fs::path& p) {
+  std::error_code ec;
+  const fs::file_status st = fs::symlink_status(p, ec);
+  return ec ? fs::file_type::not_found : st.type();
 }
 
 // An array read back: its dtype must be the case's, its shape exactly what the protocol says.
 Mat<double> read_matrix(const fs::path& file, const std::string& label, Eigen::Index rows, Eigen::Index cols, bool vector_ok,
                         const Request& req, std::string& error) {
-  if (!fs::exists(file)) {
+  if (type_of(file) == fs::file_type::not_found) {
     error = "missing " + label + " (the command did not write it)";
     return {};
   }
   try {
-    const npy::Array a = npy::read(file);
+    const npy::Array a = npy::read(file, static_cast<std::size_t>(rows * cols));
     if (a.dtype != npy_dtype(req.dtype)) {
       error = fmt::format("{} is {}, expected {}", label, a.dtype == npy::DType::f64 ? "float64" : "float32", dtype_name(req.dtype));
       return {};
@@ -80,16 +128,55 @@ Mat<double> read_matrix(const fs::path& file, const std::string& label, Eigen::I
       for (Eigen::Index j = 0; j < cols; ++j) m(t, j) = a.data[static_cast<std::size_t>(t * cols + j)];
     return m;
   } catch (const InputError& e) {
-    // The reader names the file by its path, a temporary directory gone by the time anyone reads this.
-    std::string what = e.what();
-    const std::string path = file.string() + ": ";
-    if (what.rfind(path, 0) == 0) what.erase(0, path.size());
-    error = std::string("malformed ") + label + ": " + what;
+    error = std::string("malformed ") + label + ": " + problem_in(e, file);
     return {};
   }
 }
 
 }  // namespace
+
+double checked_timeout(double seconds) {
+  if (!(seconds > 0) || !(seconds <= 7 * 24 * 3600.0))
+    throw InputError(fmt::format("--timeout must lie in (0, 604800] seconds, got {}", seconds));
+  return seconds;
+}
+
+void write_cases(const fs::path& dir, const std::function<void()>& write) {
+  try {
+    write();
+  } catch (const fs::filesystem_error& e) {
+    throw InputError("cannot write the cases in " + dir.parent_path().string() + " (TMPDIR): " + e.code().message());
+  }
+}
+
+std::string problem_in(const std::exception& e, const fs::path& file) {
+  std::string what = e.what();
+  const std::string path = file.string() + ": ";
+  if (what.rfind(path, 0) == 0) what.erase(0, path.size());
+  return what;
+}
+
+Interrupted::Interrupted(int sig) : std::runtime_error(fmt::format("interrupted by signal {} ({})", sig, ::strsignal(sig))), signal(sig) {}
+
+InterruptGuard::InterruptGuard() {
+  caught_signal = 0;
+  struct sigaction sa {};
+  sa.sa_handler = forward_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  for (std::size_t i = 0; i < std::size(kForwarded); ++i) ::sigaction(kForwarded[i], &sa, &previous_[i]);
+}
+
+InterruptGuard::~InterruptGuard() {
+  running_group = 0;
+  for (std::size_t i = 0; i < std::size(kForwarded); ++i) ::sigaction(kForwarded[i], &previous_[i], nullptr);
+  // A signal that came after the last check, with no Interrupted on its way: delivered now, as it would have been.
+  if (caught_signal && std::uncaught_exceptions() == 0) ::raise(caught_signal);
+}
+
+void InterruptGuard::check() {
+  if (caught_signal) throw Interrupted(caught_signal);
+}
 
 std::string ProcessResult::describe() const {
   std::string s;
@@ -103,9 +190,13 @@ std::string ProcessResult::describe() const {
 ProcessResult run_command(const std::string& command, const fs::path& dir, double timeout, const fs::path& log_dir) {
   const std::string line = command + " " + shell_quote(dir.string());
   const fs::path out_file = log_dir / "stdout", err_file = log_dir / "stderr";
+  InterruptGuard::check();
+  // Whatever the command starts outside its process group (setsid, a double fork) is re-parented to hla
+  // rather than to init once its parent ends, so that end_orphans can end it.
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   const auto t0 = std::chrono::steady_clock::now();
   const pid_t pid = ::fork();
-  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid < 0) throw std::runtime_error(std::string("fork failed: ") + std::strerror(errno));
   if (pid == 0) {
     ::setpgid(0, 0);
     const int in = ::open("/dev/null", O_RDONLY);
@@ -118,6 +209,8 @@ ProcessResult run_command(const std::string& command, const fs::path& dir, doubl
     ::_exit(127);
   }
   ::setpgid(pid, pid);  // also here: no race with the child's own call
+  running_group = pid;
+  if (caught_signal) ::kill(-pid, caught_signal);  // came between the check above and now
   ProcessResult r;
   int status = 0;
   for (;;) {
@@ -125,6 +218,17 @@ ProcessResult run_command(const std::string& command, const fs::path& dir, doubl
     if (w == pid) break;
     if (w < 0 && errno != EINTR) break;
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (caught_signal) {
+      // The group has the signal (forward_signal sent it): 2 s to clean up (free a GPU, flush), then killed.
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+      while (::waitpid(pid, &status, WNOHANG) == 0 && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      ::kill(-pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      running_group = 0;
+      end_orphans();
+      throw Interrupted(caught_signal);
+    }
     if (elapsed > timeout) {
       r.timed_out = true;
       ::kill(-pid, SIGKILL);
@@ -134,6 +238,8 @@ ProcessResult run_command(const std::string& command, const fs::path& dir, doubl
     std::this_thread::sleep_for(std::chrono::milliseconds(elapsed < 1 ? 2 : 20));
   }
   ::kill(-pid, SIGKILL);  // whatever the command left running in its group
+  running_group = 0;
+  end_orphans();
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!r.timed_out) {
     if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
@@ -183,7 +289,7 @@ void write_case(const fs::path& dir, const Case& c, const Request& req) {
             {"grad", req.grad},
             {"state_parts", parts},
             {"state_in", given}};
-  std::ofstream(cd / "case.json") << j.dump(2) << "\n";
+  write_file_atomically(cd / "case.json", j.dump(2) + "\n", "case file");
 }
 
 std::string check_returned_output(const Case& c, const Mat<double>& o) {
@@ -226,9 +332,9 @@ Outcome read_outcome(const fs::path& dir, const Case& c, const Request& req) {
     if (o.error.empty()) o.dV = read_matrix(cd / "dv.npy", "dv.npy", n, dv, false, req, o.error);
     // ∂L/∂state_in is optional, part by part: each part the command wrote is read and judged, one it did not
     // write is not (a part with no gradient in some option group need not be written as zeros).
-    if (o.error.empty() && !c.state_in.parts.empty() && fs::exists(cd / "dstate_in"))
+    if (o.error.empty() && !c.state_in.parts.empty() && type_of(cd / "dstate_in") != fs::file_type::not_found)
       for (const PartShape& p : state_layout(req.op, d, dv)) {
-        if (!fs::exists(cd / "dstate_in" / (p.name + ".npy"))) continue;
+        if (type_of(cd / "dstate_in" / (p.name + ".npy")) == fs::file_type::not_found) continue;
         Mat<double> m = read_matrix(cd / "dstate_in" / (p.name + ".npy"), "dstate_in/" + p.name + ".npy", p.rows, p.cols,
                                     p.vector || p.cols == 1, req, o.error);
         if (!o.error.empty()) return o;
@@ -248,22 +354,27 @@ Outcome read_outcome(const fs::path& dir, const Case& c, const Request& req) {
 }
 
 std::vector<Outcome> ExecImplementation::run(const std::vector<Case>& cases, const Request& req, RoundLog& log) {
-  const fs::path dir = make_temp_dir("hla-verify"), logs = make_temp_dir("hla-verify-log");
-  for (const Case& c : cases) write_case(dir, c, req);
-  const ProcessResult pr = run_command(command_, dir, timeout_, logs);
+  const InterruptGuard guard;
+  TempDir dir("hla-verify"), logs("hla-verify-log");
+  write_cases(dir.path(), [&] {
+    for (const Case& c : cases) write_case(dir.path(), c, req);
+  });
+  const ProcessResult pr = run_command(command_, dir.path(), timeout_, logs.path());
   log.seconds = pr.seconds;
   log.failure = pr.describe();
   std::vector<Outcome> out;
   out.reserve(cases.size());
   for (const Case& c : cases) {
-    Outcome o = read_outcome(dir, c, req);
+    Outcome o = read_outcome(dir.path(), c, req);
     // A failed command's outputs are not trusted: every case carries the failure.
     if (!log.failure.empty()) o.error = "the command " + log.failure.substr(0, log.failure.find(';')) + (o.error.empty() ? "" : "; " + o.error);
     out.push_back(std::move(o));
   }
-  if (keep_) log.what += " (kept in " + dir.string() + ")";
-  else fs::remove_all(dir);
-  fs::remove_all(logs);
+  InterruptGuard::check();  // a signal while the outputs were read: stop here, not after the next round
+  if (keep_) {
+    dir.release();
+    log.what += " (kept in " + dir.path().string() + ")";
+  }
   return out;
 }
 

@@ -12,7 +12,11 @@
 // DIR holds nothing but case directories; the command's stdout and stderr go elsewhere.
 #pragma once
 
+#include <signal.h>
+
 #include <filesystem>
+#include <functional>
+#include <stdexcept>
 #include <string>
 
 #include "verify/external/implementation.hpp"
@@ -29,15 +33,52 @@ struct ProcessResult {
   std::string describe() const;  // "" for exit 0
 };
 
+// SIGINT, SIGTERM or SIGHUP received while a command ran (or its round was being prepared): the command's
+// process group has been sent the signal and then ended, and the exception unwinds the round, removing its
+// temporary directories. `hla` exits with 128 + signal (130, 143, 129).
+struct Interrupted : std::runtime_error {
+  int signal;
+  explicit Interrupted(int sig);
+};
+
+// While one exists, SIGINT, SIGTERM and SIGHUP are caught (not fatal) and remembered: run_command forwards
+// them to the command's process group (which a terminal's Ctrl-C never reaches: it has its own) and
+// throws Interrupted. The previous handlers are restored when it goes.
+class InterruptGuard {
+ public:
+  InterruptGuard();
+  ~InterruptGuard();
+  InterruptGuard(const InterruptGuard&) = delete;
+  InterruptGuard& operator=(const InterruptGuard&) = delete;
+  // Throws Interrupted if a signal came since the guard was made.
+  static void check();
+
+ private:
+  struct sigaction previous_[3];  // SIGINT, SIGTERM, SIGHUP as they were
+};
+
 // Runs `command 'dir'` through /bin/sh in its own process group; after `timeout` seconds the whole group
-// is killed. stdin is /dev/null; stdout and stderr go to files in log_dir.
+// is killed. stdin is /dev/null; stdout and stderr go to files in log_dir. Under an InterruptGuard a
+// signal is forwarded to the group, which gets 2 s to exit before it is killed, then Interrupted is thrown.
 ProcessResult run_command(const std::string& command, const std::filesystem::path& dir, double timeout,
                           const std::filesystem::path& log_dir);
 
+// A round's time-out in seconds, checked: NaN, infinities, zero and anything above a week (604800 s, more
+// than any round needs) are refused with an InputError (a NaN would never expire).
+double checked_timeout(double seconds);
+
 // Writes one case's files into dir/<case.name>/ (the protocol above).
 void write_case(const std::filesystem::path& dir, const Case& c, const Request& req);
-// Reads what the command wrote for the case: an Outcome with an error for every way it can be wrong.
+// Reads what the command wrote for the case: an Outcome with an error for every way it can be wrong
+// (missing, a symlink loop, not a regular file, unreadable, malformed, another dtype or shape). A file
+// is read header first and only when its header promises the case's shape.
 Outcome read_outcome(const std::filesystem::path& dir, const Case& c, const Request& req);
+
+// Runs `write` (the round's case files), a filesystem error in it (a full disk) as an InputError naming TMPDIR.
+void write_cases(const std::filesystem::path& dir, const std::function<void()>& write);
+
+// An NpyError's message without the file's path (a temporary directory, gone by the time anyone reads it).
+std::string problem_in(const std::exception& e, const std::filesystem::path& file);
 
 class ExecImplementation : public Implementation {
  public:

@@ -1,0 +1,48 @@
+// Files the harness writes where a user (or an implementation under test) can interfere: reports and
+// ledgers written whole or not at all, and temporary directories that never outlive the harness.
+// Every failure a user's environment can cause (a directory where a file goes, an unwritable folder, a
+// full disk, a bad TMPDIR) is an InputError naming the path and the reason, never a stray exception.
+#pragma once
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+
+namespace hla {
+
+// Refuses, before any work is done, an output path that cannot be written: a directory, a missing
+// folder, a folder without write permission. `what` names the option in messages ("--json").
+void check_writable(const std::filesystem::path& path, const std::string& what);
+
+// Writes `text` to `path` atomically: into a fresh temporary file beside it, created with
+// O_CREAT|O_EXCL|O_NOFOLLOW (a planted file or symlink is never written through), then renamed over it.
+// On any failure the temporary file is removed and an InputError says what failed.
+void write_file_atomically(const std::filesystem::path& path, std::string_view text, const std::string& what);
+
+// JSON text that never throws: bytes that are not UTF-8 in a string (a command's stderr cut inside a
+// character, a file name) become U+FFFD. indent < 0: one line.
+std::string json_text(const nlohmann::json& j, int indent = -1);
+
+// A fresh private directory under the system's temporary directory (TMPDIR), removed with everything in
+// it when the object goes out of scope, however that happens (an exception, a signal turned into one).
+// release() keeps it (for --keep). Removal never follows a symlink the directory's content was replaced by.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& stem);
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+  void release() { keep_ = true; }
+
+ private:
+  std::filesystem::path path_;
+  bool keep_ = false;
+};
+
+// The temporary directory the harness uses: TMPDIR when set and usable, else /tmp; an InputError naming
+// TMPDIR when it is not a writable directory.
+std::filesystem::path temp_root();
+
+}  // namespace hla

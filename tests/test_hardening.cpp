@@ -1,0 +1,198 @@
+// Issue 27 (hardening, round two): what a hostile or careless input broke, each kept fixed. The command-line
+// cases (signals, TMPDIR, --json, exit codes) are in tests/python/test_hardening.py; these are the library's.
+#include <catch2/catch.hpp>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "core/files.hpp"
+#include "core/inputs.hpp"
+#include "experiments/lib/sweep.hpp"
+#include "tests/fuzz/targets.hpp"
+#include "tests/temp_dir.hpp"
+#include "verify/external/exec.hpp"
+#include "verify/npy.hpp"
+
+using namespace hla;
+using Catch::Matchers::Contains;
+namespace fs = std::filesystem;
+using hla::fuzz::npy_header;
+
+namespace {
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// A file holding `head` and then zeros up to `size` bytes, sparse: no disk is used for the zeros.
+void sparse_file(const fs::path& p, const std::string& head, std::uint64_t size) {
+  std::ofstream(p, std::ios::binary) << head;
+  REQUIRE(::truncate(p.c_str(), static_cast<off_t>(size)) == 0);
+}
+
+double seconds_of(const std::function<void()>& f) {
+  const auto t0 = std::chrono::steady_clock::now();
+  f();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+TEST_CASE("a returned file is read header first: a 16 GiB array is refused without reading it", "[hardening][npy]") {
+  // Before: the whole file was read before its shape was looked at (16 GiB sparse: the harness OOM-killed).
+  const fs::path dir = fresh_dir("hardening-npy");
+  fs::create_directories(dir);
+  const fs::path big = dir / "o.npy";
+  const std::string head = npy_header("(2147483648,)");
+  sparse_file(big, head, head.size() + (std::uint64_t{1} << 34));
+  std::string error;
+  const double s = seconds_of([&] { error = error_of([&] { npy::read(big, 6); }); });
+  CHECK_THAT(error, Contains("shape (2147483648,) has 2147483648 values, more than the 6 expected"));
+  CHECK(s < 1);
+  // Junk of 3 GiB is refused from its first bytes; a right header with gigabytes after it, from its size.
+  sparse_file(dir / "junk.npy", "not a numpy file", std::uint64_t{3} << 30);
+  CHECK(seconds_of([&] { CHECK_THAT(error_of([&] { npy::read(dir / "junk.npy", 6); }), Contains("bad magic")); }) < 1);
+  sparse_file(dir / "long.npy", npy_header("(3, 2)"), std::uint64_t{3} << 30);
+  CHECK(seconds_of([&] { CHECK_THAT(error_of([&] { npy::read(dir / "long.npy", 6); }), Contains("trailing bytes")); }) < 1);
+  // What is not a regular file is refused, and a FIFO does not block the reader.
+  REQUIRE(::mkfifo((dir / "fifo.npy").c_str(), 0600) == 0);
+  CHECK_THAT(error_of([&] { npy::read(dir / "fifo.npy", 6); }), Contains("not a regular file"));
+  CHECK_THAT(error_of([&] { npy::read(dir, 6); }), Contains("not a regular file"));
+  // A right file still reads.
+  npy::write(dir / "ok.npy", Mat<double>::Constant(3, 2, 0.5));
+  CHECK(npy::read(dir / "ok.npy", 6).data == std::vector<double>(6, 0.5));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("an atomic write never goes through a planted file or symlink and leaves nothing behind", "[hardening][files]") {
+  const fs::path dir = fresh_dir("hardening-files");
+  fs::create_directories(dir);
+  std::ofstream(dir / "victim") << "keep";
+  // Before: `--json F` wrote F.tmp, following a symlink planted there.
+  fs::create_symlink(dir / "victim", dir / "r.json.tmp");
+  write_file_atomically(dir / "r.json", "{}\n", "--json file");
+  std::ifstream victim(dir / "victim");
+  CHECK(std::string(std::istreambuf_iterator<char>(victim), {}) == "keep");
+  std::ifstream written(dir / "r.json");
+  CHECK(std::string(std::istreambuf_iterator<char>(written), {}) == "{}\n");
+  std::size_t entries = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir)) ++entries;
+  CHECK(entries == 3);  // victim, the planted symlink, r.json: no temporary file left
+  // A directory, a missing folder: InputErrors naming the option, before and at writing time.
+  CHECK_THAT(error_of([&] { check_writable(dir, "--json"); }), Contains("--json") && Contains("is a directory"));
+  CHECK_THAT(error_of([&] { check_writable(dir / "no" / "r.json", "--json"); }), Contains("does not exist"));
+  CHECK_THAT(error_of([&] { write_file_atomically(dir, "x", "--json file"); }), Contains("is a directory"));
+  CHECK_NOTHROW(check_writable(dir / "new.json", "--json"));
+  CHECK(!fs::exists(dir / "new.json"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("report JSON survives bytes that are not UTF-8", "[hardening][files]") {
+  // Before: a command's stderr cut inside a character made nlohmann's dump throw, losing the verdict.
+  const nlohmann::json j = {{"stderr", std::string("progress \xe2\x96 cut\xff")}};
+  std::string text;
+  REQUIRE_NOTHROW(text = json_text(j, 2));
+  CHECK_THAT(text, Contains("progress \xef\xbf\xbd cut\xef\xbf\xbd"));
+  CHECK(nlohmann::json::parse(text)["stderr"].get<std::string>().find("cut") != std::string::npos);
+}
+
+TEST_CASE("temporary directories: a bad TMPDIR is an input error, and a read-only tree is removed", "[hardening][files]") {
+  const char* saved = std::getenv("TMPDIR");
+  const std::string old = saved ? saved : "";
+  auto restore = [&] { saved ? ::setenv("TMPDIR", old.c_str(), 1) : ::unsetenv("TMPDIR"); };
+  for (const char* bad : {"/nonexistent", "/proc"}) {
+    ::setenv("TMPDIR", bad, 1);
+    INFO(bad);
+    CHECK_THAT(error_of([] { TempDir t("hla-test"); }), Contains("TMPDIR"));
+  }
+  ::setenv("TMPDIR", "", 1);  // empty means unset, as for mktemp(1)
+  CHECK(TempDir("hla-test").path().parent_path() == "/tmp");
+  restore();
+  fs::path kept;
+  {
+    TempDir t("hla-test-tree");
+    kept = t.path();
+    fs::create_directories(t.path() / "case" / "state_out");
+    std::ofstream(t.path() / "case" / "state_out" / "S.npy") << "x";
+    fs::create_symlink("/", t.path() / "case" / "root");  // removal never follows it
+    fs::permissions(t.path() / "case" / "state_out", fs::perms::owner_read | fs::perms::owner_exec);
+    fs::permissions(t.path() / "case", fs::perms::owner_read | fs::perms::owner_exec);
+  }
+  CHECK(!fs::exists(kept));
+  CHECK(fs::exists("/tmp"));
+}
+
+TEST_CASE("what a command writes back: symlink loops and odd files are findings, not exceptions", "[hardening][verify]") {
+  using namespace verify::ext;
+  TempDir dir("hla-test-outcome");
+  Request req;
+  req.op = "hla2";
+  req.state = true;
+  Case c;
+  c.name = "case";
+  c.kind = "random";
+  c.in = gaussian_problem({3, 2, 2}, 1);
+  c.want_state = true;
+  write_case(dir.path(), c, req);
+  const fs::path cd = dir.path() / "case";
+  // Before: fs::exists threw on the loop, an internal error (exit 1) with the temporary directories left.
+  fs::create_symlink("o.npy", cd / "o.npy");
+  Outcome o;
+  REQUIRE_NOTHROW(o = read_outcome(dir.path(), c, req));
+  CHECK_THAT(o.error, Contains("malformed o.npy") && Contains("symbolic links"));
+  fs::remove(cd / "o.npy");
+  npy::write(cd / "o.npy", Mat<double>::Zero(3, 2));
+  fs::create_symlink("state_out", cd / "state_out");
+  REQUIRE_NOTHROW(o = read_outcome(dir.path(), c, req));
+  CHECK_THAT(o.error, Contains("state_out/"));
+  fs::remove(cd / "state_out");
+  fs::create_symlink("/dev/zero", cd / "state_out");
+  REQUIRE_NOTHROW(o = read_outcome(dir.path(), c, req));
+  CHECK(!o.error.empty());
+}
+
+TEST_CASE("sweep configs: nesting, size and integer ranges are checked before toml++ and before expanding",
+          "[hardening][sweep]") {
+  using namespace sweep;
+  // Before: a 70 KB key 35,000 levels deep overflowed the stack inside toml++ (a segfault).
+  std::string deep = "a";
+  for (int i = 0; i < 35000; ++i) deep += ".a";
+  CHECK_THAT(error_of([&] { parse_config(deep + " = 1\n", "deep.toml"); }), Contains("deep.toml:1") && Contains("nested"));
+  CHECK_THAT(error_of([&] { parse_config("[" + deep + "]\n", "deep.toml"); }), Contains("nested"));
+  CHECK_THAT(error_of([&] { parse_config("x = " + std::string(35000, '[') + "\n", "deep.toml"); }), Contains("nested"));
+  CHECK_THAT(error_of([&] { parse_config("x = " + std::string(35000, '{') + "\n", "deep.toml"); }), Contains("nested"));
+  CHECK_THAT(error_of([&] { parse_config(std::string(2 << 20, '#'), "big.toml"); }), Contains("at most"));
+  // Dots and brackets inside strings and comments are not nesting; floats are not keys.
+  CHECK_NOTHROW(parse_config("name = 'a'\ndescription = \"" + std::string(200, '.') + std::string(100, '[') +
+                                 "\"\n# " + std::string(200, '.') + "\n[axes]\noperator = 'hla2'\nform = 'serial'\nn = 8\n"
+                                 "gamma = [0.5, 0.75, 0.875, 0.9375, 0.99]\n",
+                             "ok.toml"));
+  // Before: 10^12 points were expanded (1 KB each) until memory ran out, even for --dry-run.
+  const std::string wide = "[axes]\noperator = 'hla2'\nform = 'serial'\nn = [" + [] {
+    std::string s;
+    for (int i = 1; i <= 1000; ++i) s += std::to_string(i) + ",";
+    return s;
+  }() + "]\nd = [1,2,3,4,5,6,7,8,9,10]\ndv = [1,2,3,4,5,6,7,8,9,10]\nseeds = [1,2,3,4,5,6,7,8,9,10]\n";
+  const Config c = parse_config(wide + "repeats = [1,2,3,4,5,6,7,8,9,10]\n", "wide.toml");
+  CHECK_THAT(error_of([&] { (void)enumerate(c); }), Contains("10000000 combinations") && Contains("split"));
+  // Before: 2^31 and above wrapped to 0, -1 or INT_MIN.
+  for (const char* v : {"2147483648", "4294967295", "9223372036854775807"})
+    for (const char* key : {"chunk", "threads", "repeats"}) {
+      INFO(key << " = " << v);
+      CHECK_THAT(error_of([&] { parse_config(std::string("[axes]\noperator='hla2'\nform='serial'\nn=8\n") + key + " = " + v + "\n", "i.toml"); }),
+                 Contains("must be <= 2147483647"));
+    }
+  // Before: a NUL in the name was an internal error (the name becomes a folder name).
+  CHECK_THAT(error_of([&] { parse_config(std::string("name = \"a\\u0000b\"\n[axes]\noperator='hla2'\nform='serial'\nn=8\n"), "n.toml"); }),
+             Contains("control character 0x00 at byte 1"));
+}
