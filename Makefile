@@ -4,7 +4,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
 
-.PHONY: deps deps-test deps-clang configure build test run bench bench-distributed report figures debug fuzz tsan clean
+.PHONY: deps deps-test deps-clang configure build test run bench bench-distributed report figures debug-build debug fuzz tsan clean
 
 # Dependency tiers (scripts/install-deps.sh): run < test (PyTorch, Chromium, pytest) ; clang (fuzz, tsan).
 deps:
@@ -47,13 +47,14 @@ report: figures
 	@/usr/bin/python3 experiments/report.py
 
 # ASan + UBSan build in build-debug/ (tests only). Any sanitizer report fails it. DEBUG_TESTS: a Catch2
-# test spec (tags), default every test; CI runs a subset (.ci/run, README "Hardening").
+# test spec (tags), default every test, as CI runs it (docs/hardening.md "Sanitizers in CI").
 DEBUG_TESTS ?=
-debug: deps
+debug-build: deps
 	@cmake -S . -B build-debug -DCMAKE_BUILD_TYPE=Debug -DHLA_SANITIZE=ON -DHLA_BUILD_BENCH=OFF -DHLA_BUILD_PYTHON=OFF >/dev/null
 	@cmake --build build-debug -j $(JOBS) --target hla hla_tests
-	@cd build-debug && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-	  ./bin/hla_tests --order lex $(if $(DEBUG_TESTS),'$(DEBUG_TESTS)')
+
+debug: debug-build
+	@bash scripts/debug-tests.sh build-debug '$(DEBUG_TESTS)'
 
 # ---- hardening (README "Hardening") -----------------------------------------------------------------------
 # libFuzzer targets (tests/fuzz/) in build-fuzz/ with clang++-16, each run FUZZ_SECONDS over its corpus.
