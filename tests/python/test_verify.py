@@ -397,6 +397,14 @@ class CombineVerdicts(unittest.TestCase):
         code, r, out = verify_combine("hla2:float32", "--op", "hla2", "--gamma", "0.9")
         self.assertEqual(r["verdict"], "lower-precision", out)
 
+    def test_exact_groups_follow_the_options(self):
+        # An undecayed scan (ρ ignored) is exact at γ = 1: asked at γ = 1 it gets no decayed exact group and
+        # computes; asked at γ = 0.9 it differs.
+        code, r, out = verify_combine("hla2:undecayed", "--op", "hla2", "--gamma", "1")
+        self.assertEqual((code, r["verdict"]), (0, "computes"), out)
+        code, r, out = verify_combine("hla2:undecayed", "--op", "hla2", "--gamma", "0.9")
+        self.assertEqual((code, r["verdict"]), (1, "differs"), out)
+
     def test_bad_combine_requests_are_refused(self):
         # options a summary does not depend on are refused, not ignored; so is a mapping that sends two of the
         # user's parts onto one of SPEC's
