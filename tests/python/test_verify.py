@@ -274,6 +274,22 @@ def gradient_keys(report, output):
     return [m["key"] for m in report["gradient_matches"].get(output, [])]
 
 
+class ProtocolHelpers(unittest.TestCase):
+    """examples/protocol.py carries every mode's files: the user writes only the math."""
+
+    def test_forward_grad_and_combine(self):
+        users = os.path.join(ROOT, "tests", "verify_impls", "protocol_users.py")
+        for kind, args in (("forward", ["--gamma", "0.9", "--state"]), ("grad", ["--grad", "--gamma", "0.9"]),
+                           ("combine", ["--combine", "--gamma", "0.9"])):
+            with self.subTest(kind=kind):
+                with tempfile.TemporaryDirectory() as tmp:
+                    out = os.path.join(tmp, "report.json")
+                    cmd = [HLA, "verify", "--op", "hla2", "--exec", f"{PY} {users} {kind}", "--json", out, "--d", "3",
+                           "--dv", "2", "--quiet", *args] + ([] if kind == "combine" else ["--max-n", "40"])
+                    code, r, text = run_with_report(cmd, out, 600)
+                    self.assertEqual((code, r["verdict"]), (0, "computes"), text)
+
+
 class GradientVerdicts(unittest.TestCase):
     def test_right_backward_computes(self):
         code, r, out = verify_grad("hla2", "--op", "hla2", "--gamma", "0.9", "--normalized", "--eps", "0.25",
