@@ -574,6 +574,16 @@ class ExecProtocolErrors(unittest.TestCase):
     def test_crash(self):
         self.expect_error("hla2:crash", "CUDA out of memory")
 
+    def test_shape_hint_only_after_a_shape_finding(self):
+        hint = "--fixed-d --d D --dv DV"
+        r = self.expect_error("hla2:crash", "CUDA out of memory")
+        self.assertNotIn(hint, r["summary"])
+        r = self.expect_error("hla2-chunked", "NotImplementedError", "--state")
+        self.assertNotIn(hint, r["summary"])
+        r = self.expect_error("hla2:block16-d8", "need n % 16 == 0")
+        self.assertIn(hint, r["summary"])
+        self.assertIn("(1 round)", r["summary"])
+
     def test_hang_is_killed(self):
         r = self.expect_error("hla2:hang", "timed out", "--timeout", "2")
         self.assertLess(r["timings"]["implementation_seconds"], 30)
