@@ -345,6 +345,19 @@ class NamedChunkMistakes(unittest.TestCase):
                 code, r, out = verify(name, "--op", "hla2", *extra)
                 self.assertEqual((code, r["verdict"]), (1, "differs"), out)
                 self.assertIn(key, keys(r), out)
+                # the counterexample line says every option, the unnormalized one too
+                self.assertRegex(out, r"counterexample \(n=\d+, d=\d+, dv=\d+, gamma=[^,]+, (unnormalized|normalized eps=[^,]+), lambda=")
+
+    def test_counterexample_from_the_simplest_group_at_a_chunk_boundary(self):
+        # the mask bug fails every group: the counterexample comes from gamma = 1, unnormalized
+        code, r, out = verify("hla2-chunked-mask-diagonal", "--op", "hla2", "--gamma", "0.9", "--normalized", "--eps", "0.5")
+        self.assertEqual(r["counterexample"]["options"]["gamma"], "1", out)
+        self.assertFalse(r["counterexample"]["options"]["normalized"], out)
+        # the carry bug first shows on the first row of the second chunk, and small inputs are printed inline
+        code, r, out = verify("hla2-chunked-carry-exponent", "--op", "hla2", "--gamma", "0.9")
+        self.assertEqual(r["counterexample"]["first_wrong_row"], 16, out)
+        self.assertIn("first wrong row 16 = a multiple of 16", out)
+        self.assertIn("    q = [[", out)
 
     def test_zero_padding_that_decays_the_state(self):
         code, r, out = verify("hla2-padded-state-16", "--op", "hla2", "--gamma", "0.9", "--state")
@@ -390,6 +403,7 @@ class GradientVerdicts(unittest.TestCase):
             with self.subTest(name=name):
                 code, r, out = verify_grad(name, *args)
                 self.assertEqual((code, r["verdict"]), (1, "differs"), out)
+                self.assertIn(", with gradients", out.splitlines()[0])
                 self.assertEqual(r["outputs"]["o"], "computes", out)
                 # forward and backward localized apart: the forward's groups all compute
                 self.assertEqual(set(r["localization"].values()), {"computes"}, out)
