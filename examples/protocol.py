@@ -1,10 +1,19 @@
-"""The `hla verify --exec` protocol from the implementation's side, in a dozen lines: copy it, or import it.
+"""The `hla verify --exec` protocol from the implementation's side: copy it, or import it. You write only the math.
 
     python3 my_hla.py DIR   ->   for every case directory DIR/<case>/: read q.npy, k.npy, v.npy, case.json
                                  (and state_in/<part>.npy), write o.npy (and state_out/<part>.npy)
 
 serve(fn) runs fn(q, k, v, gamma=, normalized=, eps=, ridge=, initial_state=) on every case; fn returns o,
 or (o, final_state) where final_state maps SPEC's part names (`hla verify --op OP --list-state`) to arrays.
+
+serve_grad(fn) is the same for `hla verify --grad`: every case also holds do.npy (the upstream gradient dO), and
+fn(q, k, v, do, gamma=, normalized=, eps=, ridge=, initial_state=) returns (o, dq, dk, dv), or
+(o, dq, dk, dv, final_state), or (o, dq, dk, dv, final_state, dstate_in) with dstate_in the gradient with respect
+to the initial state, part by part (a part left out is not judged).
+
+serve_combine(segment, combine) is the same for `hla verify --combine`: a "segment" case gives q, k, v of n >= 0
+tokens to segment(q, k, v, gamma=) -> {part: array}; a "combine" case gives the parts of segments a and b (a
+precedes b) to combine(a, b, a_tokens=, b_tokens=, gamma=) -> {part: array}.
 """
 import json
 import os
@@ -13,20 +22,63 @@ import sys
 import numpy as np
 
 
-def serve(fn, root=None):
+def _cases(root):
+    """(case directory, case.json) for every case, in order."""
     root = root or sys.argv[-1]
     for case in sorted(os.listdir(root)):
         cdir = os.path.join(root, case)
-        meta = json.load(open(os.path.join(cdir, "case.json")))
-        q, k, v = (np.load(os.path.join(cdir, name + ".npy")) for name in ("q", "k", "v"))
-        init = None
-        if meta["state_in"]:
-            init = {p: np.load(os.path.join(cdir, "state_in", p + ".npy")) for p in meta["state_in"]}
-        out = fn(q, k, v, gamma=meta["gamma"], normalized=meta["normalized"], eps=meta["eps"], ridge=meta["ridge"],
-                 initial_state=init)
+        with open(os.path.join(cdir, "case.json")) as f:
+            yield cdir, json.load(f)
+
+
+def _load(cdir, *names):
+    return (np.load(os.path.join(cdir, name + ".npy")) for name in names)
+
+
+def _load_parts(directory):
+    return {f[:-4]: np.load(os.path.join(directory, f)) for f in sorted(os.listdir(directory)) if f.endswith(".npy")}
+
+
+def _save_parts(directory, parts, dtype=None):
+    os.makedirs(directory, exist_ok=True)
+    for part, x in (parts or {}).items():
+        np.save(os.path.join(directory, part + ".npy"), np.asarray(x, dtype=dtype))
+
+
+def _options(cdir, meta):
+    init = _load_parts(os.path.join(cdir, "state_in")) if meta["state_in"] else None
+    return dict(gamma=meta["gamma"], normalized=meta["normalized"], eps=meta["eps"], ridge=meta["ridge"],
+                initial_state=init)
+
+
+def serve(fn, root=None):
+    for cdir, meta in _cases(root):
+        q, k, v = _load(cdir, "q", "k", "v")
+        out = fn(q, k, v, **_options(cdir, meta))
         o, state = out if isinstance(out, tuple) else (out, None)
         np.save(os.path.join(cdir, "o.npy"), np.asarray(o, dtype=q.dtype))
         if meta["state"]:
-            os.makedirs(os.path.join(cdir, "state_out"), exist_ok=True)
-            for part, x in state.items():
-                np.save(os.path.join(cdir, "state_out", part + ".npy"), np.asarray(x, dtype=q.dtype))
+            _save_parts(os.path.join(cdir, "state_out"), state, q.dtype)
+
+
+def serve_grad(fn, root=None):
+    for cdir, meta in _cases(root):
+        q, k, v, do = _load(cdir, "q", "k", "v", "do")
+        out = tuple(fn(q, k, v, do, **_options(cdir, meta)))
+        for name, x in zip(("o", "dq", "dk", "dv"), out):
+            np.save(os.path.join(cdir, name + ".npy"), np.asarray(x, dtype=q.dtype))
+        if meta["state"] and len(out) > 4:
+            _save_parts(os.path.join(cdir, "state_out"), out[4], q.dtype)
+        if meta["state_in"] and len(out) > 5:
+            _save_parts(os.path.join(cdir, "dstate_in"), out[5], q.dtype)
+
+
+def serve_combine(segment, combine, root=None):
+    for cdir, meta in _cases(root):
+        if meta["kind"] == "segment":
+            q, k, v = _load(cdir, "q", "k", "v")
+            _save_parts(os.path.join(cdir, "summary"), segment(q, k, v, gamma=meta["gamma"]))
+        else:
+            a, b = (_load_parts(os.path.join(cdir, side)) for side in ("a", "b"))
+            _save_parts(os.path.join(cdir, "ab"),
+                        combine(a, b, a_tokens=meta["a_tokens"], b_tokens=meta["b_tokens"], gamma=meta["gamma"]))

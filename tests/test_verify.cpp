@@ -207,3 +207,36 @@ TEST_CASE("narrow formats: rounding to nearest even, fp16's range, and the calib
   Problem<double> ints{Mat<double>::Ones(5, 2), Mat<double>::Ones(5, 2), Mat<double>::Ones(5, 1)};
   CHECK(emulate_format_accumulation("hla2", ints, o, Precision::bf16).O == registry<double>().reference("hla2")(ints, o).O);
 }
+
+TEST_CASE("the formats that may explain a difference are the coarser ones, finest first", "[verify]") {
+  auto keys = [](Precision declared) {
+    std::vector<std::string> out;
+    for (const EmulatedFormat& f : coarser_formats(declared)) out.push_back(f.key());
+    return out;
+  };
+  CHECK(keys(Precision::fp64) == std::vector<std::string>{"fp32", "tf32", "fp16", "bf16", "bf16-state"});
+  CHECK(keys(Precision::fp32) == std::vector<std::string>{"tf32", "fp16", "bf16", "bf16-state"});
+  CHECK(keys(Precision::tf32) == std::vector<std::string>{"bf16", "bf16-state"});
+  CHECK(keys(Precision::bf16) == std::vector<std::string>{"bf16-state"});
+  CHECK(EmulatedFormat{Precision::tf32, false}.description() == "TF32 products with fp32 accumulation");
+  // A decayed exact case: sharp for fp32 (any excess is another function), calibrated on the emulated kernel for TF32,
+  // whose own outputs it then accepts.
+  Request req;
+  req.dtype = DType::float32;
+  req.max_n = 8;
+  req.d = req.dv = 2;
+  req.opt.gamma = rational(99, 100);
+  std::vector<Case> cases = make_cases(req);
+  auto it = std::find_if(cases.begin(), cases.end(), [](const Case& c) { return c.kind == "exact" && c.group == "decay" && c.n() >= 8; });
+  REQUIRE(it != cases.end());
+  Case c = *it;
+  compute_expected(c, req);
+  CHECK(c.sharp);
+  CHECK(c.bound_kind == "sharp");
+  bound_as(c, req, {Precision::tf32, false});
+  CHECK_FALSE(c.sharp);
+  CHECK(c.bound_kind == "calibrated");
+  const Mat<double> tf32 = emulate_format(req.op, c.in, c.opt, {Precision::tf32, false}).O;
+  for (Eigen::Index i = 0; i < tf32.size(); ++i)
+    CHECK(std::fabs(tf32(i) - c.expected(i).convert_to<double>()) <= c.bound(i));
+}

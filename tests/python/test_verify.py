@@ -274,6 +274,114 @@ def gradient_keys(report, output):
     return [m["key"] for m in report["gradient_matches"].get(output, [])]
 
 
+class ReducedPrecisionBothWays(unittest.TestCase):
+    """Kernels whose matrix products round their operands to TF32 or bf16 (fp32 accumulation), in the u-form chunk
+    algorithm: declared fp32 they are lower precision with their format named (not 'differs': the decayed exact
+    cases are explained by the format; not 'computes': the random cases err far above what fp32 kernels err);
+    declared in their own format they compute; the same kernel in fp32 computes, and a wrong one still differs."""
+
+    def assert_named(self, r, out, fmt):
+        self.assertEqual(r["verdict"], "lower-precision", out)
+        self.assertEqual(r["precision_diagnosis"]["format"], fmt, out)
+
+    def test_through_the_command_line(self):
+        for name, gamma, fmt in [("hla2-chunked-tf32", "0.99", "tf32"), ("hla2-chunked-bf16", "0.9", "bf16"),
+                                 ("hla2-chunked-tf32", "1", "tf32")]:
+            with self.subTest(name=name, gamma=gamma):
+                code, r, out = verify(name, "--op", "hla2", "--gamma", gamma, "--dtype", "float32")
+                self.assertEqual(code, 1, out)
+                self.assert_named(r, out, fmt)
+                self.assertIn("consistent with", out)
+                code, r, out = verify(name, "--op", "hla2", "--gamma", gamma, "--dtype", "float32", "--precision", fmt)
+                self.assertEqual((code, r["verdict"]), (0, "computes"), out)
+        code, r, out = verify("hla2-chunked", "--op", "hla2", "--gamma", "0.99", "--dtype", "float32")
+        self.assertEqual((code, r["verdict"]), (0, "computes"), out)
+        code, r, out = verify("hla2-chunked-mask-diagonal", "--op", "hla2", "--gamma", "0.99", "--dtype", "float32")
+        self.assertEqual((code, r["verdict"]), (1, "differs"), out)
+
+    def test_file_mode(self):
+        # one long random case, where the proven bound alone (0.29 x of it) lets TF32 products pass as fp32
+        rng = np.random.default_rng(5)
+        q, k, v = (rng.standard_normal((512, 32)).astype(np.float32) for _ in range(3))
+        with tempfile.TemporaryDirectory() as tmp:
+            for name, x in (("q", q), ("k", k), ("v", v)):
+                np.save(os.path.join(tmp, name + ".npy"), x)
+            args = [HLA, "verify", "--op", "hla2", "--gamma", "0.99", "--dtype", "float32"] + \
+                [f"--{n}={os.path.join(tmp, n + '.npy')}" for n in "qkv"] + ["--o", os.path.join(tmp, "o.npy")]
+            report = os.path.join(tmp, "r.json")
+            for name, precision, want in [("hla2-chunked", "fp32", "computes"), ("hla2-chunked-tf32", "fp32", "tf32"),
+                                          ("hla2-chunked-tf32", "tf32", "computes"), ("hla2-chunked-bf16", "fp32", "bf16"),
+                                          ("hla2-chunked-bf16", "bf16", "computes")]:
+                with self.subTest(name=name, precision=precision):
+                    np.save(os.path.join(tmp, "o.npy"), impls.IMPLS[name](q, k, v, 0.99, False, 0.0, 0.0)[0])
+                    code, r, out = run_with_report(args + ["--precision", precision, "--json", report], report, 600)
+                    if want == "computes":
+                        self.assertEqual((code, r["verdict"]), (0, "computes"), out)
+                    else:
+                        self.assert_named(r, out, want)
+
+    def test_through_the_module(self):
+        import hla_harness
+        opts = dict(max_n=64, d=4, dv=3, gamma=0.99, dtype="float32")
+        r = hla_harness.verify(impls.callable_for("hla2-chunked-tf32"), "hla2", **opts)
+        self.assert_named(r, r["summary"], "tf32")
+        r = hla_harness.verify(impls.callable_for("hla2-chunked-tf32"), "hla2", precision="tf32", **opts)
+        self.assertEqual(r["verdict"], "computes", r["summary"])
+        r = hla_harness.verify(impls.callable_for("hla2-chunked"), "hla2", **opts)
+        self.assertEqual(r["verdict"], "computes", r["summary"])
+        r = hla_harness.verify(impls.callable_for("hla2-chunked-carry-exponent"), "hla2", **opts)
+        self.assertEqual(r["verdict"], "differs", r["summary"])
+
+
+class NamedChunkMistakes(unittest.TestCase):
+    """The common mistakes of a chunked implementation, each caught and named."""
+
+    def test_named(self):
+        for name, extra, key in [
+                ("hla2-chunked-mask-diagonal", [], "mistake:mask-diagonal-dropped"),
+                ("hla2-chunked-carry-exponent", ["--gamma", "0.9"], "mistake:carry-decay-off-by-one@w=16"),
+                ("hla2-eps-after", ["--normalized", "--eps", "0.5"], "mistake:eps-after-division")]:
+            with self.subTest(name=name):
+                code, r, out = verify(name, "--op", "hla2", *extra)
+                self.assertEqual((code, r["verdict"]), (1, "differs"), out)
+                self.assertIn(key, keys(r), out)
+                # the counterexample line says every option, the unnormalized one too
+                self.assertRegex(out, r"counterexample \(n=\d+, d=\d+, dv=\d+, gamma=[^,]+, (unnormalized|normalized eps=[^,]+), lambda=")
+
+    def test_counterexample_from_the_simplest_group_at_a_chunk_boundary(self):
+        # the mask bug fails every group: the counterexample comes from gamma = 1, unnormalized
+        code, r, out = verify("hla2-chunked-mask-diagonal", "--op", "hla2", "--gamma", "0.9", "--normalized", "--eps", "0.5")
+        self.assertEqual(r["counterexample"]["options"]["gamma"], "1", out)
+        self.assertFalse(r["counterexample"]["options"]["normalized"], out)
+        # the carry bug first shows on the first row of the second chunk, and small inputs are printed inline
+        code, r, out = verify("hla2-chunked-carry-exponent", "--op", "hla2", "--gamma", "0.9")
+        self.assertEqual(r["counterexample"]["first_wrong_row"], 16, out)
+        self.assertIn("first wrong row 16 = a multiple of 16", out)
+        self.assertIn("    q = [[", out)
+
+    def test_zero_padding_that_decays_the_state(self):
+        code, r, out = verify("hla2-padded-state-16", "--op", "hla2", "--gamma", "0.9", "--state")
+        self.assertEqual((code, r["verdict"]), (1, "differs"), out)
+        self.assertIn("mistake:padding-decays-state@w=16", keys(r), out)
+        self.assertIn("first difference at state part", out)
+
+
+class ProtocolHelpers(unittest.TestCase):
+    """examples/protocol.py carries every mode's files: the user writes only the math."""
+
+    def test_forward_grad_and_combine(self):
+        users = os.path.join(ROOT, "tests", "verify_impls", "protocol_users.py")
+        for kind, args in (("forward", ["--gamma", "0.9", "--state"]), ("grad", ["--grad", "--gamma", "0.9"]),
+                           ("combine", ["--combine", "--gamma", "0.9"])):
+            with self.subTest(kind=kind):
+                with tempfile.TemporaryDirectory() as tmp:
+                    out = os.path.join(tmp, "report.json")
+                    cmd = [HLA, "verify", "--op", "hla2", "--exec", f"{PY} {users} {kind}", "--json", out, "--d", "3",
+                           "--dv", "2", "--quiet", *args] + ([] if kind == "combine" else ["--max-n", "40"])
+                    code, r, text = run_with_report(cmd, out, 600)
+                    self.assertEqual((code, r["verdict"]), (0, "computes"), text)
+
+
 class GradientVerdicts(unittest.TestCase):
     def test_right_backward_computes(self):
         code, r, out = verify_grad("hla2", "--op", "hla2", "--gamma", "0.9", "--normalized", "--eps", "0.25",
@@ -295,7 +403,11 @@ class GradientVerdicts(unittest.TestCase):
             with self.subTest(name=name):
                 code, r, out = verify_grad(name, *args)
                 self.assertEqual((code, r["verdict"]), (1, "differs"), out)
+                self.assertIn(", with gradients", out.splitlines()[0])
                 self.assertEqual(r["outputs"]["o"], "computes", out)
+                # forward and backward localized apart: the forward's groups all compute
+                self.assertEqual(set(r["localization"].values()), {"computes"}, out)
+                self.assertIn("differs", r["gradient_localization"].values(), out)
                 for o in ("dq", "dk", "dv"):
                     self.assertEqual(r["outputs"][o], "differs" if o in differ else "computes", (o, out))
                 for o in differ:
@@ -397,6 +509,14 @@ class CombineVerdicts(unittest.TestCase):
         code, r, out = verify_combine("hla2:float32", "--op", "hla2", "--gamma", "0.9")
         self.assertEqual(r["verdict"], "lower-precision", out)
 
+    def test_exact_groups_follow_the_options(self):
+        # An undecayed scan (ρ ignored) is exact at γ = 1: asked at γ = 1 it gets no decayed exact group and
+        # computes; asked at γ = 0.9 it differs.
+        code, r, out = verify_combine("hla2:undecayed", "--op", "hla2", "--gamma", "1")
+        self.assertEqual((code, r["verdict"]), (0, "computes"), out)
+        code, r, out = verify_combine("hla2:undecayed", "--op", "hla2", "--gamma", "0.9")
+        self.assertEqual((code, r["verdict"]), (1, "differs"), out)
+
     def test_bad_combine_requests_are_refused(self):
         # options a summary does not depend on are refused, not ignored; so is a mapping that sends two of the
         # user's parts onto one of SPEC's
@@ -467,6 +587,16 @@ class ExecProtocolErrors(unittest.TestCase):
 
     def test_crash(self):
         self.expect_error("hla2:crash", "CUDA out of memory")
+
+    def test_shape_hint_only_after_a_shape_finding(self):
+        hint = "--fixed-d --d D --dv DV"
+        r = self.expect_error("hla2:crash", "CUDA out of memory")
+        self.assertNotIn(hint, r["summary"])
+        r = self.expect_error("hla2-chunked", "NotImplementedError", "--state")
+        self.assertNotIn(hint, r["summary"])
+        r = self.expect_error("hla2:block16-d8", "need n % 16 == 0")
+        self.assertIn(hint, r["summary"])
+        self.assertIn("(1 round)", r["summary"])
 
     def test_hang_is_killed(self):
         r = self.expect_error("hla2:hang", "timed out", "--timeout", "2")

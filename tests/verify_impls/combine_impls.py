@@ -5,7 +5,8 @@ As a command:   python3 combine_impls.py <name> DIR      (cases of kind "segment
 As callables:   combine_impls.callables(<name>) -> (segment, combine) for hla_harness.verify_combine
 Names: hla2, hla2:paper (§4.2's printed G = ρB GA + ...), hla2:no-cross (the S_B C_A term dropped),
 hla2:renamed (the user's own part names, with parts.json), hla2:no-rho (ρ from the token counts),
-hla2:bad-identity, hla2:float32, linear, ahla, ahla:paper (R attenuated), hla3.
+hla2:bad-identity, hla2:float32, hla2:undecayed (ρ ignored: exact at γ = 1 only), linear, ahla, ahla:paper (R
+attenuated), hla3.
 """
 import json
 import os
@@ -20,7 +21,7 @@ def hla2_token(q, k, v, g):
 
 
 def hla2_combine(A, B, variant=""):
-    b = B["rho"] if "rho" in B else None
+    b = 1.0 if variant == "undecayed" else B["rho"] if "rho" in B else None
     bCA, bmA = b * A["C"], b * A["m"]
     keep = b if variant == "paper" else b * b
     cross = 0 if variant == "no-cross" else 1

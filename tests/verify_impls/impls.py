@@ -15,7 +15,7 @@ import numpy as np
 
 # ---- second order, masked (hla2): the serial recurrence with the decay that matches SPEC ---------------------
 def hla2(q, k, v, gamma, normalized, eps, ridge, initial_state=None, decay_rule="spec", f32_inside=False,
-         reset_every=0, skip_eps=False, output_first=False, break_state=False):
+         reset_every=0, skip_eps=False, output_first=False, break_state=False, eps_after=False, pad_to=0):
     dt = q.dtype
     if f32_inside:
         q, k, v = q.astype(np.float32), k.astype(np.float32), v.astype(np.float32)
@@ -48,8 +48,11 @@ def hla2(q, k, v, gamma, normalized, eps, ridge, initial_state=None, decay_rule=
         num = u @ C - qt @ G
         if normalized:
             den = u @ m - qt @ h
-            num = num / (den if skip_eps else den + q.dtype.type(eps))
+            num = num / den + q.dtype.type(eps) if eps_after else num / (den if skip_eps else den + q.dtype.type(eps))
         o[t] = num
+    # a chunked kernel's zero padding to a multiple of pad_to tokens, which still decays the state it returns
+    for _ in range(-n % pad_to if pad_to else 0):
+        S, C, m, G, h = g * S, g * C, g * m, g * g * G, g * g * h
     state = dict(S=S, C=C, m=m, G=G, h=h)
     if break_state:
         state["G"] = state["G"] * 2
@@ -112,6 +115,49 @@ def hla2_bf16_accumulate(q, k, v, gamma, normalized, eps, ridge, initial_state=N
     return o.astype(dt), dict(S=S, C=C, m=m, G=G, h=h)
 
 
+# ---- second order, chunk by chunk with matrix products (examples/torch_hla2_chunked.py in NumPy, float32) -------
+def hla2_chunked(q, k, v, gamma, normalized, eps, ridge, initial_state=None, chunk=16, products=None, mistake=""):
+    """The u-form chunk algorithm: per chunk U = carry + masked (Q Kᵀ) K, then a decayed linear-attention chunk
+    over (Q, U, V). products="tf32" | "bf16" | "fp16" rounds both operands of every matrix product to the format
+    and accumulates in float32: what Triton's tl.dot does by default for float32 inputs (tf32), or a bf16 tensor
+    core. mistake: "mask-diagonal" (the intra-chunk mask diff > 0), "carry-exponent" (the carry decayed γ^a for
+    γ^(a+1))."""
+    if initial_state is not None:
+        raise NotImplementedError("this chunked kernel carries (S, Cu, Cq), not SPEC's state parts")
+    dt, f32 = q.dtype, np.float32
+    r = (lambda x: x) if products is None else (lambda x: round_significand(x, SIGNIFICAND_BITS[products]))
+    mm = lambda a, b: (r(a) @ r(b)).astype(f32)  # noqa: E731
+    q, k, v = (x.astype(f32) for x in (q, k, v))
+    n, d = q.shape
+    if normalized:  # a column of ones gives the denominators from the same products
+        v = np.concatenate([v, np.ones((n, 1), f32)], axis=1)
+    dv = v.shape[1]
+    g = f32(gamma)
+    S, Cu, Cq = np.zeros((d, d), f32), np.zeros((d, dv), f32), np.zeros((d, dv), f32)
+    out = np.empty((n, dv), f32)
+    for s in range(0, n, chunk):
+        Qc, Kc, Vc = q[s:s + chunk], k[s:s + chunk], v[s:s + chunk]
+        L = Qc.shape[0]
+        a = np.arange(L)
+        diff = a[:, None] - a[None, :]
+        mask = diff > 0 if mistake == "mask-diagonal" else diff >= 0
+        D1 = np.where(mask, g ** np.maximum(diff, 0).astype(f32), f32(0)).astype(f32)  # γ^(a−b), b ≤ a
+        D2 = D1 * D1
+        up = (g ** (a + (0 if mistake == "carry-exponent" else 1)).astype(f32)).astype(f32)  # γ^(a+1)
+        U = up[:, None] * mm(Qc, S) + mm(D1 * mm(Qc, Kc.T), Kc)  # u_t = S_t q_t
+        O = (up * up)[:, None] * mm(Qc, Cu) + mm(D2 * mm(Qc, U.T), Vc)
+        if ridge != 0.0:
+            O = O + f32(ridge) * (up[:, None] * mm(Qc, Cq) + mm(D1 * mm(Qc, Qc.T), Vc))
+        out[s:s + L] = O
+        tail = (g ** (L - 1 - a).astype(f32)).astype(f32)  # γ^(L−1−b)
+        S = g ** L * S + mm(Kc.T, tail[:, None] * Kc)
+        Cu = g ** (2 * L) * Cu + mm(U.T, (tail * tail)[:, None] * Vc)
+        Cq = g ** L * Cq + mm(Qc.T, tail[:, None] * Vc)
+    if normalized:
+        out = out[:, :-1] / (out[:, -1:] + f32(eps))
+    return out.astype(dt), None
+
+
 def ahla(q, k, v, gamma, normalized, eps, ridge, initial_state=None):
     n, d = q.shape
     dv = v.shape[1]
@@ -161,6 +207,13 @@ IMPLS = {
     "hla2-bf16-kernel": hla2_bf16_kernel,
     "hla2-bf16-accumulate": hla2_bf16_accumulate,
     **{f"hla2-{fmt}-kernel-rounded": hla2_format_kernel(fmt) for fmt in SIGNIFICAND_BITS},
+    "hla2-eps-after": lambda *a, **kw: hla2(*a, **kw, eps_after=True),
+    "hla2-padded-state-16": lambda *a, **kw: hla2(*a, **kw, pad_to=16),
+    "hla2-chunked": hla2_chunked,
+    **{f"hla2-chunked-{fmt}": (lambda fmt: lambda *a, **kw: hla2_chunked(*a, **kw, products=fmt))(fmt)
+       for fmt in SIGNIFICAND_BITS},
+    "hla2-chunked-mask-diagonal": lambda *a, **kw: hla2_chunked(*a, **kw, mistake="mask-diagonal"),
+    "hla2-chunked-carry-exponent": lambda *a, **kw: hla2_chunked(*a, **kw, mistake="carry-exponent"),
     "ahla": ahla,
     "linear": linear,
 }

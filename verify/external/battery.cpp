@@ -15,6 +15,7 @@
 #include "core/inputs.hpp"
 #include "core/parse.hpp"
 #include "verify/external/diagnosis.hpp"
+#include "verify/external/precision.hpp"
 
 namespace hla::verify::ext {
 namespace {
@@ -191,6 +192,7 @@ json random_entry_json(const Case& c, const CaseCheck& k, const Request& req) {
   };
   json j = entry(k);  // the worst of the returned matrices
   j["n"] = c.n();
+  j["bound"] = c.bound_kind;
   if (k.parts.size() > 1) {
     j["worst_output"] = k.which;
     for (const auto& [name, m] : k.parts) j["by_output"][name] = entry(m);
@@ -349,6 +351,12 @@ std::tuple<Eigen::Index, Eigen::Index, Eigen::Index, long> size_key(const Case& 
   return {c.n(), 2 * c.in.Q.cols() + c.in.V.cols(), c.in.Q.cols(), nnz};
 }
 
+// Where the counterexample search starts: the simplest failing option group (unnormalized before normalized,
+// γ = 1 before decay, no ridge before ridge), then the smallest case.
+std::pair<int, std::tuple<Eigen::Index, Eigen::Index, Eigen::Index, long>> start_key(const Case& c) {
+  return {int(c.opt.gamma != 1) + int(c.opt.normalized) + int(c.opt.ridge != 0), size_key(c)};
+}
+
 // The first row beyond its bound in any returned matrix (o; dq, dk, dv with --grad).
 Eigen::Index first_bad_row(const Case& c, const Outcome& o) {
   std::vector<std::tuple<const Mat<mpfr256>*, const Mat<double>*, const Mat<double>*>> parts{{&c.expected, &c.bound, &o.O}};
@@ -378,6 +386,7 @@ json counterexample_json(const Case& c, const Outcome& o, const CaseCheck& k, in
           {"got", matrix_json(o.O)},
           {"first_difference", first_difference_json(k)},
           {"shrink_rounds", rounds}};
+  if (k.output_mismatch()) j["first_wrong_row"] = first_bad_row(c, o);
   if (c.dO.size() && o.dQ.size()) {
     // the upstream gradient, and the returned gradient that differs most, expected and got
     j["do"] = matrix_json(c.dO);
@@ -567,6 +576,66 @@ json diagnose_gradients(const std::string& op, const std::vector<const Case*>& c
   return out;
 }
 
+// The catalogue's state mistake (diagnosis.hpp) on every returned state beyond its bound: the padding width
+// that explains them all, if one does.
+std::optional<int> padding_width(const std::string& op, const std::vector<Case>& cases, const std::vector<Outcome>& outs,
+                                 const std::vector<CaseCheck>& checks) {
+  std::vector<ReturnedState> states;
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    // a split's second half starts from the implementation's own state, its expected state from the true one
+    if (!checks[i].answered || checks[i].state_problem.empty() || checks[i].state_part.empty() || cases[i].kind == "split-b")
+      continue;
+    ReturnedState s;
+    s.opt = cases[i].opt;
+    s.n = cases[i].n();
+    s.d = cases[i].in.Q.cols();
+    s.dv = cases[i].in.V.cols();
+    for (const auto& [name, m] : cases[i].expected_state.parts) s.truth.parts.emplace_back(name, rounded(m));
+    s.got = outs[i].state_out;
+    s.bound = cases[i].state_bound;
+    states.push_back(std::move(s));
+  }
+  return padding_decay_width(op, states);
+}
+
+// The finest format coarser than the declared arithmetic (precision.hpp, coarser_formats) that explains every case
+// over its bound: each is judged again by that format's bounds, as if the implementation had declared it, and
+// must fall within them (smallest cases first, so a wrong implementation is refused at its first case). A
+// difference no format explains is another function.
+std::optional<EmulatedFormat> explaining_format(const std::vector<Case>& cases, const std::vector<Outcome>& outs,
+                                                const std::vector<CaseCheck>& checks, const Request& req) {
+  // Only the forward and the state are explained: the gradients' bounds for a narrow format are proven, not
+  // calibrated, and so loose that they would explain a wrong backward pass.
+  std::vector<std::size_t> over;
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    if (!checks[i].answered || !checks[i].any_mismatch()) continue;
+    for (const auto& [name, m] : checks[i].parts)
+      if (name != "o" && part_proves_difference(cases[i], m)) return std::nullopt;
+    over.push_back(i);
+  }
+  std::sort(over.begin(), over.end(), [&](std::size_t a, std::size_t b) { return size_key(cases[a]) < size_key(cases[b]); });
+  for (const EmulatedFormat& f : coarser_formats(req.declared())) {
+    bool explained = true;
+    for (std::size_t i : over) {
+      Case c = cases[i];
+      bound_as(c, req, f);
+      // a narrow format explains only through its emulation (sharp or calibrated), never its loose proven bound
+      const bool narrow = precision_model(f.precision, req.dtype).significand_bits < 24;
+      if ((narrow && c.bound_kind == "proven") || check_case(c, outs[i], req).any_mismatch()) {
+        explained = false;
+        break;
+      }
+    }
+    if (explained) return f;
+  }
+  return std::nullopt;
+}
+
+json precision_diagnosis_json(const std::optional<EmulatedFormat>& f) {
+  if (!f) return {{"format", nullptr}, {"description", "no emulated format explains it (fp32, TF32, fp16, bf16 products, a bf16 state)"}};
+  return {{"format", f->key()}, {"description", "consistent with " + f->description()}};
+}
+
 }  // namespace
 
 int exit_code_for(const std::string& verdict) {
@@ -625,24 +694,34 @@ json run_battery(Implementation& impl, const Request& req, const BatteryOptions&
   // Exact cases, by option group. A group is "computes" only when every case of it was answered and right.
   json exact = {{"cases", 0}, {"passed", 0}, {"failed", 0}};
   double exact_worst = 0;
-  std::map<std::string, std::string> groups;
+  // With --grad the forward (o) and the backward (dq, dk, dv, dstate_in) are localized apart.
+  std::map<std::string, std::string> groups, gradient_groups;
   std::vector<std::size_t> exact_idx;
   bool exact_over = false;
+  auto localize = [](std::string& g, bool answered, bool bad) {
+    if (!answered) {
+      if (g != "differs") g = "incomplete";
+    } else if (bad) {
+      g = "differs";
+    } else if (g.empty()) {
+      g = "computes";
+    }
+  };
   for (std::size_t i = 0; i < cases.size(); ++i) {
     if (cases[i].kind != "exact") continue;
     exact_idx.push_back(i);
     exact["cases"] = exact["cases"].get<int>() + 1;
-    auto& g = groups[cases[i].group];
-    if (!checks[i].answered) {
-      if (g != "differs") g = "incomplete";
-      continue;
-    }
-    const bool bad = proves_difference(cases[i], checks[i]);
-    if (!bad && checks[i].output_mismatch()) exact_over = true;  // a decayed case beyond a narrow format's bound
+    const CaseCheck& k = checks[i];
+    const MatrixCheck* o = k.part("o");
+    bool backward_bad = false;
+    for (const auto& [name, m] : k.parts) backward_bad = backward_bad || (name != "o" && part_proves_difference(cases[i], m));
+    localize(groups[cases[i].group], k.answered, o && part_proves_difference(cases[i], *o));
+    if (req.grad) localize(gradient_groups[cases[i].group], k.answered, backward_bad);
+    if (!k.answered) continue;
+    const bool bad = proves_difference(cases[i], k);
+    if (!bad && k.output_mismatch()) exact_over = true;  // a decayed case beyond a narrow format's bound
     exact[bad ? "failed" : "passed"] = exact[bad ? "failed" : "passed"].get<int>() + 1;
-    exact_worst = std::max(exact_worst, checks[i].worst_ratio);
-    if (bad) g = "differs";
-    else if (g.empty()) g = "computes";
+    exact_worst = std::max(exact_worst, k.worst_ratio);
   }
   exact["worst_ratio"] = number(exact_worst);
 
@@ -698,12 +777,35 @@ json run_battery(Implementation& impl, const Request& req, const BatteryOptions&
     for (const auto& name : names) outputs[name] = v[name];
   }
 
-  // The verdict.
+  // The verdict. A difference on exact or carry cases that a coarser format explains (every case over its bound
+  // within that format's bounds) is a lower precision, with the format named; one that no format explains, or
+  // a random case beyond rounding, is another function.
   std::string verdict = "computes";
-  const bool exact_failed = exact["failed"].get<int>() > 0;
+  bool exact_failed = exact["failed"].get<int>() > 0;
   if (!findings.empty()) verdict = "error";
   else if (exact_failed || first_carry_failure != cases.size() || random_far) verdict = "differs";
   else if (random_over || carry_over || exact_over) verdict = "lower-precision";
+  json precision_diagnosis = nullptr;
+  bool explained = false;
+  if (verdict == "lower-precision" || (verdict == "differs" && !random_far)) {
+    const std::optional<EmulatedFormat> f = explaining_format(cases, outs, checks, req);
+    if (f || verdict == "lower-precision") precision_diagnosis = precision_diagnosis_json(f);
+    if (f && verdict == "differs") {
+      explained = true;
+      verdict = "lower-precision";
+      exact["explained"] = exact["failed"];
+      exact["failed"] = 0;
+      exact_failed = false;
+      first_carry_failure = cases.size();
+      for (auto* gs : {&groups, &gradient_groups})
+        for (auto& [g, v] : *gs)
+          if (v == "differs") v = "lower-precision";
+      for (auto& x : carry)
+        if (x["result"] == "differs") x["result"] = "over-bound";
+      for (auto& v : outputs)
+        if (v == "differs") v = "lower-precision";
+    }
+  }
 
   // The smallest counterexample, by re-running the implementation on simplified cases: from the smallest
   // failing exact case, or, when only random cases showed the difference, from the smallest of those (a case
@@ -715,7 +817,7 @@ json run_battery(Implementation& impl, const Request& req, const BatteryOptions&
     for (std::size_t i = 0; i < cases.size(); ++i) {
       if (!checks[i].answered || cases[i].kind != (from_random ? "random" : "exact")) continue;
       if (!proves_difference(cases[i], checks[i])) continue;
-      if (start == cases.size() || size_key(cases[i]) < size_key(cases[start])) start = i;
+      if (start == cases.size() || start_key(cases[i]) < start_key(cases[start])) start = i;
     }
   if (start != cases.size()) {
 
@@ -772,7 +874,7 @@ json run_battery(Implementation& impl, const Request& req, const BatteryOptions&
       dc.push_back(&cases[i]);
       doo.push_back(&outs[i]);
       dk.push_back(&checks[i]);
-      fails.push_back(part_proves_difference(cases[i], *checks[i].part("o")));
+      fails.push_back(!explained && part_proves_difference(cases[i], *checks[i].part("o")));
       o_failed = o_failed || fails.back();
     }
     if (req.grad && exact_failed && verdict != "error") gradient_matches = diagnose_gradients(req.op, dc, doo, dk);
@@ -781,9 +883,16 @@ json run_battery(Implementation& impl, const Request& req, const BatteryOptions&
     if (verdict == "error") {
       diagnosis_note = "the protocol failed (see the findings): no diagnosis";
     } else if (verdict == "differs" && !exact_failed) {
-      diagnosis_note = "every exact case is right; the difference shows only on " +
-                       std::string(first_carry_failure != cases.size() ? "state-carry" : "random") +
-                       " cases, which the candidates are not compared on";
+      const std::optional<int> w = first_carry_failure != cases.size() ? padding_width(req.op, cases, outs, checks) : std::nullopt;
+      if (w)
+        matches.push_back({{"key", fmt::format("mistake:padding-decays-state@w={}", *w)},
+                           {"description", fmt::format("zero padding to a multiple of {} tokens that decays the returned state "
+                                                       "(every wrong state is the true one after the padding's zero tokens)", *w)},
+                           {"claim", ""}, {"cases", 0}});
+      else
+        diagnosis_note = "every exact case is right; the difference shows only on " +
+                         std::string(first_carry_failure != cases.size() ? "state-carry" : "random") +
+                         " cases, which the candidates are not compared on";
     } else if (!dc.empty()) {
       if (!o_failed) matches.push_back({{"key", req.op + "/reference/spec"}, {"description", "SPEC's " + req.op}, {"claim", ""},
                                         {"cases", static_cast<int>(dc.size())}});
@@ -792,8 +901,9 @@ json run_battery(Implementation& impl, const Request& req, const BatteryOptions&
       for (auto& m : more) matches.push_back(m);
     }
   }
-  json localization = json::object();
+  json localization = json::object(), gradient_localization = json::object();
   for (const auto& [g, v] : groups) localization[g] = v;
+  for (const auto& [g, v] : gradient_groups) gradient_localization[g] = v;
 
   const double total = seconds_since(t0);
   json report = {{"verdict", verdict},
@@ -805,8 +915,10 @@ json run_battery(Implementation& impl, const Request& req, const BatteryOptions&
                  {"max_n", req.max_n},
                  {"constraints", {{"fixed_d", req.fixed_widths}, {"n_multiple", req.n_multiple}}},
                  {"matches", matches},
+                 {"precision_diagnosis", precision_diagnosis},
                  {"diagnosis_note", diagnosis_note},
                  {"localization", localization},
+                 {"gradient_localization", gradient_localization},
                  {"grad", req.grad},
                  {"outputs", outputs},
                  {"gradient_matches", gradient_matches},
@@ -823,6 +935,32 @@ json run_battery(Implementation& impl, const Request& req, const BatteryOptions&
   return report;
 }
 
+namespace {
+
+bool mentions_shape(std::string error) {
+  std::transform(error.begin(), error.end(), error.begin(), [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+  for (const char* word : {"shape", "size", "dimension", "multiple", "n=", "d=", "dv=", "n %", "block"})
+    if (error.find(word) != std::string::npos) return true;
+  return false;
+}
+
+// A case's options in full, as the counterexample line prints them.
+std::string options_text(const json& o) {
+  return fmt::format("gamma={}, {}, lambda={}", o["gamma"].get<std::string>(),
+                     o["normalized"].get<bool>() ? "normalized eps=" + o["eps"].get<std::string>() : std::string("unnormalized"),
+                     o["ridge"].get<std::string>());
+}
+
+// Row r (0-based) as the start of a chunk: the largest power of two ≥ 4 dividing it, if any.
+std::string chunk_boundary_note(long row) {
+  if (row <= 0) return "";
+  long w = 1;
+  while (row % (2 * w) == 0) w *= 2;
+  return w >= 4 ? fmt::format(" = a multiple of {}: the first row of a chunk, if chunks are {} wide", w, w) : "";
+}
+
+}  // namespace
+
 std::string summary_text(const json& r) {
   std::ostringstream s;
   const json& o = r["options"];
@@ -832,16 +970,27 @@ std::string summary_text(const json& r) {
     << r["dtype"].get<std::string>()
     << (r.contains("precision") && r["precision"] != (r["dtype"] == "float64" ? "fp64" : "fp32")
             ? " (declared " + r["precision"].get<std::string>() + " arithmetic)" : "")
-    << (r.value("state", false) ? ", with state" : "") << "\n";
-  s << "verdict: " << r["verdict"].get<std::string>() << "\n";
+    << (r.value("state", false) ? ", with state" : "") << (r.value("grad", false) ? ", with gradients" : "") << "\n";
+  s << "verdict: " << r["verdict"].get<std::string>();
+  if (r.contains("precision_diagnosis") && r["precision_diagnosis"].is_object())
+    s << " (" << r["precision_diagnosis"]["description"].get<std::string>() << ")";
+  s << "\n";
   if (r.contains("mode")) s << "  mode: " << r["mode"].get<std::string>() << "\n";
   if (r.contains("exact") && r["exact"]["cases"].get<int>() > 0)
-    s << fmt::format("  exact cases: {} ({} within bound, {} beyond; worst {:.3g} x the bound)\n", r["exact"]["cases"].get<int>(),
-                     r["exact"]["passed"].get<int>(), r["exact"]["failed"].get<int>(), number_of(r["exact"]["worst_ratio"]));
+    s << fmt::format("  exact cases: {} ({} within bound, {}{} beyond; worst {:.3g} x the bound)\n", r["exact"]["cases"].get<int>(),
+                     r["exact"]["passed"].get<int>(),
+                     r["exact"].contains("explained") ? fmt::format("{} beyond it but within the format's, ", r["exact"]["explained"].get<int>()) : "",
+                     r["exact"]["failed"].get<int>(), number_of(r["exact"]["worst_ratio"]));
   if (r.contains("localization") && !r["localization"].empty()) {
-    s << "  by option group (exact cases):";
+    const bool grad = r.contains("gradient_localization") && !r["gradient_localization"].empty();
+    s << "  by option group (exact cases" << (grad ? "), forward o:" : "):");
     for (auto& [g, v] : r["localization"].items()) s << " " << g << "=" << v.get<std::string>();
     s << "\n";
+    if (grad) {
+      s << "  by option group (exact cases), backward:";
+      for (auto& [g, v] : r["gradient_localization"].items()) s << " " << g << "=" << v.get<std::string>();
+      s << "\n";
+    }
     if (r["localization"].contains("base"))
       s << "  computes the operator at gamma = 1, unnormalized, without ridge: "
         << (r["localization"]["base"] == "computes" ? "yes" : r["localization"]["base"] == "differs" ? "no" : "unknown (cases unanswered)")
@@ -855,10 +1004,18 @@ std::string summary_text(const json& r) {
       if (name.rfind("dstate_in.", 0) == 0) s << " " << name << "=" << v.get<std::string>();
     s << "\n";
   }
-  if (r.contains("random"))
+  if (r.contains("random") && !r["random"].empty()) {
+    // u is the declared arithmetic's unit roundoff; the error is normwise: the largest error over the largest output.
+    const std::string prec = r.value("precision", std::string(r["dtype"] == "float64" ? "fp64" : "fp32"));
+    s << fmt::format("  random cases: error = max |got - expected| / max |expected|, in u = {}'s unit roundoff 2^{}; "
+                     "bound: {}\n", prec, std::ilogb(precision_model(parse_precision(prec), DType::float64).u_format),
+                     r["random"][0].value("bound", std::string("proven")) == "calibrated"
+                         ? "what correct " + prec + " implementations err (an emulated " + prec + " kernel, with a margin)"
+                         : "the proven worst case");
     for (const auto& x : r["random"])
-      s << fmt::format("  random n={:<5} error {:.3g} u, {:.3g} x the bound\n", x["n"].get<long>(), number_of(x["error_in_u"]),
-                       number_of(x["worst_ratio"]));
+      s << fmt::format("  random n={:<5} error {:.3g} u, {:.3g} x the bound{}\n", x["n"].get<long>(), number_of(x["error_in_u"]),
+                       number_of(x["worst_ratio"]), x.value("bound", std::string()) == "calibrated" ? " (calibrated)" : "");
+  }
   if (r.contains("carry")) {
     int ok = 0, over = 0, bad = 0;
     for (const auto& x : r["carry"]) (x["result"] == "ok" ? ok : x["result"] == "over-bound" ? over : bad)++;
@@ -892,11 +1049,20 @@ std::string summary_text(const json& r) {
         }
   if (!r["counterexample"].is_null()) {
     const json& c = r["counterexample"];
-    s << fmt::format("  counterexample (n={}, d={}, dv={}, gamma={}{}{}):\n", c["n"].get<long>(), c["d"].get<long>(), c["dv"].get<long>(),
-                     c["options"]["gamma"].get<std::string>(),
-                     c["options"]["normalized"].get<bool>() ? ", normalized eps=" + c["options"]["eps"].get<std::string>() : "",
-                     c["options"]["ridge"].get<std::string>() != "0" ? ", lambda=" + c["options"]["ridge"].get<std::string>() : "");
-    if (c.contains("q") && c["n"].get<long>() <= 12 && c["d"].get<long>() <= 4) {
+    s << fmt::format("  counterexample (n={}, d={}, dv={}, {}):\n", c["n"].get<long>(), c["d"].get<long>(), c["dv"].get<long>(),
+                     options_text(c["options"]));
+    const json& f = c["first_difference"];
+    const std::string where = f.contains("state_part") ? "state part " + f["state_part"].get<std::string>() + " "
+                              : f.value("output", std::string("o")) != "o" ? f["output"].get<std::string>() + " "
+                                                                            : "";
+    // first the entry that differs (for a state, the part), then the inputs when they are small enough to read
+    s << fmt::format("    {} at {}row {}, col {}: expected {:.17g}, got {:.17g}\n",
+                     f.contains("state_part") ? "first difference" : "worst difference", where, f["row"].get<long>(),
+                     f["col"].get<long>(), number_of(f["expected"]), number_of(f["got"]));
+    if (c.contains("first_wrong_row"))
+      s << "    first wrong row " << c["first_wrong_row"].get<long>() << chunk_boundary_note(c["first_wrong_row"].get<long>()) << "\n";
+    const long entries = c["n"].get<long>() * (2 * c["d"].get<long>() + c["dv"].get<long>());
+    if (c.contains("q") && entries <= 160) {
       s << "    q = " << c["q"].dump() << "\n    k = " << c["k"].dump() << "\n    v = " << c["v"].dump() << "\n";
       s << "    expected = " << c["expected"].dump() << "\n    got      = " << c["got"].dump() << "\n";
       if (c.contains("state_in") && c["state_in"].is_object()) s << "    state_in = " << c["state_in"].dump() << "\n";
@@ -905,15 +1071,10 @@ std::string summary_text(const json& r) {
         s << "    do = " << c["do"].dump() << "\n    expected " << g << " = " << c["gradient"]["expected"].dump() << "\n    got      "
           << g << " = " << c["gradient"]["got"].dump() << "\n";
       }
-    } else {
-      const json& f = c["first_difference"];
-      s << fmt::format("    first difference at {}row {}, col {}: expected {:.17g}, got {:.17g}\n",
-                       f.contains("state_part") ? "state part " + f["state_part"].get<std::string>() + " "
-                       : f.value("output", std::string("o")) != "o" ? f["output"].get<std::string>() + " "
-                                                                     : "",
-                       f["row"].get<long>(), f["col"].get<long>(), number_of(f["expected"]), number_of(f["got"]));
+    } else if (c.contains("q")) {
+      s << "    (inputs and outputs in --json)\n";
     }
-    if (c.contains("detail")) s << "    " << c["detail"].get<std::string>() << "\n";
+    if (c.contains("detail") && !f.contains("state_part")) s << "    " << c["detail"].get<std::string>() << "\n";
     if (c.contains("note")) s << "    (" << c["note"].get<std::string>() << ")\n";
   }
   for (const auto& f : r["findings"]) {
@@ -921,13 +1082,18 @@ std::string summary_text(const json& r) {
     s << "  error in " << f["case"].get<std::string>() << (count > 1 ? fmt::format(" (and {} more cases)", count - 1) : "") << ": "
       << f["error"].get<std::string>() << "\n";
   }
-  if (!r["findings"].empty() && r.contains("constraints") && !r["constraints"]["fixed_d"].get<bool>() &&
+  // The shape hint only where a finding is about shapes (a wrong shape returned, an assertion on n or d), not
+  // after any exception.
+  bool shape_finding = false;
+  for (const auto& f : r["findings"]) shape_finding = shape_finding || mentions_shape(f["error"].get<std::string>());
+  if (shape_finding && r.contains("constraints") && !r["constraints"]["fixed_d"].get<bool>() &&
       r["constraints"]["n_multiple"].get<long>() == 1)
     s << "  hint: an implementation that takes only some shapes (one head size, whole blocks of tokens) can say so with\n"
          "        --fixed-d --d D --dv DV and --n-multiple B: every case then has that shape\n";
   if (r.contains("timings"))
-    s << fmt::format("  time: {:.1f} s in the implementation ({} rounds), {:.1f} s in the harness\n",
-                     r["timings"]["implementation_seconds"].get<double>(), r["rounds"].size(),
+    // three significant digits: a fast implementation's 0.04 s is not "0.0 s"
+    s << fmt::format("  time: {:.3g} s in the implementation ({} round{}), {:.3g} s in the harness\n",
+                     r["timings"]["implementation_seconds"].get<double>(), r["rounds"].size(), r["rounds"].size() == 1 ? "" : "s",
                      r["timings"]["harness_seconds"].get<double>());
   return s.str();
 }
@@ -946,6 +1112,8 @@ json judge_given(const Request& req, const Problem<double>& in, const Mat<double
   o.error = check_returned_output(c, out);
   const CaseCheck k = check_case(c, o, req);
   std::string verdict = !k.answered ? "error" : k.worst_ratio <= 1 ? "computes" : k.far() ? "differs" : "lower-precision";
+  json precision_diagnosis = nullptr;
+  if (verdict == "lower-precision") precision_diagnosis = precision_diagnosis_json(explaining_format({c}, {o}, {k}, req));
   json matches = json::array();
   if (k.answered && verdict != "computes" && c.n() <= kGivenDiagnosisMaxN) {
     std::vector<const Case*> dc{&c};
@@ -963,6 +1131,7 @@ json judge_given(const Request& req, const Problem<double>& in, const Mat<double
                  {"precision", precision_name(req.declared())},
                  {"state", false},
                  {"matches", matches},
+                 {"precision_diagnosis", precision_diagnosis},
                  {"random", json::array({random_entry_json(c, k, req)})},
                  {"counterexample", nullptr},
                  {"findings", findings},

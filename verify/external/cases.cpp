@@ -60,7 +60,8 @@ namespace {
 
 // The largest value of the abs operator an exact case may reach (see cases.hpp): 2^10, and 2^7 for a
 // declared bf16, whose 8-bit significand holds the integers and halves (λ = 1/2) only that far.
-double exact_magnitude(const Request& r) { return precision_model(r.declared(), r.dtype).significand_bits < 11 ? 128 : 1024; }
+double exact_magnitude(Precision p) { return precision_model(p, DType::float64).significand_bits < 11 ? 128 : 1024; }
+double exact_magnitude(const Request& r) { return exact_magnitude(r.declared()); }
 // Literal references cost O(n²)–O(n⁴) in rationals: past this n the exact values come from the streaming
 // form the prime field proves equal to the reference for these options.
 constexpr Eigen::Index kLiteralMaxN = 24;
@@ -508,12 +509,140 @@ Case make_split_b(const Case& whole, const Case& split_a, const NamedState<doubl
   return b;
 }
 
+namespace {
+
+// Exact inputs: the exact cases and whatever is made from them (carries, splits, shrunk counterexamples); the
+// cases of random inputs are in the group "user".
+bool has_exact_inputs(const Case& c) { return c.kind == "exact" || c.group != "user"; }
+
+// The bounds of a case whose values are computed, for an implementation computing in format f.
+void set_bounds(Case& c, const Request& r, const EmulatedFormat& f) {
+  const Problem<double> all = concat(c.prefix, c.in);
+  const Eigen::Index n = c.n(), dv = c.in.V.cols();
+  const bool exact = has_exact_inputs(c);
+  const ColVec<mpfr256> den = c.forward.col(dv);
+  // The bound: the serial depth over the whole sequence (the state summarizes the prefix), γ inexact when
+  // the dtype cannot hold it, plus an absolute floor for terms that underflow in the dtype; for a narrower
+  // format (tf32, bf16, fp16), its operand roundings on top of the fp32 accumulation.
+  // Exact cases are judged at float32's roundoff even for float64: at γ = 1 their outputs are integers (or
+  // one division away), so any tolerance below 1/2 still demands exactness there, while decayed and
+  // normalized exact cases stay exact-within-rounding for float32 arithmetic behind a float64 interface —
+  // which the random cases, at the dtype's own u, then call lower precision. Every input and intermediate of
+  // an exact case at γ = 1, unnormalized, is a small dyadic the format holds (exact_magnitude): no operand
+  // rounding there.
+  const PrecisionModel pm = precision_model(f.precision, r.dtype);
+  const double u_acc = exact ? std::max(pm.u_accumulate, hla::unit_roundoff<float>()) : pm.u_accumulate;
+  const double u_op = exact && c.opt.gamma == 1 && !c.opt.normalized ? 0 : pm.u_operand;
+  const double g = from_rational<double>(c.opt.gamma);
+  const bool gamma_inexact = c.opt.gamma != 1 && rational(round_to(r.dtype, g)) != c.opt.gamma;
+  const long total = static_cast<long>(all.Q.rows());
+  const long h = bounds::rounding_depth(r.op, total, c.opt.gamma != 1, gamma_inexact, total, c.in.Q.cols());
+  const long h_op = bounds::operand_roundings(r.op);
+  NamedState<double> abs_state;
+  const Mat<double> A_all = abs_values(r.op, all, c.opt, c.want_state ? &abs_state : nullptr);
+  const Mat<double> A = A_all.bottomRows(n);
+  const double tiny = (r.dtype == DType::float64 ? std::numeric_limits<double>::min() : std::numeric_limits<float>::min()) *
+                      static_cast<double>(total * total + 1);
+  // A narrow format (tf32, bf16, fp16): sharp where every partial sum is a dyadic the format holds (exact cases
+  // at γ = 1 within its magnitude; a normalized output then only rounds at the division and on output), else
+  // calibrated on emulated kernels (precision.hpp says why). fp32 behind float64 arrays: γ_h of its operand
+  // roundings.
+  const bool narrow = pm.significand_bits < 24;
+  c.sharp = exact && (!narrow || (c.opt.gamma == 1 && A_all.maxCoeff() <= exact_magnitude(f.precision)));
+  const double eps_d = from_rational<double>(c.opt.eps);
+  const Mat<double> out = c.expected.unaryExpr([](const mpfr256& x) { return std::fabs(x.convert_to<double>()); });
+  // The largest error of an emulated kernel on this case (its output rows are the last n of `all`), and of
+  // its final state per part; nullopt where the emulation cannot run (no scan operator, a normalizer that
+  // vanishes in fp32).
+  auto emulated_error = [&](const EmulatedFormat& e, std::map<std::string, double>* state_error) -> std::optional<double> {
+    try {
+      const Run<double> em = emulate_format(r.op, all, c.opt, e);
+      double err = 0;
+      for (Eigen::Index t = 0; t < n; ++t)
+        for (Eigen::Index k = 0; k < dv; ++k)
+          err = std::max(err, abs(mpfr256(em.O(all.Q.rows() - n + t, k)) - c.expected(t, k)).convert_to<double>());
+      if (state_error)
+        for (const auto& [name, want] : c.expected_state.parts) {
+          double es = 0;
+          const Mat<double>& got = em.state.at(name);
+          for (Eigen::Index i = 0; i < want.size(); ++i) es = std::max(es, abs(mpfr256(got(i)) - want(i)).convert_to<double>());
+          (*state_error)[name] = es;
+        }
+      if (!std::isfinite(err)) return std::nullopt;
+      return err;
+    } catch (const std::exception&) {
+      return std::nullopt;
+    }
+  };
+  // The proven bound (γ_h), with fp32 behind float64 adding its operand roundings.
+  const double gam = bounds::gamma_h(h, u_acc) + (u_op > 0 && !(narrow && c.sharp) ? bounds::gamma_h(h_op, u_op) : 0.0);
+  auto proven = [&]() {
+    const double u_out = narrow && c.opt.normalized ? pm.u_operand : 0.0;
+    return Mat<double>(bounds::output_bounds_for(c.expected, A, c.opt.normalized, den, eps_d, u_acc, gam, u_out).array() + tiny);
+  };
+  // The bound. A narrow format off its sharp cases: calibrated on an emulated correct kernel (precision.hpp says
+  // why). fp32 on random inputs: the proven bound, or kFp32LevelFactor × what an emulated fp32 kernel errs where
+  // that is lower (the level correct fp32 implementations reach; TF32 products err thousands of times more, yet
+  // within the proven bound of a long case). Elsewhere the proven bound.
+  std::map<std::string, double> kernel_state_error;
+  std::optional<double> e_kernel;
+  const bool fp32_level = f.precision == Precision::fp32 && !f.state_in_format && !exact;
+  if ((narrow && !c.sharp) || fp32_level) e_kernel = emulated_error(f, narrow ? &kernel_state_error : nullptr);
+  Mat<double> proven_bound;
+  if (e_kernel && narrow) {
+    c.bound = (out * pm.u_operand).array() + kCalibrationFactor * *e_kernel + tiny;
+    c.bound_kind = "calibrated";
+  } else {
+    proven_bound = proven();
+    c.bound = proven_bound;
+    c.bound_kind = c.sharp ? "sharp" : "proven";
+    if (e_kernel) {
+      const Mat<double> level = (out * pm.u_format).array() + kFp32LevelFactor * *e_kernel + tiny;
+      if ((level.array() < proven_bound.array()).any()) c.bound_kind = "calibrated";
+      c.bound = c.bound.cwiseMin(level);
+    }
+  }
+  // Where a precision problem ends (off the sharp cases): what the coarsest plausible arithmetic errs on this
+  // very case — an emulated kernel that accumulates in bf16 — so that an ill-conditioned case (a normalizer
+  // near 0, where any rounding of the inputs moves the outputs by their own size) is not mistaken for another
+  // function; the proven bound of every operation in the format where no emulation runs. Never below the
+  // proven bound: beyond the fp32 level but within it is a precision problem.
+  std::optional<double> e_coarse;
+  if (!c.sharp) e_coarse = emulated_error({Precision::bf16, true}, nullptr);
+  if (e_coarse) {
+    c.format_bound = (out * precision_model(Precision::bf16, r.dtype).u_format).array() + kCalibrationFactor * *e_coarse + tiny;
+    c.format_bound = c.format_bound.cwiseMax(c.bound);
+    if (proven_bound.size()) c.format_bound = c.format_bound.cwiseMax(proven_bound);
+  } else {
+    c.format_bound = bounds::output_bounds_for(c.expected, A, c.opt.normalized, den, eps_d, pm.u_format,
+                                               bounds::gamma_h(h + h_op, pm.u_format), pm.u_format).array() + tiny;
+  }
+  if (r.grad && c.dO.size()) {
+    // The gradients of the case's own tokens from the state it was given (the implementation's own, for a
+    // split's second half), with the forward's numerator, denominator and their bounds for the normalized bound.
+    const NamedState<double>* init = c.state_in.parts.empty() ? nullptr : &c.state_in;
+    Mat<double> forward_bound = 2 * gam * A;
+    forward_bound.col(dv).array() += 2 * u_acc * eps_d;
+    const double u_grad = c.sharp ? u_acc : std::max(pm.u_accumulate, pm.u_operand);
+    c.grad_bound = gradient_bounds(r.op, c.in, c.opt, init, c.dO, u_grad, h, &c.forward, &forward_bound);
+    const double u_coarse = std::max(u_grad, precision_model(Precision::bf16, r.dtype).u_format);
+    c.grad_format_bound = c.sharp ? c.grad_bound : gradient_bounds(r.op, c.in, c.opt, init, c.dO, u_coarse, h, &c.forward, &forward_bound);
+  }
+  if (c.want_state) {
+    c.state_bound = abs_state;
+    const bool calibrated_state = e_kernel && narrow;
+    for (auto& [name, m] : c.state_bound.parts)
+      m = calibrated_state ? Mat<double>(Mat<double>::Constant(m.rows(), m.cols(), kCalibrationFactor * kernel_state_error[name] + tiny))
+                           : Mat<double>((m * (2 * gam)).array() + tiny);
+  }
+}
+
+}  // namespace
+
 void compute_expected(Case& c, const Request& r) {
   const Problem<double> all = concat(c.prefix, c.in);
   const Eigen::Index n = c.n(), dv = c.in.V.cols();
-  // Exact inputs: the exact cases and whatever is made from them (carries, splits, shrunk counterexamples);
-  // the cases of random inputs are in the group "user".
-  const bool exact = c.kind == "exact" || c.group != "user";
+  const bool exact = has_exact_inputs(c);
   Mat<mpfr256> nd;
   NamedState<mpfr256> state;
   if (exact) {
@@ -528,110 +657,19 @@ void compute_expected(Case& c, const Request& r) {
   nd = Mat<mpfr256>(nd.bottomRows(n));
   const mpfr256 eps = from_rational<mpfr256>(c.opt.eps);
   c.expected.resize(n, dv);
-  ColVec<mpfr256> den(n);
+  c.forward = nd;
   for (Eigen::Index t = 0; t < n; ++t) {
-    den(t) = c.opt.normalized ? mpfr256(nd(t, dv) + eps) : mpfr256(1);
-    for (Eigen::Index k = 0; k < dv; ++k) c.expected(t, k) = c.opt.normalized ? mpfr256(nd(t, k) / den(t)) : nd(t, k);
+    c.forward(t, dv) = c.opt.normalized ? mpfr256(nd(t, dv) + eps) : mpfr256(1);
+    for (Eigen::Index k = 0; k < dv; ++k) c.expected(t, k) = c.opt.normalized ? mpfr256(nd(t, k) / c.forward(t, dv)) : nd(t, k);
   }
-  // The bound: the serial depth over the whole sequence (the state summarizes the prefix), γ inexact when
-  // the dtype cannot hold it, plus an absolute floor for terms that underflow in the dtype; for a declared
-  // narrower format (tf32, bf16, fp16), its operand roundings on top of the fp32 accumulation.
-  // Exact cases are judged at float32's roundoff even for float64: at γ = 1 their outputs are integers (or
-  // one division away), so any tolerance below 1/2 still demands exactness there, while decayed and
-  // normalized exact cases stay exact-within-rounding for float32 arithmetic behind a float64 interface —
-  // which the random cases, at the dtype's own u, then call lower precision. Every input and intermediate of
-  // an exact case at γ = 1, unnormalized, is a small dyadic the declared format holds (exact_magnitude): no
-  // operand rounding there.
-  const PrecisionModel pm = precision_model(r.declared(), r.dtype);
-  const double u_acc = exact ? std::max(pm.u_accumulate, hla::unit_roundoff<float>()) : pm.u_accumulate;
-  const double u_op = exact && c.opt.gamma == 1 && !c.opt.normalized ? 0 : pm.u_operand;
-  const double g = from_rational<double>(c.opt.gamma);
-  const bool gamma_inexact = c.opt.gamma != 1 && rational(round_to(r.dtype, g)) != c.opt.gamma;
-  const long total = static_cast<long>(all.Q.rows());
-  const long h = bounds::rounding_depth(r.op, total, c.opt.gamma != 1, gamma_inexact, total, c.in.Q.cols());
-  const long h_op = bounds::operand_roundings(r.op);
-  NamedState<double> abs_state;
-  const Mat<double> A = abs_values(r.op, all, c.opt, c.want_state ? &abs_state : nullptr).bottomRows(n);
-  const double tiny = (r.dtype == DType::float64 ? std::numeric_limits<double>::min() : std::numeric_limits<float>::min()) *
-                      static_cast<double>(total * total + 1);
-  // A narrow format (tf32, bf16, fp16): sharp where every partial sum is a dyadic the format holds (exact cases
-  // at γ = 1; a normalized output then only rounds at the division and on output), else calibrated on emulated
-  // kernels (precision.hpp says why). fp32 behind float64 arrays: γ_h of its operand roundings.
-  const bool narrow = pm.significand_bits < 24;
-  c.sharp = exact && (!narrow || c.opt.gamma == 1);
-  const double eps_d = from_rational<double>(c.opt.eps);
-  const Mat<double> out = c.expected.unaryExpr([](const mpfr256& x) { return std::fabs(x.convert_to<double>()); });
-  // The largest error of an emulated kernel on this case (its output rows are the last n of `all`), and of
-  // its final state per part; nullopt where the emulation cannot run (no scan operator, a normalizer that
-  // vanishes in fp32).
-  auto emulated_error = [&](bool accumulate, Precision p, std::map<std::string, double>* state_error) -> std::optional<double> {
-    try {
-      const Run<double> em = accumulate ? emulate_format_accumulation(r.op, all, c.opt, p) : emulate_format_kernel(r.op, all, c.opt, p);
-      double e = 0;
-      for (Eigen::Index t = 0; t < n; ++t)
-        for (Eigen::Index k = 0; k < dv; ++k)
-          e = std::max(e, abs(mpfr256(em.O(all.Q.rows() - n + t, k)) - c.expected(t, k)).convert_to<double>());
-      if (state_error)
-        for (const auto& [name, want] : state.parts) {
-          double es = 0;
-          const Mat<double>& got = em.state.at(name);
-          for (Eigen::Index i = 0; i < want.size(); ++i) es = std::max(es, abs(mpfr256(got(i)) - want(i)).convert_to<double>());
-          (*state_error)[name] = es;
-        }
-      if (!std::isfinite(e)) return std::nullopt;
-      return e;
-    } catch (const std::exception&) {
-      return std::nullopt;
-    }
-  };
-  // The bound. A narrow format off its sharp cases: calibrated on an emulated correct kernel (precision.hpp
-  // says why); otherwise proven (γ_h), with fp32 behind float64 adding its operand roundings.
-  std::map<std::string, double> kernel_state_error;
-  std::optional<double> e_kernel;
-  if (narrow && !c.sharp) e_kernel = emulated_error(false, r.declared(), &kernel_state_error);
-  if (e_kernel) {
-    c.bound = (out * pm.u_operand).array() + kCalibrationFactor * *e_kernel + tiny;
-  } else {
-    const double gam = bounds::gamma_h(h, u_acc) + (narrow && c.sharp ? 0.0 : u_op > 0 ? bounds::gamma_h(h_op, u_op) : 0.0);
-    const double u_out = narrow && c.opt.normalized ? pm.u_operand : 0.0;
-    c.bound = bounds::output_bounds_for(c.expected, A, c.opt.normalized, den, eps_d, u_acc, gam, u_out).array() + tiny;
-  }
-  // Where a precision problem ends (off the sharp cases): what the coarsest plausible arithmetic errs on this
-  // very case — an emulated kernel that accumulates in bf16 — so that an ill-conditioned case (a normalizer
-  // near 0, where any rounding of the inputs moves the outputs by their own size) is not mistaken for another
-  // function; the proven bound of every operation in the declared format where no emulation runs.
-  std::optional<double> e_coarse;
-  if (!c.sharp) e_coarse = emulated_error(true, Precision::bf16, nullptr);
-  if (e_coarse) {
-    c.format_bound = (out * precision_model(Precision::bf16, r.dtype).u_format).array() + kCalibrationFactor * *e_coarse + tiny;
-    c.format_bound = c.format_bound.cwiseMax(c.bound);
-  } else {
-    c.format_bound = bounds::output_bounds_for(c.expected, A, c.opt.normalized, den, eps_d, pm.u_format,
-                                               bounds::gamma_h(h + h_op, pm.u_format), pm.u_format).array() + tiny;
-  }
-  const double gam = bounds::gamma_h(h, u_acc) + (u_op > 0 && !(narrow && c.sharp) ? bounds::gamma_h(h_op, u_op) : 0.0);
+  if (c.want_state) c.expected_state = state;
   if (r.grad && c.dO.size()) {
-    // The gradients of the case's own tokens from the state it was given (the implementation's own, for a
-    // split's second half), with the forward's numerator, denominator and their bounds for the normalized bound.
     const NamedState<double>* init = c.state_in.parts.empty() ? nullptr : &c.state_in;
     c.expected_grad = expected_gradients(r.op, c.in, c.opt, init, c.dO, exact);
-    Mat<mpfr256> forward(n, dv + 1);
-    forward.leftCols(dv) = nd.leftCols(dv);
-    forward.col(dv) = den;
-    Mat<double> forward_bound = 2 * gam * A;
-    forward_bound.col(dv).array() += 2 * u_acc * eps_d;
-    const double u_grad = c.sharp ? u_acc : std::max(pm.u_accumulate, pm.u_operand);
-    c.grad_bound = gradient_bounds(r.op, c.in, c.opt, init, c.dO, u_grad, h, &forward, &forward_bound);
-    const double u_coarse = std::max(u_grad, precision_model(Precision::bf16, r.dtype).u_format);
-    c.grad_format_bound = c.sharp ? c.grad_bound : gradient_bounds(r.op, c.in, c.opt, init, c.dO, u_coarse, h, &forward, &forward_bound);
   }
-  if (c.want_state) {
-    c.expected_state = state;
-    c.state_bound = abs_state;
-    for (auto& [name, m] : c.state_bound.parts)
-      m = e_kernel ? Mat<double>(Mat<double>::Constant(m.rows(), m.cols(), kCalibrationFactor * kernel_state_error[name] + tiny))
-                   : Mat<double>((m * (2 * gam)).array() + tiny);
-  }
+  set_bounds(c, r, {r.declared(), false});
 }
+
+void bound_as(Case& c, const Request& r, const EmulatedFormat& f) { set_bounds(c, r, f); }
 
 }  // namespace hla::verify::ext

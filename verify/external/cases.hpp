@@ -97,7 +97,9 @@ struct Case {
 
   // What it must return (filled by compute_expected).
   Mat<mpfr256> expected;               // n × dv
+  Mat<mpfr256> forward;                // n × (dv + 1): the unnormalized numerators and the divisor (den + ε, or 1)
   Mat<double> bound;                   // n × dv tolerance per entry (∞ where no bound exists)
+  std::string bound_kind;              // how `bound` was set: sharp | proven | calibrated (cases.cpp, set_bounds)
   bool sharp = false;                  // exact for the declared arithmetic: any excess proves another function
   Mat<double> format_bound;            // where a precision problem ends (cases.cpp, compute_expected): an error
                                        // beyond it and 5% normwise is another function, not a lower precision
@@ -123,6 +125,11 @@ Case make_split_b(const Case& whole, const Case& split_a, const NamedState<doubl
 // Fills expected, bound, expected_state, state_bound: in exact rationals for exact and carry cases, in
 // MPFR-256 for the others; the abs operator in double.
 void compute_expected(Case& c, const Request& r);
+
+// The bounds of a computed case (bound, sharp, format_bound, state_bound and the gradients') for an implementation
+// that computes in format f instead of the declared arithmetic: does f explain what the implementation returned?
+struct EmulatedFormat;
+void bound_as(Case& c, const Request& r, const EmulatedFormat& f);
 
 // The streaming form (form, variant) of `op` the prime field proves equal to the reference for opt's γ and λ
 // (InputError when none is): it gives the exact values at large n and defines the state's parts.

@@ -224,12 +224,14 @@ std::vector<Triple> make_triples(const Request& r) {
     bool sharp;
     Eigen::Index widen = 0;  // exact widths d0 + widen, dv0 + widen (free widths only)
   };
-  // An operator without decay (hla3) gets no decayed groups: its case.json never carries a γ it does not define.
-  const bool decays = registry<double>().reference(r.op).caps.decay;
+  // The exact groups follow the options asked for, as in the forward battery: decayed groups only when a γ < 1
+  // is asked (an undecayed scan, exact at γ = 1, is never sent a γ it was not built for), and none for an
+  // operator without decay (hla3), whose case.json never carries a γ it does not define.
+  const bool decays = registry<double>().reference(r.op).caps.decay && r.opt.gamma != 1;
   std::vector<Group> groups{{"base", 1, true}};
   if (decays) groups.push_back({"decay-half", rational(1, 2), true});
   else groups.push_back({"base-wide", 1, true, 2});  // as many exact triples as a decaying operator gets, at other widths
-  if (decays && r.opt.gamma != 1) groups.push_back({"decay", rational(3, 4), true});
+  if (decays) groups.push_back({"decay", rational(3, 4), true});
   groups.push_back({"user", r.opt.gamma, false});
   const Eigen::Index d0 = r.fixed_widths ? r.d : 2, dv0 = r.fixed_widths ? r.dv : 3;
   for (const Group& g : groups) {

@@ -40,7 +40,7 @@ template <class T> P<T> with_ones(const P<T>& p) {
   return a;
 }
 
-enum class Division { spec, no_eps, abs_den };
+enum class Division { spec, no_eps, abs_den, eps_after };
 // num / (den + ε) in one of the ways an implementation might write it; nullopt on a zero denominator.
 template <class T> Out<T> divide(const Mat<T>& nd, const rational& eps, Division how) {
   const Eigen::Index dv = nd.cols() - 1;
@@ -48,9 +48,10 @@ template <class T> Out<T> divide(const Mat<T>& nd, const rational& eps, Division
   for (Eigen::Index t = 0; t < nd.rows(); ++t) {
     T den = nd(t, dv);
     if (how == Division::abs_den && den < 0) den = -den;
-    if (how != Division::no_eps) den += from_rational<T>(eps);
+    if (how != Division::no_eps && how != Division::eps_after) den += from_rational<T>(eps);
     if (den == 0) return std::nullopt;
-    for (Eigen::Index c = 0; c < dv; ++c) o(t, c) = nd(t, c) / den;
+    const T after = how == Division::eps_after ? from_rational<T>(eps) : T(0);
+    for (Eigen::Index c = 0; c < dv; ++c) o(t, c) = nd(t, c) / den + after;
   }
   return o;
 }
@@ -75,13 +76,17 @@ template <class T> Out<T> normalized_from(const std::string& op, const P<T>& p, 
   return divide(*nd, o.eps, how);
 }
 
-// Second-order literal sums with another decay exponent than SPEC's (the mistakes' own definition):
-//   hla2:  Σ_{j≤t} Σ_{i≤j (masked) | i≤t} γ^{e(t,i,j)} (q_t·k_i)(q_j·k_i) v_j
+// Second-order literal sums with another decay exponent or mask than SPEC's (the mistakes' own definition):
+//   hla2:  Σ_{j≤t} Σ_{i≤j (masked) | i≤t} γ^{e(t,i,j)} (q_t·k_i)(q_j·k_i) v_j  + λ Σ_{j≤t} γ^(t−j) (q_t·q_j) v_j
 //   ahla:  Σ_{i≤t} Σ_{j≤i} γ^{e(t,i,j)} (q_t·k_i)(q_i·k_j) v_j
-// ridge and normalization as SPEC's. O(n³): only on short cases.
-using Exponent = long (*)(long t, long i, long j);
-template <class T> Out<T> second_order_with_exponent(const std::string& op, const P<T>& p, const Options& o, Exponent e) {
-  const long n = p.Q.rows();
+// with every ≤ of the masks a < when `strict`; normalization as SPEC's. O(n³): only on short cases.
+struct SecondOrderSum {
+  std::function<long(long t, long i, long j)> exponent;
+  bool strict = false;
+};
+template <class T> Out<T> second_order_sum(const std::string& op, const P<T>& p, const Options& o, const SecondOrderSum& sum) {
+  const auto& e = sum.exponent;
+  const long n = p.Q.rows(), diag = sum.strict ? 0 : 1;  // the masks run to t − 1 + diag
   if (n > 64) return std::nullopt;
   std::vector<T> g(static_cast<std::size_t>(3 * n + 1));
   g[0] = 1;
@@ -97,17 +102,63 @@ template <class T> Out<T> second_order_with_exponent(const std::string& op, cons
   };
   for (long t = 0; t < n; ++t) {
     if (op == "ahla") {
-      for (long i = 0; i <= t; ++i)
-        for (long j = 0; j <= i; ++j) add(t, j, g[static_cast<std::size_t>(e(t, i, j))] * qk(t, i) * qk(i, j));
+      for (long i = 0; i < t + diag; ++i)
+        for (long j = 0; j < i + diag; ++j) add(t, j, g[static_cast<std::size_t>(e(t, i, j))] * qk(t, i) * qk(i, j));
     } else {
-      for (long j = 0; j <= t; ++j) {
+      for (long j = 0; j < t + diag; ++j) {
         const long last = op == "hla2" ? j : t;
-        for (long i = 0; i <= last; ++i) add(t, j, g[static_cast<std::size_t>(e(t, i, j))] * qk(t, i) * qk(j, i));
+        for (long i = 0; i < last + diag; ++i) add(t, j, g[static_cast<std::size_t>(e(t, i, j))] * qk(t, i) * qk(j, i));
         if (o.ridge != 0) add(t, j, ridge * g[static_cast<std::size_t>(t - j)] * qq(t, j));
       }
     }
   }
   if (!o.normalized) return Mat<T>(nd.leftCols(dv));
+  return divide(nd, o.eps, Division::spec);
+}
+
+// hla2 by the u-form chunk algorithm of examples/torch_hla2_chunked.py (SPEC's operator when carry_shift = 0):
+// per chunk of w tokens, u_a = γ^(a+1+shift) S q_a + Σ_{b≤a} γ^(a−b) (q_a·k_b) k_b, then a decayed linear-attention
+// chunk over (Q, U, [V 1]) whose carries are decayed γ^(2(a+1+shift)) and γ^(a+1+shift) (ridge).
+template <class T> Out<T> u_form_chunked(const P<T>& in, const Options& o, long w, long carry_shift) {
+  const P<T> p = with_ones(in);
+  const long n = p.Q.rows();
+  const Eigen::Index d = p.Q.cols(), dv = p.V.cols();
+  const T gamma = from_rational<T>(o.gamma), ridge = from_rational<T>(o.ridge);
+  std::vector<T> g(static_cast<std::size_t>(2 * w + 2));  // γ^0 .. γ^(2w+1)
+  g[0] = 1;
+  for (std::size_t k = 1; k < g.size(); ++k) g[k] = g[k - 1] * gamma;
+  auto pw = [&](long k) { return g[static_cast<std::size_t>(k)]; };
+  Mat<T> S = Mat<T>::Zero(d, d), Cu = Mat<T>::Zero(d, dv), Cq = Mat<T>::Zero(d, dv), nd(n, dv);
+  for (long s = 0; s < n; s += w) {
+    const long L = std::min<long>(w, n - s);
+    const Mat<T> Qc = p.Q.middleRows(s, L), Kc = p.K.middleRows(s, L), Vc = p.V.middleRows(s, L);
+    Mat<T> D1 = Mat<T>::Zero(L, L), D2 = Mat<T>::Zero(L, L);
+    for (long a = 0; a < L; ++a)
+      for (long b = 0; b <= a; ++b) {
+        D1(a, b) = pw(a - b);
+        D2(a, b) = pw(2 * (a - b));
+      }
+    ColVec<T> up(L), up2(L), tail(L), tail2(L);
+    for (long a = 0; a < L; ++a) {
+      up(a) = pw(a + 1 + carry_shift);
+      up2(a) = pw(2 * (a + 1 + carry_shift));
+      tail(a) = pw(L - 1 - a);
+      tail2(a) = pw(2 * (L - 1 - a));
+    }
+    const Mat<T> QK = Qc * Kc.transpose();
+    const Mat<T> U = up.asDiagonal() * (Qc * S) + Mat<T>(D1.cwiseProduct(QK)) * Kc;
+    const Mat<T> QU = Qc * U.transpose();
+    Mat<T> O = up2.asDiagonal() * (Qc * Cu) + Mat<T>(D2.cwiseProduct(QU)) * Vc;
+    if (o.ridge != 0) {
+      const Mat<T> QQ = Qc * Qc.transpose();
+      O += ridge * Mat<T>(up.asDiagonal() * (Qc * Cq) + Mat<T>(D1.cwiseProduct(QQ)) * Vc);
+    }
+    nd.middleRows(s, L) = O;
+    S = pw(L) * S + Kc.transpose() * (tail.asDiagonal() * Kc);
+    Cu = pw(2 * L) * Cu + U.transpose() * (tail2.asDiagonal() * Vc);
+    Cq = pw(L) * Cq + Qc.transpose() * (tail.asDiagonal() * Vc);
+  }
+  if (!o.normalized) return Mat<T>(nd.leftCols(dv - 1));
   return divide(nd, o.eps, Division::spec);
 }
 
@@ -195,6 +246,10 @@ template <class T> void add_mistakes(std::vector<Candidate<T>>& out, const std::
     if (!o.normalized) return std::nullopt;
     return normalized_from(op, p, o, Division::abs_den);
   });
+  add("eps-after-division", "ε added after the division: num / den + ε", [op](const P<T>& p, const Options& o) -> Out<T> {
+    if (!o.normalized || o.eps == 0) return std::nullopt;
+    return normalized_from(op, p, o, Division::eps_after);
+  });
   add("normalization-flipped", "normalized where SPEC's is not, or not where it is", [op](const P<T>& p, const Options& o) {
     Options u = o;
     u.normalized = !o.normalized;
@@ -246,10 +301,35 @@ template <class T> void add_mistakes(std::vector<Candidate<T>>& out, const std::
           return O;
         });
   }
+  // The intra-chunk mask written without its diagonal (diff > 0 for diff >= 0): every token's own term is lost,
+  // in every chunk alike, so the mistake does not depend on the chunk width.
+  if (op == "hla2" || op == "ahla")
+    add("mask-diagonal-dropped",
+        "the diagonal dropped from the causal mask (an intra-chunk mask diff > 0 for diff >= 0): o_t sums only earlier tokens, "
+        "each through earlier ones",
+        [op](const P<T>& p, const Options& o) -> Out<T> {
+          SecondOrderSum spec;  // SPEC's decay: γ^((t−i)+(t−j)) for hla2, γ^(t−j) for ahla
+          spec.exponent = [ahla = op == "ahla"](long t, long i, long j) { return ahla ? t - j : (t - i) + (t - j); };
+          spec.strict = true;
+          return second_order_sum(op, p, o, spec);
+        });
+  // The u-form chunk algorithm (examples/torch_hla2_chunked.py) with its carry decayed γ^a in place of γ^(a+1)
+  // (a the token's offset in its chunk): every term that crosses a chunk boundary keeps one γ too many per
+  // boundary summary it crosses.
+  if (op == "hla2")
+    for (int w : kChunkWidths) {
+      if (w == 1) continue;
+      add(fmt::format("carry-decay-off-by-one@w={}", w),
+          fmt::format("the chunk carry's decay exponent off by one (gamma^a for gamma^(a+1) at offset a, chunk width {})", w),
+          [w](const P<T>& p, const Options& o) -> Out<T> {
+            if (o.gamma == 1 || p.Q.rows() <= w) return std::nullopt;
+            return u_form_chunked(p, o, w, -1);
+          });
+    }
   struct Named {
     const char* key;
     const char* what;
-    Exponent e;
+    long (*e)(long t, long i, long j);
   };
   std::vector<Named> exponents;
   if (op == "hla2" || op == "hla2-unmasked") {
@@ -261,15 +341,50 @@ template <class T> void add_mistakes(std::vector<Candidate<T>>& out, const std::
                  {"decay-both-from-t", "decay γ^((t−i)+(t−j)): both summaries decayed from t", [](long t, long i, long j) { return (t - i) + (t - j); }}};
   }
   for (const Named& x : exponents) {
-    const Exponent e = x.e;
+    const auto e = x.e;
     add(x.key, x.what, [op, e](const P<T>& p, const Options& o) -> Out<T> {
       if (o.gamma == 1) return std::nullopt;
-      return second_order_with_exponent(op, p, o, e);
+      return second_order_sum(op, p, o, {e});
     });
   }
 }
 
 }  // namespace
+
+std::optional<int> padding_decay_width(const std::string& op, const std::vector<ReturnedState>& states) {
+  if (states.empty()) return std::nullopt;
+  for (int w : kChunkWidths) {
+    bool all = true;
+    for (std::size_t k = 0; k < states.size() && all; ++k) {
+      const ReturnedState& s = states[k];
+      const long pad = (w - s.n % w) % w;
+      if (pad == 0) {  // no padding at this width: the mistake would have left this state right
+        all = false;
+        break;
+      }
+      const auto [form, variant] = streaming_form(op, s.opt);
+      const Entry<double>& e = registry<double>().find(op, form, variant);
+      const Problem<double> zeros{Mat<double>::Zero(pad, s.d), Mat<double>::Zero(pad, s.d), Mat<double>::Zero(pad, s.dv)};
+      Options o = s.opt;
+      o.normalized = false;
+      NamedState<double> padded;
+      try {
+        padded = e(zeros, o, &s.truth).state;
+      } catch (const std::exception&) {
+        return std::nullopt;
+      }
+      for (const auto& [name, want] : padded.parts) {
+        const Mat<double>& got = s.got.at(name);
+        const Mat<double>& bound = s.bound.at(name);
+        if (got.rows() != want.rows() || got.cols() != want.cols()) return std::nullopt;
+        // float64 evaluation of a few decays: its own error is far below the state's bound
+        if (!((got - want).cwiseAbs().array() <= bound.array() + 1e-12 * want.cwiseAbs().array()).all()) all = false;
+      }
+    }
+    if (all) return w;
+  }
+  return std::nullopt;
+}
 
 template <class T> std::vector<Candidate<T>> diagnosis_candidates(const std::string& op) {
   std::vector<Candidate<T>> out;

@@ -37,4 +37,14 @@ template <class T> std::vector<Candidate<T>> diagnosis_candidates(const std::str
 extern template std::vector<Candidate<rational>> diagnosis_candidates<rational>(const std::string&);
 extern template std::vector<Candidate<double>> diagnosis_candidates<double>(const std::string&);
 
+// The state mistake of the catalogue: a chunked kernel's zero padding to a multiple of w tokens, which still decays
+// the state it returns. A returned state (got) of a case of n tokens against the true one (truth), with its bound:
+// the smallest w at which every given state is the true one advanced by (−n mod w) zero tokens, if any.
+struct ReturnedState {
+  Options opt;
+  long n = 0, d = 0, dv = 0;
+  NamedState<double> truth, got, bound;
+};
+std::optional<int> padding_decay_width(const std::string& op, const std::vector<ReturnedState>& states);
+
 }  // namespace hla::verify::ext

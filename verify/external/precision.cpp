@@ -112,6 +112,29 @@ Run<double> emulate_format_accumulation(const std::string& op, const Problem<dou
   return emulate(op, p, opt, prec, true);
 }
 
+std::string EmulatedFormat::key() const { return precision_name(precision) + (state_in_format ? "-state" : ""); }
+
+std::string EmulatedFormat::description() const {
+  const std::string names[] = {"fp64", "fp32", "TF32", "bf16", "fp16"};
+  const std::string name = names[static_cast<int>(precision)];
+  if (state_in_format) return "a " + name + " state (the recurrent state kept in " + name + ")";
+  if (precision == Precision::fp32 || precision == Precision::fp64) return name + " arithmetic";
+  return name + " products with fp32 accumulation";
+}
+
+std::vector<EmulatedFormat> coarser_formats(Precision declared) {
+  const int bits = precision_model(declared, DType::float64).significand_bits;
+  std::vector<EmulatedFormat> out;
+  for (Precision p : {Precision::fp32, Precision::tf32, Precision::fp16, Precision::bf16})
+    if (precision_model(p, DType::float64).significand_bits < bits) out.push_back({p, false});
+  out.push_back({Precision::bf16, true});
+  return out;
+}
+
+Run<double> emulate_format(const std::string& op, const Problem<double>& p, const Options& opt, const EmulatedFormat& f) {
+  return emulate(op, p, opt, f.precision, f.state_in_format);
+}
+
 nlohmann::json calibration(const std::string& op, const Options& opt, long max_n, long d, long dv, std::ostream* progress) {
   nlohmann::json rows = nlohmann::json::array();
   for (Precision p : {Precision::tf32, Precision::bf16, Precision::fp16}) {

@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "core/types.hpp"
 #include "verify/external/cases.hpp"
@@ -42,6 +43,26 @@ Mat<double> round_to_format(const Mat<double>& m, Precision p);
 Run<double> emulate_format_kernel(const std::string& op, const Problem<double>& p, const Options& opt, Precision prec);
 // The same with the state rounded to p after every token: a kernel that accumulates in the format.
 Run<double> emulate_format_accumulation(const std::string& op, const Problem<double>& p, const Options& opt, Precision prec);
+
+// The arithmetics a kernel may compute in, each emulated here: a difference that one of them explains is a lower
+// precision, named in the report ("consistent with TF32 products"), not another function.
+struct EmulatedFormat {
+  Precision precision = Precision::fp32;  // of the inputs, the outputs and every matrix product's operands
+  bool state_in_format = false;           // the carried state kept in the format too (else in fp32)
+  std::string key() const;                // "tf32", "bf16-state", ...
+  std::string description() const;        // "TF32 products (fp32 accumulation)", ...
+};
+// The formats coarser than `declared`, finest first: fp32 arithmetic (below fp64); TF32, fp16 and bf16 products
+// with fp32 accumulation; a bf16 state.
+std::vector<EmulatedFormat> coarser_formats(Precision declared);
+// The emulated kernel in format f (emulate_format_kernel, or emulate_format_accumulation for a state in the format).
+Run<double> emulate_format(const std::string& op, const Problem<double>& p, const Options& opt, const EmulatedFormat& f);
+
+// How many times an emulated fp32 kernel's error the level of a correct fp32 implementation allows (random cases
+// and file mode; precision.cpp's calibration and README "Reduced precisions" give the measured ratios): an error
+// above it is lower precision even when the proven bound, which on long random cases allows ~10^5 u, is not
+// reached. TF32 products err ~2^13 times more than fp32 arithmetic, bf16 ~2^16.
+constexpr double kFp32LevelFactor = 16;
 
 // `hla verify --calibrate`: for each narrow format and n, the normwise error of the two emulations against
 // MPFR-256 and against the battery's bound, on the battery's random cases for `op` and options `opt`.
