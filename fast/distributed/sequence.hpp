@@ -131,6 +131,18 @@ class Guarded {
 using Clock = std::chrono::steady_clock;
 inline double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
+// The start of every sequence-parallel run: fresh phase stats; on one rank, the whole sequence by `whole()`
+// (timed as the finishing phase) and nothing else (no MPI call: MPI may not even be initialized).
+template <class T, class Whole> std::optional<LocalRun<T>> run_alone(Whole&& whole) {
+  PhaseStats& stats = last_phase_stats();
+  stats = {};
+  if (comm_size(sequence_comm()) > 1) return std::nullopt;
+  const auto t0 = Clock::now();
+  Run<T> r = whole();
+  stats.finish_seconds = seconds_since(t0);
+  return LocalRun<T>{0, std::move(r.O), std::move(r.state)};
+}
+
 template <class T> Bytes encode_matrices(std::initializer_list<const Mat<T>*> ms) {
   ByteWriter w;
   for (const Mat<T>* m : ms) put_matrix(w, *m);
@@ -145,16 +157,10 @@ template <class T> Bytes encode_matrices(std::initializer_list<const Mat<T>*> ms
 template <class T> LocalRun<T> hla2_fused_local(const Problem<T>& p, const Options& o, const NamedState<T>* init) {
   using Carried = fast::chunked::fused_detail::Carried<T>;
   namespace fd = fast::chunked::fused_detail;
+  if (auto alone = run_alone<T>([&] { return fast::chunked::hla2_chunked_fused<T>(p, o, init); })) return std::move(*alone);
   PhaseStats& stats = last_phase_stats();
-  stats = {};
   const MPI_Comm c = sequence_comm();
   const int P = comm_size(c), me = comm_rank(c);
-  if (P == 1) {
-    const auto t0 = Clock::now();
-    Run<T> r = fast::chunked::hla2_chunked_fused<T>(p, o, init);
-    stats.finish_seconds = seconds_since(t0);
-    return {0, std::move(r.O), std::move(r.state)};
-  }
   const Eigen::Index n = p.n(), d = p.d(), dv = p.dv(), b = block_begin(n, me, P), e = block_begin(n, me + 1, P);
   const T gamma = from_rational<T>(o.gamma);
   Guarded guarded(c);
@@ -236,16 +242,10 @@ LocalRun<T> sequence_parallel_local(const Op& op, const Entry<T>& finisher, cons
                                     const NamedState<T>* init, CrossScan how) {
   using Seg = typename Op::Seg;
   using Serial = typename Op::Serial;
+  if (auto alone = run_alone<T>([&] { return finisher(p, o, init); })) return std::move(*alone);
   PhaseStats& stats = last_phase_stats();
-  stats = {};
   const MPI_Comm c = sequence_comm();
   const int P = comm_size(c), me = comm_rank(c);
-  if (P == 1) {
-    const auto t0 = Clock::now();
-    Run<T> r = finisher(p, o, init);
-    stats.finish_seconds = seconds_since(t0);
-    return {0, std::move(r.O), std::move(r.state)};
-  }
   const Eigen::Index n = p.n(), b = block_begin(n, me, P), e = block_begin(n, me + 1, P);
   Guarded guarded(c);  // any failure on any rank is raised on every rank before the next collective
 
