@@ -88,12 +88,14 @@ struct DistributedCase {
   Eigen::Index n;
   int chunk;
   bool with_state;
+  int threads = 1;  // within each rank (hla2: blocks of chunks inside the rank's block, corrected twice)
 };
 
 std::vector<DistributedCase> distributed_cases(int P) {
   std::vector<DistributedCase> cases;
   for (const Eigen::Index n : {Eigen::Index(P), Eigen::Index(2 * P + 1), Eigen::Index(13)})
     for (const bool st : {false, true}) cases.push_back({n, n == P ? 1 : 3, st});
+  cases.push_back({Eigen::Index(4 * P + 3), 1, true, 3});
   return cases;
 }
 
@@ -164,7 +166,7 @@ bool run_distributed_check(std::uint64_t seed) {
   const int P = distributed::comm_size(distributed::sequence_comm());
   fmt::print("\nSequence-parallel forms on P = {} rank(s) against their serial forms (d=3 dv=2, seed={}).\n", P, seed);
   fmt::print("rational, fp61: outputs and final state exactly equal. mpfr256, double, float: worst error / rounding bound (<= 1).\n\n");
-  fmt::print("{:<8} {:<20} {:<19} {:>3} {:>3} {:>5}", "operator", "form", "options", "n", "w", "state");
+  fmt::print("{:<8} {:<20} {:<19} {:>3} {:>3} {:>5} {:>7}", "operator", "form", "options", "n", "w", "state", "threads");
   for (const auto& s : scalar_names()) fmt::print(" {:>14}", s);
   fmt::print("\n");
   bool all_ok = true;
@@ -178,9 +180,11 @@ bool run_distributed_check(std::uint64_t seed) {
       for (const DistributedCase& dc : distributed_cases(P)) {
         Options opt = oc.opt;
         opt.chunk = dc.chunk;
+        opt.threads = dc.threads;
         const Problem<double> main = gaussian_problem(Shape{dc.n, 3, 2}, seed + static_cast<std::uint64_t>(dc.n));
         const Problem<double> pre = dc.with_state ? gaussian_problem(Shape{3, 3, 2}, seed + 1000) : Problem<double>{};
-        fmt::print("{:<8} {:<20} {:<19} {:>3} {:>3} {:>5}", e.op, e.form, oc.label, dc.n, dc.chunk, dc.with_state ? "yes" : "no");
+        fmt::print("{:<8} {:<20} {:<19} {:>3} {:>3} {:>5} {:>7}", e.op, e.form, oc.label, dc.n, dc.chunk,
+                   dc.with_state ? "yes" : "no", dc.threads);
         for (const auto& s : scalar_names()) {
           const std::string text = with_scalar(s, [&]<class T>() -> std::string {
             const auto& reg = registry<T>();

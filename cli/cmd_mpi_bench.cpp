@@ -1,9 +1,10 @@
 // `hla mpi-bench`: times one sequence-parallel form on the ranks of the job and prints one JSON object
-// (rank 0): the phases (local summary, cross-rank scan, finishing, gathering — each the maximum over
-// ranks, median over repeats), bytes sent per rank, the serial chunked form's time on the whole sequence
-// at P = 1 for reference; with --calibrate also the MPI point-to-point latency and bandwidth (ping-pong
-// between ranks 0 and 1) and the cost of one combine of the operator's segments, from which
-// experiments/plots/distributed.py fits the scan's cost model. scripts/bench-distributed.sh drives it.
+// (rank 0): the time to each rank's own rows (time_s), its phases (local, cross-rank scan, finishing — each
+// the maximum over ranks, median over repeats), and apart from it the gather of the whole output on every
+// rank (gather_s: what `hla check` and the sweeps add); bytes sent per rank; the serial chunked form's time
+// on the whole sequence at P = 1 for reference; with --calibrate also the MPI point-to-point latency and
+// bandwidth (ping-pong between ranks 0 and 1) and the cost of one combine of the operator's segments, from
+// which experiments/plots/distributed.py fits the scan's cost model. scripts/bench-distributed.sh drives it.
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 #include "fast/distributed/comm.hpp"
 #include "fast/distributed/exscan.hpp"
 #include "fast/distributed/plan.hpp"
+#include "fast/distributed/sequence.hpp"
 #include "fast/scan/operators.hpp"
 
 namespace hla::cli {
@@ -66,7 +68,9 @@ nlohmann::json run_bench(const BenchArgs& a) {
   const auto& reg = registry<double>();
   const auto& plan = *std::find_if(distributed::distributed_plan().begin(), distributed::distributed_plan().end(),
                                    [&](const auto& x) { return x.op == a.op; });
-  const Entry<double>& form = reg.find(a.op, a.form, scan::variant_name(plan.scan_variant));
+  const Entry<double>& form = reg.find(a.op, a.form, scan::variant_name(plan.scan_variant));  // checks the name
+  const distributed::CrossScan how = std::find_if(distributed::distributed_forms().begin(), distributed::distributed_forms().end(),
+                                                  [&](const auto& f) { return f.first == a.form; })->second;
   const Problem<double> p = gaussian_problem(Shape{a.n, a.d, a.dv}, 1);
   Options o;
   o.chunk = a.chunk;
@@ -75,8 +79,11 @@ nlohmann::json run_bench(const BenchArgs& a) {
   for (int r = 0; r < a.repeats + 1; ++r) {  // the first run warms caches and the MPI connections
     MPI_Barrier(MPI_COMM_WORLD);
     const auto t0 = clock_type::now();
-    const Run<double> run = form(p, o);
+    // Timed: the rank's own rows (what a sequence-parallel step keeps). The gather that `hla check` and the
+    // sweeps need for the whole output comes after, timed apart.
+    distributed::LocalRun<double> mine = distributed::run_local<double>(plan, how, p, o, nullptr);
     const double t = max_over_ranks(seconds_since(t0));
+    (void)distributed::gather_run(std::move(mine), p.n(), p.dv());
     last = distributed::last_phase_stats();
     if (r == 0) continue;
     total.push_back(t);

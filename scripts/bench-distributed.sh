@@ -4,8 +4,10 @@
 #   runs.json   every `hla mpi-bench` run: P = 1, 2 ranks (this machine has 2 cores; more ranks would be
 #               oversubscribed, which is for correctness only), both cross-rank scans (mpi-chunked =
 #               MPI_Exscan, mpi-chunked-rd = recursive doubling), strong scaling (n fixed) and weak
-#               scaling (n per rank fixed), hla2 and linear, double; each with its phases (local summary,
-#               scan, finish, gather: max over ranks, median of repeats) and bytes sent per rank
+#               scaling (n per rank fixed), hla2 and linear, double, and hla2 at d = dv = 64; each with its
+#               phases (local, scan, finish: max over ranks, median of repeats; the time is to each rank's
+#               own rows) and apart the gather of the whole output, and bytes sent per rank
+#   workspan.json the work/span model's P = 2 prediction for hla2 beside the measurement (experiments/model/)
 #   calibration.json  MPI ping-pong latency/bandwidth between two ranks, one combine per operator
 #   model.json + model.{png,pdf,svg}  the cost model fitted from them, to P = 1024, against a ring
 #               (LASP: P − 1 sequential steps) and an all-gather of the summaries (LASP-2)
@@ -32,6 +34,11 @@ for op in hla2 linear; do
     done
   done
 done
+# hla2 at d = dv = 64 (the issue-28 case): each rank's rows kept (time_s), the gather reported apart (gather_s).
+for P in 1 2; do
+  "${mpirun[@]}" -n "$P" "$build/bin/hla" mpi-bench --op hla2 --form mpi-chunked --n "$n" --d 64 --dv 64 --chunk 64 \
+    --repeats "$reps" | sed 's/^{/{"scaling":"strong",/' >>"$tmp"
+done
 /usr/bin/python3 - "$tmp" "$out/runs.json" <<'PY'
 import json, sys
 runs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
@@ -48,3 +55,7 @@ runs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 json.dump({"calibration": runs}, open(sys.argv[2], "w"), indent=1)
 PY
 /usr/bin/python3 "$root/experiments/plots/distributed.py" "$out"
+# The work/span model's one-pass prediction at P = 2 from P = 1, beside the measurement.
+if [ -f "$root/results/bench.json" ]; then
+  /usr/bin/python3 "$root/experiments/model/workspan.py" mpi-here "$out/runs.json" "$root/results/bench.json" --out "$out/workspan.json"
+fi

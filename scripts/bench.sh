@@ -9,8 +9,10 @@
 #     (roofline/<library>/...: eigen, openblas, blis, libxsmm; threads 1 and 2), the chunk form's own
 #     product shapes in each library (gemm/...), the peak FMA rate and clock (peak/...), the cache
 #     bandwidth of the decoding state (bandwidth/...);
-#   - the PyTorch peer (experiments/peer/torch_chunked.py) on the same inputs, threads 1 and 2, its outputs
-#     checked against ours (peer/torch/...), merged into the same JSON;
+#   - the PyTorch peer (experiments/peer/torch_chunked.py) on the same inputs, threads 1 and 2, in each of its
+#     formulations, its outputs checked against ours (peer/torch/...), and torch.mm's 1024² product
+#     (roofline/torch/...), merged into the same JSON; rooflines and peer with OpenBLAS's own kernel choice;
+#   - the work/span model's predictions beside the measured times (experiments/model/, results/model.json);
 #   - the targets' ratios (experiments/bench_targets.py), printed and written into the JSON ("targets").
 # Chunk width: HLA_BENCH_CHUNK (default 48, see experiments/bench/bench_main.cpp); repetitions HLA_BENCH_REPS (5).
 # Larger set: HLA_BENCH_FULL=1 scripts/bench.sh <build>  (n = 2^10..2^20, d = dv in {16, 64, 128}, every
@@ -34,13 +36,17 @@ fi
 # for 2^28 cycles by default): 2^4 cycles, then sleep.
 export OPENBLAS_THREAD_TIMEOUT=4
 
+# The rooflines and the PyTorch peer run with OpenBLAS choosing its own kernels: a machine may set
+# OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE in its environment, and they are unset for these commands alone (the
+# core OpenBLAS then chose is recorded: hla_openblas in the context, openblas_core in the peer's entries).
+unhandicapped=(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE)
 peer_entries=()
 if [[ "${HLA_BENCH_FULL:-0}" == "0" ]]; then
   peer=$(mktemp -d)
   trap 'rm -rf "$peer"' EXIT
   "$build/bin/hla_bench" --write-peer-inputs "$peer"
   for t in 1 2; do
-    OMP_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t /usr/bin/python3 "$root/experiments/peer/torch_chunked.py" "$peer" \
+    "${unhandicapped[@]}" OMP_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t /usr/bin/python3 "$root/experiments/peer/torch_chunked.py" "$peer" \
       --threads "$t" --chunk "${HLA_BENCH_CHUNK:-48}" --reps "${HLA_BENCH_REPS:-5}" --out "$peer/peer-$t.json"
     peer_entries+=("$peer/peer-$t.json")
   done
@@ -48,13 +54,16 @@ fi
 
 # Repetitions of all entries are interleaved in random order, so a slow spell of the shared machine spreads
 # over the entries instead of hitting one of them (ratios between entries are what the targets read).
-"$build/bin/hla_bench" --benchmark_filter="$filter" --benchmark_repetitions="${HLA_BENCH_REPS:-5}" \
+"${unhandicapped[@]}" "$build/bin/hla_bench" --benchmark_filter="$filter" --benchmark_repetitions="${HLA_BENCH_REPS:-5}" \
   --benchmark_enable_random_interleaving=true \
   --benchmark_report_aggregates_only=true --benchmark_out="$out" --benchmark_out_format=json \
   --benchmark_counters_tabular=true
 echo "wrote $out"
 if [[ "${HLA_BENCH_FULL:-0}" == "0" ]]; then
   /usr/bin/python3 "$root/experiments/bench_targets.py" "$out" --add-entries "${peer_entries[@]}" --write
+  # The work/span model beside the measurements: P = 1, 2 here, and its predictions to P = 64
+  # (experiments/model/workspan.py; `workspan.py xeon DIR` checks it against 16-core measurements).
+  /usr/bin/python3 "$root/experiments/model/workspan.py" bench "$out" --out "$root/results/model.json"
 fi
 # Its figure: GFLOP/s against the rooflines, threads side by side (results/bench.png beside bench.json).
 /usr/bin/python3 "$root/experiments/plot.py" "$out"

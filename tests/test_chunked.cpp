@@ -102,15 +102,17 @@ TEST_CASE("chunked forms split and carried equal one call, and end in the serial
 
 TEST_CASE("chunked forms over many groups of chunks equal the serial form exactly, in parallel", "[chunked]") {
   // Chunks are processed in groups (16 chunks on one thread, 32 per thread on more), the state carried
-  // from one group to the next. n = 300 at w = 1..3 gives 2–19 groups, so every thread count runs across
-  // group boundaries, with decay, normalization, ridge and an initial state.
+  // from one group to the next, or (chunked-fused) in one contiguous block per thread, the blocks joined by
+  // a scan of their summaries and a correction of their outputs. n = 300 at w = 1..3 gives 2–19 groups and
+  // 1–4 blocks, so every thread count runs across group and block boundaries, with decay, normalization,
+  // ridge and an initial state: a block prefix that missed a term, a decay or a block would differ here.
   const Eigen::Index n = 300;
   const Problem<fp61> p = field_problem({n, 4, 3}, 17);
   for (const auto& f : exact_forms()) {
     const Entry<fp61>& e = registry<fp61>().find(f.op, f.form, f.variant);
     const Entry<fp61>& serial = registry<fp61>().find(f.op, "serial", f.serial_variant);
     for (int w : {1, 2, 3})
-      for (int threads : {1, 2, 3})
+      for (int threads : {1, 2, 3, 4})
         for (bool normalized : {false, true}) {
           const Options o = make_options(f.decay ? rational(3, 4) : rational(1), normalized, w, threads,
                                          f.ridge && normalized ? rational(1, 3) : rational(0));

@@ -1,10 +1,17 @@
 #!/usr/bin/python3
-"""The PyTorch peer of `make bench` (issue 14): hla2 and linear attention in chunked matrix form, written the
-way a strong PyTorch user writes them — every chunk-local product of all chunks in one batched matmul, the
-carries as a cumulative sum over chunks (γ = 1) or a short loop over chunks (γ < 1) — with the same
-factorization as the harness's chunked forms (hla2 as linear attention over the keys u_j = S_j q_j,
-fast/chunked/hla2.hpp), timed on the harness's own benchmark inputs, its outputs checked against the
-harness's.
+"""The PyTorch peer of `make bench` (issues 14, 28): hla2 and linear attention in chunked matrix form, with the
+same factorization as the harness's chunked forms (hla2 as linear attention over the keys u_j = S_j q_j,
+fast/chunked/hla2.hpp), in the ways a strong PyTorch user writes them, each timed on the harness's own
+benchmark inputs and its outputs checked against the harness's:
+  chunked     every chunk-local product of all chunks in one batched matmul, the carries as a cumulative sum
+              over chunks (γ = 1) or a short loop over chunks (γ < 1);
+  loop-w<W>   a Python loop over chunks of width W = 32, 48, 64, one torch.mm per product, the states carried
+              in place (the harness's fused form's schedule);
+  compiled    the loop at the bench's width through torch.compile, where this torch can compile it (the run
+              says why not otherwise).
+The peer is the fastest of them (experiments/bench_targets.py); the entries say each one's time. Also
+  roofline/torch/<scalar>/threads:<T>   torch.mm's 1024² product (the BLAS under torch), and the OpenBLAS core
+              torch's BLAS chose (openblas_get_corename, when that BLAS is OpenBLAS) in every entry.
 
     torch_chunked.py DIR --threads T --out peer.json [--reps 5] [--chunk 48]
 
@@ -12,7 +19,7 @@ DIR holds q.npy, k.npy, v.npy (n×d, n×d, n×dv, float64: the benchmark's input
 o_<op>_<scalar>.npy, written by `hla_bench --write-peer-inputs DIR`. Runs each (op, scalar) `--reps` times
 after one warm-up call on T threads (torch.set_num_threads; run it with OMP_NUM_THREADS = OPENBLAS_NUM_THREADS
 = T so that the BLAS under torch uses the same count), and writes Google-Benchmark-style median entries
-    peer/torch/<op>/chunked/<scalar>/n:<n>/d:<d>/dv:<dv>/threads:<T>
+    peer/torch/<op>/<formulation>/<scalar>/n:<n>/d:<d>/dv:<dv>/threads:<T>
 with real_time (ms), cv, gflops (the same useful-flop count as experiments/bench/bench_main.cpp), tokens_per_s,
 and max_rel_error against the harness's output (normwise per row, worst row). Exit 1 when an output differs
 from the harness's beyond the precision's tolerance (the timing of a wrong result is not a result), 2 on bad
@@ -88,7 +95,79 @@ def hla2_chunked(q, k, v, gamma=1.0, chunk=48):
     return O.reshape(-1, v.shape[1])[:n]
 
 
-FORMS = {"hla2": hla2_chunked, "linear": linear_chunked}
+def loop_form(op):
+    """The per-chunk loop of `op`: one torch.mm per product, states carried from chunk to chunk."""
+
+    def run(q, k, v, gamma=1.0, chunk=48):
+        n, d = q.shape
+        dv = v.shape[1]
+        D1, a = decay_masks(chunk, gamma, q.dtype)
+        D2 = D1 * D1
+        g = torch.tensor(gamma, dtype=q.dtype)
+        up = (g ** (a + 1))[:, None]
+        S = q.new_zeros(d, d) if op == "hla2" else q.new_zeros(d, dv)
+        Cu = q.new_zeros(d, dv)  # hla2's C' = Σ γ^{2(t−j)} u_j v_jᵀ
+        O = q.new_empty(n, dv)
+        for c in range(0, n, chunk):
+            L = min(chunk, n - c)
+            Qc, Kc, Vc = q[c:c + L], k[c:c + L], v[c:c + L]
+            tail = (g ** (L - 1 - a[:L]))[:, None]
+            W = torch.mm(Qc, Kc.t()) * D1[:L, :L]
+            if op == "linear":
+                O[c:c + L] = torch.addmm(torch.mm(W, Vc), up[:L] * Qc, S)
+                S = torch.addmm(g ** L * S, Kc.t(), tail * Vc)
+                continue
+            U = torch.addmm(torch.mm(W, Kc), up[:L] * Qc, S)
+            P = torch.mm(Qc, U.t()) * D2[:L, :L]
+            O[c:c + L] = torch.addmm(torch.mm(P, Vc), (up[:L] ** 2) * Qc, Cu)
+            S = torch.addmm(g ** L * S, Kc.t(), tail * Kc)
+            Cu = torch.addmm(g ** (2 * L) * Cu, U.t(), (tail * tail) * Vc)
+        return O
+
+    return run
+
+
+FORMULATIONS = {"chunked": {"hla2": hla2_chunked, "linear": linear_chunked},
+                **{f"loop-w{w}": {op: loop_form(op) for op in ("hla2", "linear")} for w in (32, 48, 64)}}
+WIDTH = {f"loop-w{w}": w for w in (32, 48, 64)}
+
+
+def compiled_forms(chunk):
+    """torch.compile of the loop at the bench's width, or the reason it cannot run here."""
+    if not hasattr(torch, "compile"):
+        return None, f"torch {torch.__version__} has no torch.compile (it came with 2.0)"
+    try:
+        forms = {op: torch.compile(loop_form(op)) for op in ("hla2", "linear")}
+        x = torch.zeros(2 * chunk, 4)
+        forms["linear"](x, x, x, chunk=chunk)
+        return forms, None
+    except Exception as e:  # a compiler missing on this machine, an unsupported backend: say so, time the rest
+        return None, f"torch.compile failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+
+
+def openblas_core():
+    """The core OpenBLAS chose for torch's BLAS (None when that BLAS is not OpenBLAS)."""
+    import ctypes
+    for lib in ("libopenblas.so.0", "libopenblas.so", "libblas.so.3"):
+        try:
+            f = ctypes.CDLL(lib).openblas_get_corename
+        except (OSError, AttributeError):
+            continue
+        f.restype = ctypes.c_char_p
+        return f().decode()
+    return None
+
+
+def torch_roofline(dtype, reps):
+    """Median seconds of torch.mm on 1024² operands."""
+    a, b = torch.randn(1024, 1024, dtype=dtype), torch.randn(1024, 1024, dtype=dtype)
+    torch.mm(a, b)
+    times = []
+    for _ in range(max(reps, 5)):
+        t0 = time.perf_counter()
+        torch.mm(a, b)
+        times.append(time.perf_counter() - t0)
+    return times
 
 
 def useful_flops_per_token(op, d, dv):
@@ -114,33 +193,53 @@ def main():
     torch.set_num_threads(args.threads)
     n, d = q64.shape
     dv = v64.shape[1]
+    core = openblas_core()
+    env = {k: os.environ.get(k) for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
+    print(f"torch {torch.__version__}, OpenBLAS core {core}, environment {env}")
+    formulations = dict(FORMULATIONS)
+    compiled, why_not = compiled_forms(args.chunk)
+    if compiled:
+        formulations["compiled"] = compiled
+    else:
+        print(f"peer/torch compiled: not run — {why_not}")
     entries, failed = [], False
+
+    def add_entry(name, times, gflops, extra):
+        med = statistics.median(times)
+        entries.append({
+            "name": name + "_median", "run_name": name, "run_type": "aggregate", "aggregate_name": "median",
+            "repetitions": len(times), "real_time": med * 1e3, "time_unit": "ms",
+            "cv": statistics.pstdev(times) / statistics.mean(times), "gflops": gflops(med),
+            "torch": torch.__version__, "openblas_core": core, "openblas_env": env,
+            "compile": why_not or "ran", **extra})
+        return med
+
     for scalar, dtype in (("float", np.float32), ("double", np.float64)):
+        tdtype = torch.float32 if scalar == "float" else torch.float64
+        med = add_entry(f"roofline/torch/{scalar}/threads:{args.threads}", torch_roofline(tdtype, args.reps),
+                        lambda t: 2 * 1024**3 / t / 1e9, {})
+        print(f"roofline/torch/{scalar}/threads:{args.threads}: torch.mm 1024² {2 * 1024**3 / med / 1e9:.1f} GFLOP/s")
         q, k, v = (torch.from_numpy(np.ascontiguousarray(x.astype(dtype))) for x in (q64, k64, v64))
-        for op, form in FORMS.items():
-            ours = np.load(os.path.join(args.dir, f"o_{op}_{scalar}.npy")).astype(np.float64)
-            with torch.inference_mode():
-                got = form(q, k, v, chunk=args.chunk).numpy().astype(np.float64)  # warm-up, and the check
-                times = []
-                for _ in range(args.reps):
-                    t0 = time.perf_counter()
-                    form(q, k, v, chunk=args.chunk)
-                    times.append(time.perf_counter() - t0)
-            rows = np.linalg.norm(got - ours, axis=1) / np.maximum(np.linalg.norm(ours, axis=1), 1e-300)
-            err = float(rows.max())
-            med = statistics.median(times)
-            name = f"peer/torch/{op}/chunked/{scalar}/n:{n}/d:{d}/dv:{dv}/threads:{args.threads}"
-            entries.append({
-                "name": name + "_median", "run_name": name, "run_type": "aggregate", "aggregate_name": "median",
-                "repetitions": args.reps, "real_time": med * 1e3, "time_unit": "ms",
-                "cv": statistics.pstdev(times) / statistics.mean(times),
-                "gflops": n * useful_flops_per_token(op, d, dv) / med / 1e9, "tokens_per_s": n / med,
-                "chunk": args.chunk, "max_rel_error": err, "torch": torch.__version__,
-            })
-            ok = err <= TOLERANCE[scalar]
-            failed |= not ok
-            print(f"{name}: median {med * 1e3:.1f} ms, worst row error vs the harness {err:.2e}"
-                  + ("" if ok else f"  > {TOLERANCE[scalar]:.0e}: DIFFERS"))
+        for formulation, forms in formulations.items():
+            w = WIDTH.get(formulation, args.chunk)
+            for op, form in forms.items():
+                ours = np.load(os.path.join(args.dir, f"o_{op}_{scalar}.npy")).astype(np.float64)
+                with torch.inference_mode():
+                    got = form(q, k, v, chunk=w).numpy().astype(np.float64)  # warm-up, and the check
+                    times = []
+                    for _ in range(args.reps):
+                        t0 = time.perf_counter()
+                        form(q, k, v, chunk=w)
+                        times.append(time.perf_counter() - t0)
+                rows = np.linalg.norm(got - ours, axis=1) / np.maximum(np.linalg.norm(ours, axis=1), 1e-300)
+                err = float(rows.max())
+                name = f"peer/torch/{op}/{formulation}/{scalar}/n:{n}/d:{d}/dv:{dv}/threads:{args.threads}"
+                med = add_entry(name, times, lambda t: n * useful_flops_per_token(op, d, dv) / t / 1e9,
+                                {"tokens_per_s": n / statistics.median(times), "chunk": w, "max_rel_error": err})
+                ok = err <= TOLERANCE[scalar]
+                failed |= not ok
+                print(f"{name}: median {med * 1e3:.1f} ms, worst row error vs the harness {err:.2e}"
+                      + ("" if ok else f"  > {TOLERANCE[scalar]:.0e}: DIFFERS"))
     with open(args.out, "w") as f:
         json.dump({"benchmarks": entries}, f, indent=1)
     return 1 if failed else 0

@@ -56,7 +56,7 @@ def main(outdir):
     for c in cal:
         op = c["op"]
         S, comb = c["state_bytes"], c["combine_s"]
-        strong = [r for r in runs if r["op"] == op and r["scaling"] == "strong" and r["form"] == "mpi-chunked"]
+        strong = [r for r in runs if r["op"] == op and r["scaling"] == "strong" and r["form"] == "mpi-chunked" and r["d"] == c["d"]]
         entry = {"state_bytes": S, "combine_s": comb}
         two = [r for r in strong if r["P"] == 2]
         if two:

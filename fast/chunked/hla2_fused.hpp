@@ -1,23 +1,26 @@
 // hla2's u-form (fast/chunked/hla2.hpp: linear attention over the keys u_j = S_j q_j with decay γ²), computed
-// chunk by chunk in one pass — form "chunked-fused". Same algebra, same state; what
-// changes is how the work is laid out (and C, which hla2/chunked sums over the whole sequence after the
-// last chunk for the exported state, is carried chunk by chunk: one more product per chunk, on data in cache):
+// chunk by chunk in one pass — form "chunked-fused". Same algebra, same state; what changes is how the work
+// is laid out (and C, which hla2/chunked sums over the whole sequence after the last chunk for the exported
+// state, is carried chunk by chunk: one more product per chunk, on data in cache).
 //
-//   - One OpenMP region per call. Chunks are claimed in order; the two carried states a chunk needs from
-//     its predecessor (S entering it for U, C' entering it for the outputs) are published by the thread
-//     that computed them and awaited point to point, so there are no barriers. With several threads a
-//     chunk's contributions to the states (Kᵀx K, [V 1]ᵀx² U, [V 1]ᵀx Q) are products into its own buffers,
-//     made before it waits; what runs between a wait and its publish is only X1 = γ^L X0 + ΔX, so the
-//     chain that threads must take in turn is d² + 2·va·d additions per chunk, not five of its products.
-//     The states live in a ring of three slots (slot k mod 3 holds the state entering chunk k): a chunk
-//     reads its entering state after publishing the next one, and writes a slot only once the chunk that
-//     entered with it (three back) has released it. With one thread the states are updated in place by
-//     β = 1 products and the waits are never taken.
-//   - C is read by a chunk only with ridge. Without it, and with several threads, C is not handed from
-//     chunk to chunk (one state fewer crossing between cores per chunk, one addition pass fewer in the
-//     chain): each thread sums its own chunks' ΔC, decayed to the end of its last chunk, and the sums are
-//     added after the region. The outputs are unchanged; in floating point the exported C (and G) are
-//     rounded in an order that depends on which thread took which chunk.
+// Within a thread, chunks run in order and update the carried states in place (β = 1 products): the
+// per-chunk fusion below. Across P threads, the paper's two-level scan (§5.2), one OpenMP region, two
+// barriers, no hand-off from chunk to chunk between threads:
+//   (A) thread t takes a contiguous block of chunks (tokens [r_t, r_{t+1})) and sums its block's ΔS_t =
+//       Kᵀ diag(γ^{r_{t+1}−1−j}) K — one product over the block; the last block's is never needed.
+//       One thread then scans the P summaries: S entering block t+1 = γ^{len_t} S_t + ΔS_t.
+//   (B) each thread runs the fused chunk loop over its block from the true S (so U = S q is final) and
+//       from C' = m' = C = 0 (block 0: the initial state), writing its rows' unnormalized outputs.
+//       One thread scans the blocks' C', m', C the same way (decay γ^{2 len_t}, γ^{len_t}).
+//   (C) each block t > 0 adds what its zero start left out — the carry of the C' (and, with ridge, C)
+//       entering it to every row i of the block: γ^{2(i+1)} q_iᵀ C'_t [+ λ γ^{i+1} q_iᵀ C_t] — as one
+//       product over the block, then normalizes its rows.
+// The outputs are linear in C' and C given U, so (B) + (C) is exact, not an approximation: the tests hold
+// every thread count to the serial form in rationals and the prime field. Per token, (A) and (C) add one
+// product each to the chunk loop's nine (eleven with ridge); block 0 does no (C) and the last no (A), so at
+// P = 2 each thread does one extra product, and the middle blocks of P > 2 two (experiments/model/).
+//
+// Per chunk, in the loop:
 //   - Each chunk's rows of Q, K, V are copied once into contiguous w-row buffers (the n-row column-major
 //     inputs have a leading dimension of n: read in place, a power-of-two n puts every column of a chunk in
 //     the same cache set), and the two transposed operands LIBXSMM cannot take as Aᵀ (Kᵀ for S, [V 1]ᵀ for
@@ -25,7 +28,7 @@
 //     these buffers directly (fast/gemm/small_gemm.hpp): LIBXSMM for float/double, no packing, β = 0 for
 //     a fresh result (no zeroed destination) and β = 1 to accumulate into the carried state itself.
 //   - C' is kept transposed (C'ᵀ, va×d), so that both of its products are A·B or A·Bᵀ.
-//   - Normalization divides while the chunk's outputs are written out (no second pass, no extra column).
+//   - Block 0 normalizes while the chunk's outputs are written out (no second pass, no extra column read).
 //
 // Per chunk (local positions a, b < L; D_γ, D_γ² the decay-weighted causal masks; S0, C'0, C0 entering):
 //   W = (Q Kᵀ) ⊙ D_γ;  U = W K + diag(γ^{a+1}) Q S0;  S1 = γ^L S0 + (Kᵀ diag(γ^{L−1−b})) K
@@ -39,8 +42,8 @@
 #pragma once
 
 #include <atomic>
-#include <thread>
 #include <type_traits>
+#include <vector>
 
 #include "fast/chunked/hla2.hpp"
 #include "fast/gemm/small_gemm.hpp"
@@ -48,16 +51,6 @@
 namespace hla::fast::chunked {
 
 namespace fused_detail {
-
-// Waits until `published` reaches `k` (acquire: what the publisher wrote before its release is visible).
-inline void await(const std::atomic<Eigen::Index>& published, Eigen::Index k) {
-  for (int spins = 0; published.load(std::memory_order_acquire) < k; ++spins) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
-    if (spins > 4096) std::this_thread::yield();  // the other thread may be descheduled (shared machine)
-  }
-}
 
 // M ← M ⊙ D over the L×L top-left corner, where D_{ab} = pw(a−b) for b ≤ a and 0 above the diagonal
 // (at γ = 1 only the upper triangle is cleared). Column-major, leading dimension ld.
@@ -86,229 +79,305 @@ template <class T> void prefetch_rows(const Problem<T>& p, Eigen::Index c, Eigen
 }
 
 // The nine (with ridge eleven) products of a chunk of L rows, dispatched once per call for each chunk length.
+// The state products (S_next, Cp_next, C_next) accumulate into the carried state (β = 1).
 template <class T> struct ChunkProducts {
   gemm::Product<T> W, U, U_carry, S_next, P, Y, Y_carry, Cp_next, C_next;
-  // into_state: S_next, Cp_next and C_next accumulate into the carried state (β = 1, one thread); else they
-  // write the chunk's own contribution ΔX (β = 0, same shape), added to the state when it is its turn.
-  // c_summed: C_next accumulates into the thread's own sum of ΔC instead (several threads, C not chained).
-  ChunkProducts(Eigen::Index L, Eigen::Index w, Eigen::Index d, Eigen::Index va, bool into_state, bool c_summed)
-      : W({L, L, d, w, w, w, true, false}),            // Q Kᵀ                   (L×d · (L×d)ᵀ)
-        U({L, d, L, w, w, w, false, false}),           // W K                    (L×L · L×d)
-        U_carry({L, d, d, w, d, w, false, true}),      // += diag(γ^{a+1}) Q S0  (L×d · d×d)
-        S_next({d, d, L, d, w, d, false, into_state}), // S1 += Kᵀx K            (d×L · L×d)
-        P({L, L, d, w, w, w, true, false}),            // Q Uᵀ, and Q Qᵀ (ridge)
-        Y({L, va, L, w, w, w, false, false}),          // P [V 1]                (L×L · L×va)
-        Y_carry({L, va, d, w, va, w, true, true}),     // += Q C'0 (C'0ᵀ stored va×d), and λ Q C0 (ridge)
-        Cp_next({va, d, L, va, w, va, false, into_state}),   // C'1ᵀ += [V 1]ᵀx² U     (va×L · L×d)
-        C_next({va, d, L, va, w, va, false, into_state || c_summed}) {}  // C1ᵀ += [V 1]ᵀx Q
+  ChunkProducts(Eigen::Index L, Eigen::Index w, Eigen::Index d, Eigen::Index va)
+      : W({L, L, d, w, w, w, true, false}),          // Q Kᵀ                   (L×d · (L×d)ᵀ)
+        U({L, d, L, w, w, w, false, false}),         // W K                    (L×L · L×d)
+        U_carry({L, d, d, w, d, w, false, true}),    // += diag(γ^{a+1}) Q S0  (L×d · d×d)
+        S_next({d, d, L, d, w, d, false, true}),     // S1 += Kᵀx K            (d×L · L×d)
+        P({L, L, d, w, w, w, true, false}),          // Q Uᵀ, and Q Qᵀ (ridge)
+        Y({L, va, L, w, w, w, false, false}),        // P [V 1]                (L×L · L×va)
+        Y_carry({L, va, d, w, va, w, true, true}),   // += Q C'0 (C'0ᵀ stored va×d), and λ Q C0 (ridge)
+        Cp_next({va, d, L, va, w, va, false, true}), // C'1ᵀ += [V 1]ᵀx² U     (va×L · L×d)
+        C_next({va, d, L, va, w, va, false, true}) {}  // C1ᵀ += [V 1]ᵀx Q
 };
 
 // Per-thread buffers of one chunk (w rows), allocated once per thread per call.
 template <class T> struct Buffers {
   Mat<T> Q, K, V, Kt, Vt2, Vt1, Q1, Q2, Qr, W, P, R, U, Y;
-  Mat<T> dS, dCpT, dMp, dCT;  // the chunk's contributions to the states (several threads only; ΔC when C is chained)
-  explicit Buffers(Eigen::Index w, Eigen::Index d, Eigen::Index va, bool decays, bool ridge, bool deltas, bool c_delta)
+  explicit Buffers(Eigen::Index w, Eigen::Index d, Eigen::Index va, bool decays, bool ridge)
       : Q(w, d), K(w, d), V(w, va), Kt(d, w), Vt2(va, w), Vt1(decays ? va : 0, w), Q1(decays ? w : 0, d),
-        Q2(decays ? w : 0, d), Qr(ridge ? w : 0, d), W(w, w), P(w, w), R(ridge ? w : 0, w), U(w, d), Y(w, va),
-        dS(deltas ? d : 0, d), dCpT(deltas ? va : 0, d), dMp(deltas ? d : 0, 1), dCT(c_delta ? va : 0, d) {}
+        Q2(decays ? w : 0, d), Qr(ridge ? w : 0, d), W(w, w), P(w, w), R(ridge ? w : 0, w), U(w, d), Y(w, va) {}
 };
+
+// The states carried through a block of chunks: S, C'ᵀ (va×d), m' (d×1, unnormalized only; normalized it is
+// C'ᵀ's last row) and Cᵀ (va×d).
+template <class T> struct Carried {
+  Mat<T> S, CpT, Mp, CT;
+};
+
+// Contiguous blocks of chunks, one per thread: block t is chunks [first[t], first[t+1]), tokens
+// [rows[t], rows[t+1]).
+struct BlockPlan {
+  std::vector<Eigen::Index> first, rows;
+  BlockPlan(const ChunkPlan& plan, int blocks) : first(blocks + 1), rows(blocks + 1) {
+    for (int t = 0; t <= blocks; ++t) {
+      first[t] = plan.count * t / blocks;
+      rows[t] = std::min(plan.n, plan.begin(first[t]));
+    }
+  }
+  Eigen::Index tokens(int t) const { return rows[t + 1] - rows[t]; }
+};
+
+// x(i) = base^{i + offset}, i < count, each by repeated squaring (no error accumulating along a block).
+template <class T> ColVec<T> powers(const T& base, Eigen::Index count, Eigen::Index offset) {
+  ColVec<T> x(count);
+  for (Eigen::Index i = 0; i < count; ++i) x(i) = power(base, i + offset);
+  return x;
+}
+
+// The S entering a block after a block of `len` tokens entered with S and summed ΔS: γ^len S + ΔS.
+template <class T> Mat<T> s_after(const Mat<T>& S, const Mat<T>& dS, const T& gamma, Eigen::Index len) {
+  Mat<T> out = dS;
+  if (gamma != T(1)) out.noalias() += power(gamma, len) * S;
+  else out += S;
+  return out;
+}
+
+// A block of `len` tokens that ran from zero C', m', C: its states become the true ones, given the true
+// states `before` it (C' and m' decay with γ², C with γ). S is left alone (the block ran from the true S).
+template <class T> void join_after(Carried<T>& block, const Carried<T>& before, const T& gamma, Eigen::Index len) {
+  const T g = power(gamma, len), g2 = g * g;
+  block.CpT.noalias() += g2 * before.CpT;
+  if (block.Mp.size()) block.Mp.noalias() += g2 * before.Mp;
+  block.CT.noalias() += g * before.CT;
+}
 
 }  // namespace fused_detail
 
-template <class T> Run<T> hla2_chunked_fused(const Problem<T>& p, const Options& opt, const NamedState<T>* init) {
+// The pieces of the fused form over one problem (a whole sequence, or one rank's block of it): the chunk loop
+// over a block of chunks, the block summaries and the scan step that joins blocks, and the carry a block
+// started from zero is missing. hla2_chunked_fused runs them over threads; fast/distributed over ranks.
+template <class T> class FusedPass {
+ public:
+  using Carried = fused_detail::Carried<T>;
+  // augment: carry the normalizer's column ([V 1], so C has m and C' has m') even unnormalized — a rank's
+  // block needs the true C and m entering it for the final state.
+  FusedPass(const Problem<T>& p, const Options& opt, bool augment = false)
+      : p_(p), plan_(p.n(), opt.chunk), d_(p.d()), dv_(p.dv()), gamma_(from_rational<T>(opt.gamma)),
+        gamma2_(gamma_ * gamma_), eps_(from_rational<T>(opt.eps)), lambda_(from_rational<T>(opt.ridge)),
+        decays_(gamma_ != T(1)), ridge_(opt.ridge != 0), divide_(opt.normalized), aug_(divide_ || augment),
+        va_(aug_ ? dv_ + 1 : dv_),
+        dec_(gamma_, plan_.w), dec2_(gamma2_, plan_.w), full_(plan_.w, plan_.w, d_, va_),
+        last_(plan_.len(plan_.count - 1), plan_.w, d_, va_) {}
+
+  const ChunkPlan& plan() const { return plan_; }
+  Eigen::Index va() const { return va_; }  // the columns of the outputs before normalizing ([V 1] when normalized)
+
+  // The states entering the sequence (from the initial state), and zero (what a later block starts from).
+  Carried initial(const Hla2UStart<T>& start) const {
+    return {start.S, start.Cp.leftCols(va_).transpose(), aug_ ? Mat<T>() : Mat<T>(start.Cp.rightCols(1)),
+            start.C.leftCols(va_).transpose()};
+  }
+  Carried zero() const { return {Mat<T>::Zero(d_, d_), Mat<T>::Zero(va_, d_), Mat<T>::Zero(aug_ ? 0 : d_, 1), Mat<T>::Zero(va_, d_)}; }
+
+  // (A) ΔS of rows [r0, r1): Kᵀ diag(γ^{r1−1−j}) K, one product.
+  Mat<T> s_summary(Eigen::Index r0, Eigen::Index r1) const {
+    const auto Kb = p_.K.middleRows(r0, r1 - r0);
+    return weighted_gram<T>(Kb, decays_ ? ColVec<T>(fused_detail::powers(gamma_, r1 - r0, 0).reverse()) : ColVec<T>(), Kb, 1);
+  }
+  const T& gamma() const { return gamma_; }
+
+  // (B) The fused chunk loop over chunks [k0, k1), from the states X (updated in place to the states leaving
+  // the block); the block's rows of Y (n × va) get its outputs, divided by their normalizer when `final_rows`
+  // (X holds the true entering C', C) and normalized.
+  void run(Eigen::Index k0, Eigen::Index k1, Carried& X, Mat<T>& Y, bool final_rows, std::atomic<Eigen::Index>& zero_den) const;
+
+  // (C) Rows [r0, r1) of Y, from a block that ran from zero C' (and C), gain the carry of the entering ones,
+  // γ^{2(i+1)} Q C'ᵀ [+ λ γ^{i+1} Q Cᵀ] for row i of the block; then normalized if `normalize_rows`.
+  void add_entering_carry(Eigen::Index r0, Eigen::Index r1, const Carried& entering, Mat<T>& Y, bool normalize_rows,
+                          std::atomic<Eigen::Index>& zero_den) const {
+    const Eigen::Index nt = r1 - r0;
+    const auto Qb = p_.Q.middleRows(r0, nt);
+    auto add_carry = [&](const Mat<T>& stateT, const T& base, const T& scale) {
+      Mat<T> Z = Qb * stateT.transpose();
+      if (decays_) Z = (scale * fused_detail::powers(base, nt, 1)).asDiagonal() * Z;
+      else if (scale != T(1)) Z *= scale;
+      Y.middleRows(r0, nt) += Z;
+    };
+    add_carry(entering.CpT, gamma2_, T(1));
+    if (ridge_) add_carry(entering.CT, gamma_, lambda_);
+    if (normalize_rows) normalize(Y.middleRows(r0, nt), r0, zero_den);
+  }
+
+  // The outputs from Y (n × va, normalized rows): a vanished normalizer raised, the normalizer's column dropped.
+  Mat<T> outputs(Mat<T>&& Y, Eigen::Index row0, const std::atomic<Eigen::Index>& zero_den) const {
+    const Eigen::Index z = zero_den.load();
+    if (z < Y.rows()) divide_by_normalizer(Y.row(z).head(dv_), T(0), row0 + z);  // throws
+    if (aug_) Y.conservativeResize(Eigen::NoChange, dv_);  // column-major: drops the normalizer in place
+    return std::move(Y);
+  }
+
+  // The final state in the serial form's terms, from the states leaving the last block.
+  NamedState<T> final_state(const Carried& fin, const Hla2UStart<T>& start, int threads) const {
+    const Mat<T> Cp_final = fin.CpT.transpose();
+    const Mat<T> Cp_full = aug_ ? Cp_final : join(Cp_final, fin.Mp);
+    const Mat<T> C_carried = fin.CT.transpose();
+    return hla2_u_final_state<T>(p_.Q, p_.V, fin.S, start.C, &C_carried, Cp_full, gamma_, threads);
+  }
+
+ private:
+  // Divides rows of Y (the first one row0) by their normalizer plus ε; records the first that vanished.
+  template <class Rows> void normalize(Rows rows, Eigen::Index row0, std::atomic<Eigen::Index>& zero_den) const {
+    if (!divide_) return;
+    for (Eigen::Index a = 0; a < rows.rows(); ++a) {
+      const T den = rows(a, dv_) + eps_;
+      if (den == T(0)) {
+        for (Eigen::Index t = zero_den.load(); row0 + a < t && !zero_den.compare_exchange_weak(t, row0 + a);) {}
+        continue;
+      }
+      rows.row(a).head(dv_) /= den;
+    }
+  }
+
+  const Problem<T>& p_;
+  ChunkPlan plan_;
+  Eigen::Index d_, dv_;
+  T gamma_, gamma2_, eps_, lambda_;
+  bool decays_, ridge_, divide_, aug_;  // divide_: normalized; aug_: [V 1] carried (normalized or augment)
+  Eigen::Index va_;
+  Decay<T> dec_, dec2_;
+  fused_detail::ChunkProducts<T> full_, last_;
+};
+
+template <class T>
+void FusedPass<T>::run(Eigen::Index k0, Eigen::Index k1, Carried& X, Mat<T>& Y, bool final_rows, std::atomic<Eigen::Index>& zero_den) const {
   using namespace fused_detail;
-  const Eigen::Index n = p.n(), d = p.d(), dv = p.dv();
-  const ChunkPlan plan(n, opt.chunk);
-  const Eigen::Index M = plan.count, w = plan.w;
-  const T gamma = from_rational<T>(opt.gamma), eps = from_rational<T>(opt.eps), lambda = from_rational<T>(opt.ridge);
-  const bool decays = gamma != T(1), ridge = opt.ridge != 0, aug = opt.normalized;
-  const Eigen::Index va = aug ? dv + 1 : dv;  // the values, with the normalizer's column of ones when normalized
-  const Decay<T> dec(gamma, w), dec2(T(gamma * gamma), w);
-
-  const Hla2UStart<T> start(init, d, dv);
-  const int threads = static_cast<int>(std::min<Eigen::Index>(std::max(opt.threads, 1), M));
-  const bool pipelined = threads > 1;
-  const bool c_chained = !pipelined || ridge;  // else each thread sums its chunks' ΔC (header comment)
-  // The carried states: one slot updated in place with one thread; with several a ring of three, slot
-  // k mod 3 holding the state entering chunk k (see the header comment for who may write which slot when).
-  constexpr int ring = 3;
-  const int slots = pipelined ? ring : 1;
-  auto slot = [&](Eigen::Index k) { return int(k % slots); };
-  Mat<T> S[ring] = {start.S, Mat<T>(pipelined ? d : 0, d), Mat<T>(pipelined ? d : 0, d)};
-  Mat<T> CpT[ring] = {start.Cp.leftCols(va).transpose(), Mat<T>(pipelined ? va : 0, d), Mat<T>(pipelined ? va : 0, d)};
-  Mat<T> Mp[ring] = {aug ? Mat<T>() : Mat<T>(start.Cp.rightCols(1)), Mat<T>(aug || !pipelined ? 0 : d, 1),
-                     Mat<T>(aug || !pipelined ? 0 : d, 1)};
-  Mat<T> CT[ring] = {start.C.leftCols(va).transpose(), Mat<T>(pipelined && c_chained ? va : 0, d),
-                     Mat<T>(pipelined && c_chained ? va : 0, d)};
-  std::atomic<Eigen::Index> s_ready{0}, cp_ready{0}, next_chunk{0};
-  // released[r] = k + 1 once chunk k (slot(k) = r) has read its entering states for the last time.
-  std::atomic<Eigen::Index> released[ring] = {0, 0, 0};
-  // X[out] = g·X[in] + ΔX (several threads: X[in] stays readable) or X[in] *= g (one thread, before the
-  // chunk's β = 1 product adds ΔX in place).
-  auto advance = [&](Mat<T>* X, int in, int out, const T& g, const Mat<T>& delta) {
-    if (!pipelined) {
-      if (decays) X[in] *= g;
-    } else if (decays) {
-      X[out].noalias() = g * X[in] + delta;
-    } else {
-      X[out].noalias() = X[in] + delta;
-    }
-  };
-
-  const ChunkProducts<T> full(w, w, d, va, !pipelined, !c_chained);
-  const Eigen::Index tail = plan.len(M - 1);
-  const ChunkProducts<T> last = tail == w ? full : ChunkProducts<T>(tail, w, d, va, !pipelined, !c_chained);
-  // Without the C chain: thread t's sum Σ γ^{e_t − e_k} ΔC_k over its chunks k (e_k: the end of chunk k,
-  // e_t that of its last one; e_t = 0 while it has none).
-  std::vector<Mat<T>> c_sum(c_chained ? 0 : threads);
-  std::vector<Eigen::Index> c_end(c_chained ? 0 : threads, 0);
-
-  Mat<T> O(n, dv);
-  std::atomic<Eigen::Index> zero_den{n};  // first token whose normalizer vanished (n: none)
-
-#pragma omp parallel num_threads(threads) if (pipelined)
-  {
-    omp_set_num_threads(1);  // the chunks are the parallelism: no nested GEMM threads (the Eigen path)
-    Buffers<T> b(w, d, va, decays, ridge, pipelined, pipelined && c_chained);
-    const int tid = omp_get_thread_num();
-    if (!c_chained) c_sum[tid] = Mat<T>::Zero(va, d);
-    for (Eigen::Index k; (k = next_chunk.fetch_add(1, std::memory_order_relaxed)) < M;) {
-      const Eigen::Index c = plan.begin(k), L = plan.len(k);
-      const ChunkProducts<T>& mm = L == w ? full : last;
-      const T g = dec.chunk_factor(L), g2 = g * g;
-      const int in = slot(k), out = slot(k + 1);
-      if (k + 1 < M) prefetch_rows(p, plan.begin(k + 1), plan.len(k + 1));
-      // Copies: the chunk's rows of Q, K, [V 1]; Kᵀ weighted by γ^{L−1−b}, [V 1]ᵀ by γ^{2(L−1−b)} (and by
-      // γ^{L−1−b} for C); Q weighted by γ^{a+1}, γ^{2(a+1)} (and λγ^{a+1} with ridge).
-      b.Q.topRows(L) = p.Q.middleRows(c, L);
-      b.K.topRows(L) = p.K.middleRows(c, L);
-      b.V.topLeftCorner(L, dv) = p.V.middleRows(c, L);
-      if (aug) b.V.col(dv).head(L).setOnes();
-      for (Eigen::Index j = 0; j < L; ++j) {
-        const T x = dec.pw(L - 1 - j), x2 = dec2.pw(L - 1 - j);
-        if (decays) {
-          b.Kt.col(j) = x * b.K.row(j).transpose();
-          b.Vt2.col(j) = x2 * b.V.row(j).transpose();
-        } else {
-          b.Kt.col(j) = b.K.row(j).transpose();
-          b.Vt2.col(j) = b.V.row(j).transpose();
-        }
-        if (decays) b.Vt1.col(j) = x * b.V.row(j).transpose();
-      }
-      const T* Q1 = b.Q.data();  // diag(γ^{a+1}) Q
-      const T* Q2 = b.Q.data();  // diag(γ^{2(a+1)}) Q
+  const Problem<T>& p = p_;
+  const Eigen::Index w = plan_.w, M = plan_.count, d = d_, dv = dv_, va = va_;
+  const bool decays = decays_, ridge = ridge_, aug = aug_;
+  const Decay<T>&dec = dec_, &dec2 = dec2_;
+  const T& lambda = lambda_;
+  Buffers<T> b(w, d, va, decays, ridge);
+  for (Eigen::Index k = k0; k < k1; ++k) {
+    const Eigen::Index c = plan_.begin(k), L = plan_.len(k);
+    const ChunkProducts<T>& mm = L == w ? full_ : last_;
+    const T g = dec.chunk_factor(L), g2 = g * g;
+    if (k + 1 < M) prefetch_rows(p, plan_.begin(k + 1), plan_.len(k + 1));
+    // Copies: the chunk's rows of Q, K, [V 1]; Kᵀ weighted by γ^{L−1−b}, [V 1]ᵀ by γ^{2(L−1−b)} (and by
+    // γ^{L−1−b} for C); Q weighted by γ^{a+1}, γ^{2(a+1)} (and λγ^{a+1} with ridge).
+    b.Q.topRows(L) = p.Q.middleRows(c, L);
+    b.K.topRows(L) = p.K.middleRows(c, L);
+    b.V.topLeftCorner(L, dv) = p.V.middleRows(c, L);
+    if (aug) b.V.col(dv).head(L).setOnes();
+    for (Eigen::Index j = 0; j < L; ++j) {
+      const T x = dec.pw(L - 1 - j), x2 = dec2.pw(L - 1 - j);
       if (decays) {
-        for (Eigen::Index a = 0; a < L; ++a) {
-          b.Q1.row(a) = dec.pw(a + 1) * b.Q.row(a);
-          b.Q2.row(a) = dec2.pw(a + 1) * b.Q.row(a);
-        }
-        Q1 = b.Q1.data();
-        Q2 = b.Q2.data();
-      }
-      if (ridge)
-        for (Eigen::Index a = 0; a < L; ++a) b.Qr.row(a) = (lambda * dec.pw(a + 1)) * b.Q.row(a);
-      const T* Vt1 = decays ? b.Vt1.data() : b.Vt2.data();
-
-      // U = ((Q Kᵀ) ⊙ D_γ) K: no carry needed; nor the chunk's ΔS = Kᵀx K (several threads).
-      mm.W(b.Q.data(), b.K.data(), b.W.data());
-      causal_mask(b.W.data(), w, L, dec.pw, decays);
-      mm.U(b.W.data(), b.K.data(), b.U.data());
-      if (pipelined) mm.S_next(b.Kt.data(), b.K.data(), b.dS.data());
-
-      // S entering this chunk: U += diag(γ^{a+1}) Q S0, S1 = γ^L S0 + Kᵀx K, published. With several threads
-      // S1 is published first and S0 read after (it stays in its slot until this chunk releases it).
-      await(s_ready, k);
-      if (pipelined) {
-        await(released[out], k + 2 - ring);  // the chunk that entered with slot `out` is done with it
-        advance(S, in, out, g, b.dS);
-        s_ready.store(k + 1, std::memory_order_release);
-        mm.U_carry(Q1, S[in].data(), b.U.data());
+        b.Kt.col(j) = x * b.K.row(j).transpose();
+        b.Vt2.col(j) = x2 * b.V.row(j).transpose();
+        b.Vt1.col(j) = x * b.V.row(j).transpose();
       } else {
-        mm.U_carry(Q1, S[in].data(), b.U.data());
-        advance(S, in, out, g, b.dS);
-        mm.S_next(b.Kt.data(), b.K.data(), S[out].data());
-        s_ready.store(k + 1, std::memory_order_release);
+        b.Kt.col(j) = b.K.row(j).transpose();
+        b.Vt2.col(j) = b.V.row(j).transpose();
       }
-
-      // m' (unnormalized) gains Uᵀ x², x²_b = γ^{2(L−1−b)}: m'1 = γ^{2L} m'0 + Uᵀ x².
-      auto add_m_prime_gain = [&](Mat<T>& m) {
-        if (decays) m.noalias() += b.U.topRows(L).transpose() * dec2.pw.segment(0, L).reverse();
-        else m += b.U.topRows(L).colwise().sum().transpose();
-      };
-      // The chunk's contributions to C', m' and C (several threads: into its buffers, before it waits).
-      if (pipelined) {
-        mm.Cp_next(b.Vt2.data(), b.U.data(), b.dCpT.data());
-        if (!aug) {
-          b.dMp.setZero();
-          add_m_prime_gain(b.dMp);
-        }
-        if (c_chained) {
-          mm.C_next(Vt1, b.Q.data(), b.dCT.data());
-        } else {
-          if (decays && c_end[tid] > 0) c_sum[tid] *= power(gamma, c + L - c_end[tid]);
-          mm.C_next(Vt1, b.Q.data(), c_sum[tid].data());
-          c_end[tid] = c + L;
-        }
-      }
-
-      // P = (Q Uᵀ) ⊙ D_γ² [+ λ (Q Qᵀ) ⊙ D_γ];  Y = P [V 1].
-      mm.P(b.Q.data(), b.U.data(), b.P.data());
-      causal_mask(b.P.data(), w, L, dec2.pw, decays);
-      if (ridge) {
-        mm.P(b.Q.data(), b.Q.data(), b.R.data());
-        causal_mask(b.R.data(), w, L, dec.pw, decays);
-        b.P.topLeftCorner(L, L) += lambda * b.R.topLeftCorner(L, L);
-      }
-      mm.Y(b.P.data(), b.V.data(), b.Y.data());
-
-      // C' entering this chunk: Y += diag(γ^{2(a+1)}) Q C'0 [+ λ diag(γ^{a+1}) Q C0]; C'1, m'1 (and C1),
-      // published (several threads: published first, the entering states read after, then released).
-      await(cp_ready, k);
-      auto read_entering = [&] {
-        mm.Y_carry(Q2, CpT[in].data(), b.Y.data());
-        if (ridge) mm.Y_carry(b.Qr.data(), CT[in].data(), b.Y.data());
-      };
-      if (!pipelined) read_entering();
-      advance(CpT, in, out, g2, b.dCpT);
-      if (!aug) advance(Mp, in, out, g2, b.dMp);
-      if (c_chained) advance(CT, in, out, g, b.dCT);
-      if (pipelined) {
-        cp_ready.store(k + 1, std::memory_order_release);
-        read_entering();
-        released[in].store(k + 1, std::memory_order_release);
-      } else {
-        mm.Cp_next(b.Vt2.data(), b.U.data(), CpT[out].data());
-        if (!aug) add_m_prime_gain(Mp[out]);
-        mm.C_next(Vt1, b.Q.data(), CT[out].data());
-        cp_ready.store(k + 1, std::memory_order_release);
-      }
-
-      // The chunk's outputs, divided by their normalizer when normalized.
-      if (aug) {
-        for (Eigen::Index a = 0; a < L; ++a) {
-          const T den = b.Y(a, dv) + eps;
-          if (den == T(0)) {
-            for (Eigen::Index t = zero_den.load(); c + a < t && !zero_den.compare_exchange_weak(t, c + a);) {}
-            continue;
-          }
-          b.Y.row(a).head(dv) /= den;
-        }
-      }
-      O.middleRows(c, L) = b.Y.topLeftCorner(L, dv);
     }
-  }
-  if (zero_den.load() < n) divide_by_normalizer(O.row(zero_den.load()).head(dv), T(0), zero_den.load());  // throws
+    const T* Q1 = b.Q.data();  // diag(γ^{a+1}) Q
+    const T* Q2 = b.Q.data();  // diag(γ^{2(a+1)}) Q
+    if (decays) {
+      for (Eigen::Index a = 0; a < L; ++a) {
+        b.Q1.row(a) = dec.pw(a + 1) * b.Q.row(a);
+        b.Q2.row(a) = dec2.pw(a + 1) * b.Q.row(a);
+      }
+      Q1 = b.Q1.data();
+      Q2 = b.Q2.data();
+    }
+    if (ridge)
+      for (Eigen::Index a = 0; a < L; ++a) b.Qr.row(a) = (lambda * dec.pw(a + 1)) * b.Q.row(a);
+    const T* Vt1 = decays ? b.Vt1.data() : b.Vt2.data();
 
-  const int fin = slot(M);
-  const Mat<T> Cp_final = CpT[fin].transpose();
-  const Mat<T> Cp_full = aug ? Cp_final : join(Cp_final, Mp[fin]);
-  if (!c_chained) {  // C = γ^n C0 + Σ_t γ^{n − e_t} (thread t's sum)
-    CT[fin] = power(gamma, n) * CT[0];
-    for (int t = 0; t < threads; ++t)
-      if (c_end[t] > 0) CT[fin] += power(gamma, n - c_end[t]) * c_sum[t];
+    // U = ((Q Kᵀ) ⊙ D_γ) K + diag(γ^{a+1}) Q S0;  S1 = γ^L S0 + Kᵀx K.
+    mm.W(b.Q.data(), b.K.data(), b.W.data());
+    causal_mask(b.W.data(), w, L, dec.pw, decays);
+    mm.U(b.W.data(), b.K.data(), b.U.data());
+    mm.U_carry(Q1, X.S.data(), b.U.data());
+    if (decays) X.S *= g;
+    mm.S_next(b.Kt.data(), b.K.data(), X.S.data());
+
+    // P = (Q Uᵀ) ⊙ D_γ² [+ λ (Q Qᵀ) ⊙ D_γ];  Y = P [V 1] + diag(γ^{2(a+1)}) Q C'0 [+ λ diag(γ^{a+1}) Q C0].
+    mm.P(b.Q.data(), b.U.data(), b.P.data());
+    causal_mask(b.P.data(), w, L, dec2.pw, decays);
+    if (ridge) {
+      mm.P(b.Q.data(), b.Q.data(), b.R.data());
+      causal_mask(b.R.data(), w, L, dec.pw, decays);
+      b.P.topLeftCorner(L, L) += lambda * b.R.topLeftCorner(L, L);
+    }
+    mm.Y(b.P.data(), b.V.data(), b.Y.data());
+    mm.Y_carry(Q2, X.CpT.data(), b.Y.data());
+    if (ridge) mm.Y_carry(b.Qr.data(), X.CT.data(), b.Y.data());
+
+    // C'1ᵀ = γ^{2L} C'0ᵀ + [V 1]ᵀx² U;  m'1 = γ^{2L} m'0 + Uᵀ x² (unnormalized);  C1ᵀ = γ^L C0ᵀ + [V 1]ᵀx Q.
+    if (decays) {
+      X.CpT *= g2;
+      if (!aug) X.Mp *= g2;
+      X.CT *= g;
+    }
+    mm.Cp_next(b.Vt2.data(), b.U.data(), X.CpT.data());
+    if (!aug) {
+      if (decays) X.Mp.noalias() += b.U.topRows(L).transpose() * dec2.pw.segment(0, L).reverse();
+      else X.Mp += b.U.topRows(L).colwise().sum().transpose();
+    }
+    mm.C_next(Vt1, b.Q.data(), X.CT.data());
+
+    // Outputs from the true entering states are final: normalized here (no second pass).
+    if (final_rows) normalize(b.Y.topRows(L), c, zero_den);
+    Y.middleRows(c, L) = b.Y.topRows(L);
   }
-  const Mat<T> C_carried = CT[fin].transpose();
-  return {std::move(O), hla2_u_final_state<T>(p.Q, p.V, S[fin], start.C, &C_carried, Cp_full, gamma, opt.threads)};
+}
+
+// The two-level block schedule (header comment) over `threads` threads, from the entering states X: S true;
+// C', m', C true when `final_rows`, else zero (a rank's block, its carry added by the caller). Returns Y (n × va;
+// normalized rows when `final_rows`) and leaves in X the states after the last token (C', m', C relative to X's).
+template <class T>
+Mat<T> fused_blocks(const FusedPass<T>& pass, fused_detail::Carried<T>& X, int threads, bool final_rows,
+                    std::atomic<Eigen::Index>& zero_den) {
+  using Carried = fused_detail::Carried<T>;
+  const ChunkPlan& plan = pass.plan();
+  threads = static_cast<int>(std::min<Eigen::Index>(std::max(threads, 1), plan.count));
+  // One block per thread, statically: more blocks would add (A) and (C) work (every block but the last and
+  // the first does them) without shortening the span on dedicated cores.
+  const int nb = threads;
+  const fused_detail::BlockPlan blocks(plan, nb);
+  // cur[t]: the states entering block t, then (after its chunk loop) leaving it — from a zero C', m', C for
+  // t > 0 until the scan after (B) joins them; entry[t]: the states entering block t > 0 after that scan.
+  std::vector<Carried> cur(nb), entry(nb);
+  cur[0] = std::move(X);
+  for (int t = 1; t < nb; ++t) cur[t] = pass.zero();
+  std::vector<Mat<T>> dS(nb);
+  Mat<T> Y(plan.n, pass.va());
+
+#pragma omp parallel num_threads(threads) if (threads > 1)
+  {
+    omp_set_num_threads(1);  // the blocks are the parallelism: no nested GEMM threads (the Eigen path)
+    // (A) ΔS of every block but the last, then (one thread) S entering every block.
+#pragma omp for schedule(static, 1)
+    for (int t = 0; t < nb - 1; ++t) dS[t] = pass.s_summary(blocks.rows[t], blocks.rows[t + 1]);
+#pragma omp single
+    for (int t = 0; t + 1 < nb; ++t) cur[t + 1].S = fused_detail::s_after(cur[t].S, dS[t], pass.gamma(), blocks.tokens(t));
+    // (B) the chunk loop over each block; then (one thread) the scan over the blocks' C', m', C.
+#pragma omp for schedule(static, 1)
+    for (int t = 0; t < nb; ++t) pass.run(blocks.first[t], blocks.first[t + 1], cur[t], Y, final_rows && t == 0, zero_den);
+#pragma omp single
+    for (int t = 1; t < nb; ++t) {
+      entry[t] = cur[t - 1];
+      fused_detail::join_after(cur[t], entry[t], pass.gamma(), blocks.tokens(t));
+    }
+    // (C) the carry every block but the first missed.
+#pragma omp for schedule(static, 1)
+    for (int t = 1; t < nb; ++t) pass.add_entering_carry(blocks.rows[t], blocks.rows[t + 1], entry[t], Y, final_rows, zero_den);
+  }
+  X = std::move(cur[nb - 1]);
+  return Y;
+}
+
+template <class T> Run<T> hla2_chunked_fused(const Problem<T>& p, const Options& opt, const NamedState<T>* init) {
+  const FusedPass<T> pass(p, opt);
+  const Hla2UStart<T> start(init, p.d(), p.dv());
+  fused_detail::Carried<T> X = pass.initial(start);
+  std::atomic<Eigen::Index> zero_den{p.n()};  // first token whose normalizer vanished (n: none)
+  Mat<T> Y = fused_blocks(pass, X, opt.threads, true, zero_den);
+  return {pass.outputs(std::move(Y), 0, zero_den), pass.final_state(X, start, opt.threads)};
 }
 
 }  // namespace hla::fast::chunked

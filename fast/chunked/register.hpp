@@ -28,8 +28,9 @@ template <class T> void register_chunked(Registry<T>& r) {
          "derived from SPEC hla2: linear attention over keys u_j = S_j q_j with decay γ² (C' = S C − G), chunk matrix form (γ, λ, normalize)",
          second, c::hla2_chunked<T>});
   r.add({"hla2", "chunked-fused", "corrected",
-         "the u-form of hla2/chunked in one pass: one OpenMP region, carries published point to point, each chunk's "
-         "inputs copied once, small-GEMM kernels (LIBXSMM for float/double) (γ, λ, normalize)",
+         "the u-form of hla2/chunked in one pass per block of chunks: one contiguous block per thread, its S summary, "
+         "a scan over the blocks, each block's outputs corrected by its prefix; each chunk's inputs copied once, "
+         "small-GEMM kernels (LIBXSMM for float/double) (γ, λ, normalize)",
          second, c::hla2_chunked_fused<T>});
   r.add({"hla2", "chunked-monoid", "corrected",
          "Fig. 1(C) chunk form re-derived from SPEC hla2, carrying the eq. 4.1 state (S, C, G) with the corrected decay (γ, λ, normalize)",

@@ -13,8 +13,9 @@ namespace hla::distributed {
 // The cross-rank exclusive scan (exscan.hpp).
 enum class CrossScan { recursive_doubling, mpi_exscan };
 
-// One sequence-parallel operator: its scan operator's variant, the form that finishes each block, and
-// the serial form it must equal (`hla check` under mpirun holds it to that).
+// One sequence-parallel operator: its scan operator's variant, the form that finishes each block (hla2: whose
+// pieces pass each block once, sequence.hpp), and the serial form it must equal (`hla check` under mpirun
+// holds it to that).
 struct DistributedPlan {
   std::string op;
   scan::Variant scan_variant;
@@ -24,7 +25,7 @@ struct DistributedPlan {
 inline const std::vector<DistributedPlan>& distributed_plan() {
   using scan::Variant;
   static const std::vector<DistributedPlan> plan{
-      {"hla2", Variant::corrected, "chunked", "corrected", "serial", "corrected"},
+      {"hla2", Variant::corrected, "chunked-fused", "corrected", "serial", "corrected"},  // one pass per block
       {"ahla", Variant::corrected, "chunked", "paper", "serial", "paper"},
       {"hla3", Variant::corrected, "chunked", "corrected", "serial", "corrected"},
       {"linear", Variant::paper, "chunked", "paper", "serial", "paper"},

@@ -12,18 +12,34 @@
 //              inclusive state of everything before its block; its serial part is the block's initial state.
 //   3. finish  the block's outputs by the fast chunked form of the same operator from that state
 //              (split-and-carry: a block started from the carried state gives the whole sequence's outputs).
-// Outputs are then gathered and the final state (the last rank's) broadcast, so every rank returns the
-// full Run: the form keeps the calling convention and everything that iterates the registry runs it.
-// A failure on one rank (a vanishing normalizer in its block) is raised on every rank before the gather.
+// Each rank's rows stay where they were computed (sequence_parallel_local, LocalRun: what a sequence-parallel
+// training step uses; the final state on the last rank). Only the registry's forms, which keep the calling
+// convention so that everything that iterates the registry (check, sweeps, claims) runs them, gather the
+// rows and broadcast the final state afterwards (gather_run: its own phase, timed apart).
+// A failure on one rank (a vanishing normalizer in its block) is raised on every rank.
 // Without MPI, or with P = 1, only phase 3 runs, on the whole sequence.
+//
+// hla2 passes each block once (hla2_fused_local): the local pass is the fused chunk loop itself, corrected
+// by the scan's prefix instead of run again from it —
+//   1. local   the block's S summary ΔS (one product over the block), gathered; every rank folds the
+//              summaries before it into the S entering its block. Then the fused loop over the block from
+//              that S and from zero C', m', C (rank 0: the initial state): U = S q is already final.
+//   2. scan    the blocks' C', m', C gathered; every rank folds those before it into the ones entering it.
+//   3. finish  the rows gain the carry of the entering C' (and C, with ridge) — one product over the block,
+//              exact because the outputs are linear in C' and C given U — and are normalized.
+// The scans gather the P summaries and fold them (P small states); CrossScan applies to the other operators.
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <optional>
 #include <string>
 
 #include "core/inputs.hpp"
 #include "core/registry.hpp"
+#include "fast/chunked/hla2_fused.hpp"
 #include "fast/distributed/exscan.hpp"
+#include "fast/distributed/plan.hpp"
 #include "fast/scan/operators.hpp"
 
 namespace hla::distributed {
@@ -80,83 +96,220 @@ typename Op::Seg local_summary(const Op& op, const Entry<T>& finisher, const Pro
 // Where the block of rank r of P starts.
 inline Eigen::Index block_begin(Eigen::Index n, int r, int P) { return n * r / P; }
 
-template <class T, class Op>
-Run<T> sequence_parallel(const Op& op, const Entry<T>& finisher, const Problem<T>& p, const Options& o,
-                         const NamedState<T>* init, CrossScan how) {
-  using Seg = typename Op::Seg;
-  using Serial = typename Op::Serial;
-  using clock = std::chrono::steady_clock;
-  auto since = [](clock::time_point t0) { return std::chrono::duration<double>(clock::now() - t0).count(); };
-  PhaseStats& stats = last_phase_stats();
-  stats = {};
-  const MPI_Comm c = sequence_comm();
-  const int P = comm_size(c), me = comm_rank(c);
-  if (P == 1) {
-    const auto t0 = clock::now();
-    Run<T> r = finisher(p, o, init);
-    stats.finish_seconds = since(t0);
-    return r;
-  }
-  const Eigen::Index n = p.n(), b = block_begin(n, me, P), e = block_begin(n, me + 1, P);
+// A rank's part of a sequence-parallel run: its rows [begin, begin + O.rows()) of the outputs, and the final
+// state (on the last rank; empty elsewhere).
+template <class T> struct LocalRun {
+  Eigen::Index begin = 0;
+  Mat<T> O;
+  NamedState<T> state;
+};
 
-  // Any failure on any rank is raised on every rank before the next collective (agree_on_errors).
-  int error_kind = 0;
-  std::string error_text;
-  auto guarded = [&](auto&& step) {
+// Runs a step of a sequence-parallel form and raises any failure on any rank on every rank, before the next
+// collective (agree_on_errors): no rank is left waiting for a peer that gave up.
+class Guarded {
+ public:
+  explicit Guarded(MPI_Comm c) : c_(c) {}
+  template <class Step> void operator()(Step&& step) {
     try {
       step();
     } catch (const InputError& err) {
-      error_kind = 1, error_text = err.what();
+      kind_ = 1, text_ = err.what();
     } catch (const NumericalError& err) {
-      error_kind = 2, error_text = err.what();
+      kind_ = 2, text_ = err.what();
     } catch (const std::exception& err) {
-      error_kind = 3, error_text = err.what();
+      kind_ = 3, text_ = err.what();
     }
-    agree_on_errors(c, error_kind, error_text);
-  };
-  auto t0 = clock::now();
+    agree_on_errors(c_, kind_, text_);
+  }
+
+ private:
+  MPI_Comm c_;
+  int kind_ = 0;
+  std::string text_;
+};
+
+using Clock = std::chrono::steady_clock;
+inline double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// The start of every sequence-parallel run: fresh phase stats; on one rank, the whole sequence by `whole()`
+// (timed as the finishing phase) and nothing else (no MPI call: MPI may not even be initialized).
+template <class T, class Whole> std::optional<LocalRun<T>> run_alone(Whole&& whole) {
+  PhaseStats& stats = last_phase_stats();
+  stats = {};
+  if (comm_size(sequence_comm()) > 1) return std::nullopt;
+  const auto t0 = Clock::now();
+  Run<T> r = whole();
+  stats.finish_seconds = seconds_since(t0);
+  return LocalRun<T>{0, std::move(r.O), std::move(r.state)};
+}
+
+template <class T> Bytes encode_matrices(std::initializer_list<const Mat<T>*> ms) {
+  ByteWriter w;
+  for (const Mat<T>* m : ms) put_matrix(w, *m);
+  return w.take();
+}
+
+// hla2 over the ranks with one pass per block (header comment): the fused form's pieces
+// (fast/chunked/hla2_fused.hpp) — its block summary, its chunk loop, the scan step joining blocks, the
+// carry a block started from zero is missing — with the ranks as the blocks (and each rank's threads as
+// blocks within). C and m are carried (the block's pass augmented) so that the last rank has the true
+// state entering it for the final state.
+template <class T> LocalRun<T> hla2_fused_local(const Problem<T>& p, const Options& o, const NamedState<T>* init) {
+  using Carried = fast::chunked::fused_detail::Carried<T>;
+  namespace fd = fast::chunked::fused_detail;
+  if (auto alone = run_alone<T>([&] { return fast::chunked::hla2_chunked_fused<T>(p, o, init); })) return std::move(*alone);
+  PhaseStats& stats = last_phase_stats();
+  const MPI_Comm c = sequence_comm();
+  const int P = comm_size(c), me = comm_rank(c);
+  const Eigen::Index n = p.n(), d = p.d(), dv = p.dv(), b = block_begin(n, me, P), e = block_begin(n, me + 1, P);
+  const T gamma = from_rational<T>(o.gamma);
+  Guarded guarded(c);
+  const Problem<T> block = slice_rows(p, b, e);
+  LocalRun<T> out{b, Mat<T>(0, dv), {}};
+  std::optional<fast::chunked::FusedPass<T>> pass;
+  std::optional<fast::chunked::Hla2UStart<T>> start;
+  auto tokens = [&](int r) { return block_begin(n, r + 1, P) - block_begin(n, r, P); };
+  // What an empty block (P > n) contributes: nothing.
+  const Carried nothing{Mat<T>::Zero(d, d), Mat<T>::Zero(dv + 1, d), Mat<T>(0, 1), Mat<T>::Zero(dv + 1, d)};
+
+  // 1. local: ΔS, the S entering this block, the chunk loop from it.
+  auto t0 = Clock::now();
+  Mat<T> dS = nothing.S;
+  guarded([&] {
+    start.emplace(init, d, dv);
+    if (e > b) pass.emplace(block, o, /*augment=*/true);
+    if (pass && me + 1 < P) dS = pass->s_summary(0, e - b);
+  });
+  const std::vector<Bytes> summaries = all_gather(c, encode_matrices<T>({&dS}));
+  stats.scan_bytes_sent += summaries[me].size();
+  Carried X = nothing;
+  X.S = start->S;
+  for (int r = 0; r < me; ++r) {
+    ByteReader rd(summaries[r]);
+    X.S = fd::s_after(X.S, get_matrix<T>(rd), gamma, tokens(r));
+  }
+  if (me == 0) {  // the initial state's C' and C (with m', m in their last columns: the pass is augmented)
+    X.CpT = start->Cp.transpose();
+    X.CT = start->C.transpose();
+  }
+  std::atomic<Eigen::Index> zero_den{e - b};
+  Mat<T> Y;
+  guarded([&] {
+    if (pass) Y = fast::chunked::fused_blocks(*pass, X, o.threads, me == 0, zero_den);
+  });
+  stats.local_seconds = seconds_since(t0);
+
+  // 2. scan: every rank's C', C (m, m' in their last rows) after its block; the ones entering this block.
+  t0 = Clock::now();
+  const std::vector<Bytes> carried = all_gather(c, encode_matrices<T>({&X.CpT, &X.CT}));
+  stats.scan_bytes_sent += carried[me].size();
+  ++stats.scan_steps;
+  Carried entering = nothing;
+  for (int r = 0; r < me; ++r) {
+    ByteReader rd(carried[r]);
+    Carried after = nothing;
+    after.CpT = get_matrix<T>(rd);
+    after.CT = get_matrix<T>(rd);
+    if (r > 0) fd::join_after(after, entering, gamma, tokens(r));
+    entering = std::move(after);
+  }
+  stats.scan_seconds = seconds_since(t0);
+
+  // 3. finish: the carry of the entering C', C; the final state on the last rank.
+  t0 = Clock::now();
+  guarded([&] {
+    if (!pass) return;
+    if (me > 0) {
+      pass->add_entering_carry(0, e - b, entering, Y, true, zero_den);
+      fd::join_after(X, entering, gamma, e - b);
+    }
+    out.O = pass->outputs(std::move(Y), b, zero_den);
+  });
+  if (me == P - 1) {
+    if (me > 0 && !pass) {  // an empty last block: the state is the one entering it
+      X.CpT = entering.CpT;
+      X.CT = entering.CT;
+    }
+    const Mat<T> Cp_full = X.CpT.transpose(), C_full = X.CT.transpose();
+    out.state = fast::chunked::hla2_u_final_state<T>(block.Q, block.V, X.S, start->C, &C_full, Cp_full, gamma, o.threads);
+  }
+  stats.finish_seconds = seconds_since(t0);
+  return out;
+}
+
+template <class T, class Op>
+LocalRun<T> sequence_parallel_local(const Op& op, const Entry<T>& finisher, const Problem<T>& p, const Options& o,
+                                    const NamedState<T>* init, CrossScan how) {
+  using Seg = typename Op::Seg;
+  using Serial = typename Op::Serial;
+  if (auto alone = run_alone<T>([&] { return finisher(p, o, init); })) return std::move(*alone);
+  PhaseStats& stats = last_phase_stats();
+  const MPI_Comm c = sequence_comm();
+  const int P = comm_size(c), me = comm_rank(c);
+  const Eigen::Index n = p.n(), b = block_begin(n, me, P), e = block_begin(n, me + 1, P);
+  Guarded guarded(c);  // any failure on any rank is raised on every rank before the next collective
+
+  auto t0 = Clock::now();
   Seg mine;
   guarded([&] {
     mine = local_summary(op, finisher, p, b, e, o);
     if (me == 0) mine = op.combine(scan::detail::initial_prefix(op, p, init), mine);
   });
-  stats.local_seconds = since(t0);
+  stats.local_seconds = seconds_since(t0);
 
-  t0 = clock::now();
+  t0 = Clock::now();
   std::optional<Seg> carry = exclusive_scan_ranks<T>(op, mine, c, how, stats);
-  stats.scan_seconds = since(t0);
+  stats.scan_seconds = seconds_since(t0);
 
-  t0 = clock::now();
+  t0 = Clock::now();
   const NamedState<T> carried =
       me == 0 ? export_state<Serial, T>(load_state<Serial>(init, p.d(), p.dv())) : export_state<Serial, T>(carry->st);
   Run<T> part{Mat<T>(0, p.dv()), carried};
   guarded([&] {
     if (e > b) part = finisher(slice_rows(p, b, e), o, &carried);
   });
-  stats.finish_seconds = since(t0);
+  stats.finish_seconds = seconds_since(t0);
+  return {b, std::move(part.O), me == P - 1 ? std::move(part.state) : NamedState<T>{}};
+}
 
-  t0 = clock::now();
+// The rank's part of the sequence-parallel form of plan.op: hla2 passes each block once; the others run the
+// block summary, the cross-rank scan `how`, and the finishing form from the carried state.
+template <class T>
+LocalRun<T> run_local(const DistributedPlan& plan, CrossScan how, const Problem<T>& p, const Options& o, const NamedState<T>* s) {
+  if (plan.op == "hla2") return hla2_fused_local<T>(p, o, s);
+  const Entry<T>& finisher = registry<T>().find(plan.op, plan.finish_form, plan.finish_variant);
+  return scan::with_scan_op<T>(plan.op, plan.scan_variant, o,
+                               [&](const auto& op) { return sequence_parallel_local(op, finisher, p, o, s, how); });
+}
+
+// Every rank's rows and the last rank's final state, on every rank: the whole Run (the gather phase).
+template <class T> Run<T> gather_run(LocalRun<T>&& mine, Eigen::Index n, Eigen::Index dv) {
+  const MPI_Comm c = sequence_comm();
+  const int P = comm_size(c), me = comm_rank(c);
+  PhaseStats& stats = last_phase_stats();
+  if (P == 1) return {std::move(mine.O), std::move(mine.state)};
+  const auto t0 = Clock::now();
   ByteWriter w;
-  put_matrix(w, part.O);
+  put_matrix(w, mine.O);
   const Bytes rows = w.take();
   stats.gather_bytes_sent += rows.size();
-  Run<T> out{Mat<T>(n, p.dv()), {}};
+  Run<T> out{Mat<T>(n, dv), {}};
   const std::vector<Bytes> blocks = all_gather(c, rows);
   for (int r = 0; r < P; ++r) {
     ByteReader rd(blocks[r]);
     const Mat<T> O = get_matrix<T>(rd);
     const Eigen::Index rb = block_begin(n, r, P);
-    if (O.rows() != block_begin(n, r + 1, P) - rb || O.cols() != p.dv()) throw std::logic_error("rank block of the wrong shape");
+    if (O.rows() != block_begin(n, r + 1, P) - rb || O.cols() != dv) throw std::logic_error("rank block of the wrong shape");
     out.O.middleRows(rb, O.rows()) = O;
   }
   ByteWriter ws;
-  if (me == P - 1) put_state(ws, part.state);
+  if (me == P - 1) put_state(ws, mine.state);
   Bytes state = ws.take();
   if (me == P - 1) stats.gather_bytes_sent += state.size() * static_cast<std::size_t>(P - 1);
   const Bytes final_state = broadcast(c, P - 1, std::move(state));
   ByteReader rs(final_state);
   out.state = get_state<T>(rs);
-  stats.gather_seconds = since(t0);
+  stats.gather_seconds = seconds_since(t0);
   return out;
 }
 
