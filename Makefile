@@ -35,7 +35,7 @@ bench: build
 	@cmake --build $(BUILD) -j $(JOBS) --target hla_bench
 	@bash scripts/bench.sh $(BUILD)
 
-# Sequence-parallel forms over MPI ranks (issue 13): results/distributed/ (README "Beyond one machine").
+# Sequence-parallel forms over MPI ranks (issue 13): results/distributed/ (docs/distributed.md).
 bench-distributed: build
 	@bash scripts/bench-distributed.sh $(BUILD)
 
@@ -56,7 +56,7 @@ debug-build: deps
 debug: debug-build
 	@bash scripts/debug-tests.sh build-debug '$(DEBUG_TESTS)'
 
-# ---- hardening (README "Hardening") -----------------------------------------------------------------------
+# ---- hardening (docs/hardening.md) -----------------------------------------------------------------------
 # libFuzzer targets (tests/fuzz/) in build-fuzz/ with clang++-16, each run FUZZ_SECONDS over its corpus.
 FUZZ_SECONDS ?= 120
 FUZZ_TARGETS = $(basename $(notdir $(wildcard tests/fuzz/fuzz_*.cpp)))

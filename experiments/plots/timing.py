@@ -20,7 +20,7 @@ CPU = "cpu_time_median_s"
 
 def shared_host_note(rows):
     """What a reading says when the timings came from a host shared by several ranks of an MPI sweep
-    (column ranks_on_host, README "Beyond one machine"); empty for one-process sweeps."""
+    (column ranks_on_host, docs/distributed.md); empty for one-process sweeps."""
     counts = [num(r.get("ranks_on_host")) for r in rows]
     shared = int(max((c for c in counts if c == c), default=1))  # NaN (no such column): one process
     return f" Timed on a host shared by up to {shared} ranks of an MPI job." if shared > 1 else ""

@@ -1,4 +1,4 @@
-"""The build's own edges (README "Hardening"): what CMake hands ccache must tell one CPU's objects from another's.
+"""The build's own edges (docs/hardening.md): what CMake hands ccache must tell one CPU's objects from another's.
 
 ccache hashes the command line, and `-march=native` reads the same on every machine; a cache that moves
 between machines (a persistent disk, CI on the developer's machine) would hand a Zen 4 objects compiled for
