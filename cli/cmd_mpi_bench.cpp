@@ -131,7 +131,7 @@ nlohmann::json run_bench(const BenchArgs& a) {
       }
       j["combine_s"] = median(t);
       // The cross-rank scan alone, both algorithms, on every rank's segment of this shape (after a barrier,
-      // so that no rank's lateness is counted): the basis of the default (README "Beyond one machine").
+      // so that no rank's lateness is counted): the basis of the default (docs/distributed.md).
       for (const auto& [name, how] : {std::pair{"recursive_doubling", distributed::CrossScan::recursive_doubling},
                                       std::pair{"mpi_exscan", distributed::CrossScan::mpi_exscan}}) {
         std::vector<double> ts;

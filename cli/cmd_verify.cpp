@@ -1,4 +1,4 @@
-// `hla verify`: holds an outside implementation to the exact operator (README "Verify your implementation").
+// `hla verify`: holds an outside implementation to the exact operator (docs/verify.md).
 //
 //   hla verify --op hla2 --gamma 0.99 --normalized --eps 1e-6 --dtype float64 --exec "python3 my_hla.py"
 //   hla verify --op hla2 --gamma 0.99 --q q.npy --k k.npy --v v.npy --o o.npy      (outputs you already have)

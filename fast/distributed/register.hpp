@@ -1,7 +1,7 @@
 // Registers the sequence-parallel forms (fast/distributed/sequence.hpp) for scalar T, each the rank's rows
 // (run_local) gathered on every rank:
 //   mpi-chunked     blocks per rank, cross-rank scan by MPI_Exscan over a user-defined non-commutative
-//                   MPI_Op (the default: faster in `make bench-distributed`, README "Beyond one machine")
+//                   MPI_Op (the default: faster in `make bench-distributed`, docs/distributed.md)
 //   mpi-chunked-rd  the same with the hand-written recursive-doubling exclusive scan
 // for every operator whose scan combine is associative with all its options: hla2 and AHLA (corrected
 // combines), hla3 (corrected minimal concatenation), linear. Each finishes its block with the

@@ -1,4 +1,4 @@
-// ThreadSanitizer over the OpenMP drivers (`make tsan`, README "Hardening"): every registered form that
+// ThreadSanitizer over the OpenMP drivers (`make tsan`, docs/hardening.md): every registered form that
 // takes a thread count (the scan drivers, the chunked forms, the fused kernel) at 2, 3 and 4 threads,
 // several heads through fast/heads.hpp, and the multi-query chunked form with several heads. Built with
 // clang++-16 -fsanitize=thread against LLVM's libomp; run with Archer (OMP_TOOL_LIBRARIES=libarcher.so),

@@ -1,7 +1,7 @@
 // The verification battery: runs an implementation over the cases, decides the verdict, searches the
 // smallest counterexample, diagnoses what the implementation computes instead, and writes the report.
 //
-// Verdicts (README "Verify your implementation"):
+// Verdicts (docs/verify.md):
 //   computes         within the rounding bound on every exact, random and carry case
 //   lower-precision  right on the exact cases, but random-case error above the dtype's bound while still
 //                    small relative to the outputs (float32 arithmetic behind a float64 interface, TF32

@@ -1,6 +1,6 @@
 // `hla verify`: the cases an outside implementation is held to, and what each must return.
 //
-// Three kinds of evidence (README "Verify your implementation"):
+// Three kinds of evidence (docs/verify.md):
 //   exact   small-integer Q, K, V in {−1, 0, 1} and dyadic γ, ε, λ, sized so that the abs operator A (the
 //           unmasked operator on |Q|, |K|, |V|, which bounds every partial sum a serial, scan or chunked
 //           algorithm forms) stays ≤ 2^10: at γ = 1 every such intermediate is an integer that float64,

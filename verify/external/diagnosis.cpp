@@ -18,7 +18,7 @@ template <class T> using P = Problem<T>;
 // powers of two kernels use.
 const std::vector<int> kChunkWidths{1, 2, 3, 4, 5, 6, 7, 8, 16, 32, 64, 128, 256};
 
-// The ledger claim that decides a paper formula against the operator (README "What the ledger found").
+// The ledger claim that decides a paper formula against the operator (results/claims.md).
 std::string claim_of(const std::string& op, const std::string& form, const std::string& variant) {
   if (variant != "paper") return "";
   const bool scan = form.rfind("scan-", 0) == 0;

@@ -16,7 +16,7 @@
 // Exact cases at γ = 1 stay exact for any arithmetic in the format (every partial sum an integer or half the
 // format holds, exact_magnitude) and are judged sharply; decayed exact cases, whose γ^k the format cannot
 // hold, are judged like random ones. `hla verify --calibrate` prints, per format and n, how the two emulated
-// kernels fall against the bound (README "Reduced precisions").
+// kernels fall against the bound (docs/verify.md "Reduced precisions").
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -31,7 +31,7 @@ namespace hla::verify::ext {
 
 // How many times an emulated correct kernel's error the operand part of the bound allows: real kernels round
 // at more places than the emulation does (intermediate products cast to the format before the next product),
-// each a few more roundings of the same size (README "Reduced precisions" has the measured ratios).
+// each a few more roundings of the same size (docs/verify.md "Reduced precisions" has the measured ratios).
 constexpr double kCalibrationFactor = 4;
 
 // x rounded to nearest (ties to even) in the format: significand bits of precision_model(p); fp16 also
@@ -59,7 +59,7 @@ std::vector<EmulatedFormat> coarser_formats(Precision declared);
 Run<double> emulate_format(const std::string& op, const Problem<double>& p, const Options& opt, const EmulatedFormat& f);
 
 // How many times an emulated fp32 kernel's error the level of a correct fp32 implementation allows (random cases
-// and file mode; precision.cpp's calibration and README "Reduced precisions" give the measured ratios): an error
+// and file mode; precision.cpp's calibration and docs/verify.md "Reduced precisions" give the measured ratios): an error
 // above it is lower precision even when the proven bound, which on long random cases allows ~10^5 u, is not
 // reached. TF32 products err ~2^13 times more than fp32 arithmetic, bf16 ~2^16.
 constexpr double kFp32LevelFactor = 16;
