@@ -14,6 +14,7 @@
 #include <map>
 #include <set>
 
+#include "experiments/lib/measure.hpp"
 #include "experiments/lib/sweep.hpp"
 #include "tests/temp_dir.hpp"
 
@@ -129,7 +130,10 @@ TEST_CASE("backward sweep: rows for every pass, exact, within bound, checkpointi
     if (n == 8192) {
       CHECK(tab.at(row, "status") == "no reference");
       stored[bw] = tab.num(row, "stored_bytes");
-      rss[bw] = tab.num(row, "peak_rss_delta_bytes");
+      if (kPeakRssMeasured)
+        rss[bw] = tab.num(row, "peak_rss_delta_bytes");
+      else
+        CHECK(tab.at(row, "peak_rss_delta_bytes").empty());  // the sanitizer's heap is not measured as the work's
       continue;
     }
     if (op == "hla2" && tab.at(row, "variant") == "paper") {
@@ -174,8 +178,10 @@ TEST_CASE("backward sweep: rows for every pass, exact, within bound, checkpointi
   // (128 checkpoints + 65 recomputed states) 0.3 MB; peak RSS also holds the gradients (1.2 MB) either way.
   REQUIRE(stored.size() == 2);
   CHECK(stored["checkpointed"] * 20 < stored["serial"]);
-  CHECK(rss["checkpointed"] * 3 < rss["serial"]);
-  CHECK(rss["serial"] > 0.5 * stored["serial"]);
+  if (kPeakRssMeasured) {  // the release build (make test) checks what the process really held
+    CHECK(rss["checkpointed"] * 3 < rss["serial"]);
+    CHECK(rss["serial"] > 0.5 * stored["serial"]);
+  }
   fs::remove_all(dir);
 }
 
