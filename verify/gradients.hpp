@@ -273,4 +273,45 @@ GradientCheck<T> check_gradients(const std::string& op, const Problem<T>& p, con
   return c;
 }
 
+// ---- compiled once per scalar ------------------------------------------------------------------------------
+// The gradient checks run every form in Dual<T> and every reverse pass; a unit that calls them would otherwise
+// compile them again (they were the four heaviest units: the sweep, `hla verify --grad`, the ledger and the
+// tests each paid for the same instantiations). generated/gradients_<scalar>.cpp (CMakeLists.txt) holds the one
+// definition per scalar (after these declarations, as the standard allows); every other unit sees only the
+// declarations (docs/build.md has the measurements).
+#define HLA_GRADIENT_PASSES(EXTERN, T)                                                                         \
+  EXTERN template backward::Gradients<T> backward::run_pass<T>(                                               \
+      const std::string&, backward::Pass, const Problem<T>&, const Options&,                                    \
+      const std::type_identity_t<NamedState<T>>*, const Mat<T>&, fast::DecayRule, Eigen::Index, BackwardStats*); \
+  EXTERN template backward::Gradients<T> backward::hla2_scan_backward<T>(                                     \
+      const Problem<T>&, const Options&, const std::type_identity_t<NamedState<T>>*, const Mat<T>&,             \
+      fast::DecayRule, Eigen::Index, BackwardStats*);
+// The exact references (T exact, or MPFR-256 for a floating check).
+#define HLA_GRADIENT_REFERENCES(EXTERN, T)                                                                     \
+  EXTERN template Gradients<T> forward_mode_gradients<T>(                                                       \
+      const Problem<T>&, const NamedState<T>*, const Mat<T>&,                                                   \
+      const std::function<Mat<Dual<T>>(const Problem<Dual<T>>&, const NamedState<Dual<T>>*)>&);                 \
+  EXTERN template Gradients<T> reference_gradients<T>(const std::string&, const Problem<T>&, const Options&,     \
+                                                      const Mat<T>&);                                           \
+  EXTERN template Gradients<T> serial_forward_mode_gradients<T>(const std::string&, const Problem<T>&,          \
+                                                                const Options&, const NamedState<T>*,           \
+                                                                const Mat<T>&, fast::DecayRule);
+#define HLA_GRADIENT_CHECK(EXTERN, T)                                                                          \
+  EXTERN template GradientCheck<T> check_gradients<T>(const std::string&, const Problem<T>&, const Options&,    \
+                                                      const Mat<T>&, int, fast::DecayRule, const NamedState<T>*);
+
+HLA_GRADIENT_PASSES(extern, rational)
+HLA_GRADIENT_PASSES(extern, fp61)
+HLA_GRADIENT_PASSES(extern, mpfr256)
+HLA_GRADIENT_PASSES(extern, double)
+HLA_GRADIENT_PASSES(extern, float)
+HLA_GRADIENT_PASSES(extern, Magnitude)
+HLA_GRADIENT_REFERENCES(extern, rational)
+HLA_GRADIENT_REFERENCES(extern, fp61)
+HLA_GRADIENT_REFERENCES(extern, mpfr256)
+HLA_GRADIENT_CHECK(extern, rational)
+HLA_GRADIENT_CHECK(extern, fp61)
+HLA_GRADIENT_CHECK(extern, double)
+HLA_GRADIENT_CHECK(extern, float)
+
 }  // namespace hla
