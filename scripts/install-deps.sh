@@ -2,7 +2,8 @@
 # Installs the Debian packages the harness needs, in tiers, each including the ones before it:
 #   run    what building and running the harness needs (make build, make run, make bench)
 #   test   + what the test suites need: PyTorch (the examples and test implementations), Chromium (the report
-#          page's rendering test), pytest and venv (a user's pytest through the pip-installed module)
+#          page's rendering test), pytest and venv (a user's pytest through the pip-installed module;
+#          xdist runs the Python suites in parallel)
 #   clang  + clang-16, libFuzzer and LLVM's OpenMP (make fuzz, make tsan)
 # Usage: install-deps.sh [run|test|clang] (default run). Idempotent and silent when everything is present:
 # it asks dpkg first and only runs apt-get (update, then install) for what is missing.
@@ -23,6 +24,7 @@ test_packages=(
   python3-torch             # examples/ and tests/verify_impls/: PyTorch implementations verified in make test
   chromium                  # renders results/report.html in tests/python/test_report.py
   python3-pytest python3-venv python3-setuptools  # pip install . into a venv, and a user's pytest (docs/build.md)
+  python3-pytest-xdist      # make test runs the Python suites on every core (scripts/test.sh)
 )
 clang_packages=(
   clang-16 libclang-rt-16-dev libfuzzer-16-dev libomp-16-dev  # make fuzz (libFuzzer), make tsan (TSan + Archer)

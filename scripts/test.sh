@@ -2,8 +2,9 @@
 # `make test`: every suite, then one plain closing line "tests: N passed, M failed" that any CI log reader
 # understands (the sum over suites).
 #   1. the Catch2 suite (every test case, in a fixed order)
-#   2. the Python suites tests/python/test_*.py (unittest; they import build/python/hla_harness and run
-#      build/bin/hla), when the build has them
+#   2. the Python suites tests/python/test_*.py (unittest test cases, run by pytest on every core when
+#      pytest-xdist is installed; they import build/python/hla_harness and run build/bin/hla), when the build
+#      has them
 #   3. the MPI suite (mpirun, P up to 4), when mpirun is installed
 set -uo pipefail
 build=${1:-build}
@@ -25,23 +26,41 @@ else
 fi
 passed=$((passed + ${p:-0})); failed=$((failed + ${f:-0}))
 
-# Python suites: unittest prints "Ran N tests" and "FAILED (failures=a, errors=b, skipped=c)" or "OK".
+# Python suites. Most of their time is spent waiting on child processes (hla, PyTorch's import in every
+# --exec round), so with pytest-xdist (the test tier) they run on every core, one worker per core up to 8:
+# pytest ends with "N passed, M failed, K skipped, E errors in T s". Without xdist: unittest in one process,
+# which prints "Ran N tests" and "FAILED (failures=a, errors=b, skipped=c)" or "OK".
 if compgen -G "$root/tests/python/test_*.py" >/dev/null; then
-  HLA_BUILD="$(cd "$build" && pwd)" PYTHONPATH="$(cd "$build" && pwd)/python${PYTHONPATH:+:$PYTHONPATH}" \
+  export HLA_BUILD="$(cd "$build" && pwd)" PYTHONPATH="$(cd "$build" && pwd)/python${PYTHONPATH:+:$PYTHONPATH}"
+  if /usr/bin/python3 -c "import xdist, pytest" 2>/dev/null; then
+    workers=$(nproc 2>/dev/null || echo 2)
+    ((workers > 8)) && workers=8
+    ((workers < 2)) && workers=2
+    /usr/bin/python3 -m pytest -n "$workers" -p no:cacheprovider -rfE -q "$root/tests/python" 2>&1 | tee "$log"
+    s=${PIPESTATUS[0]}
+    [ "$s" -ne 0 ] && status=$s
+    line=$(grep -E "[0-9]+ (passed|failed|errors?)(, .*)? in [0-9.]+s" "$log" | tail -1)
+    p=$(grep -oE "[0-9]+ passed" <<<"$line" | cut -d' ' -f1)
+    f=$(grep -oE "[0-9]+ failed" <<<"$line" | cut -d' ' -f1)
+    e=$(grep -oE "[0-9]+ errors?" <<<"$line" | cut -d' ' -f1)
+    passed=$((passed + ${p:-0})); failed=$((failed + ${f:-0} + ${e:-0}))
+    [ -z "$line" ] && { failed=$((failed + 1)); status=1; }
+  else
     /usr/bin/python3 -m unittest discover -s "$root/tests/python" -p 'test_*.py' -v 2>&1 | tee "$log"
-  s=${PIPESTATUS[0]}
-  [ "$s" -ne 0 ] && status=$s
-  ran=$(grep -E "^Ran [0-9]+ tests?" "$log" | tail -1 | sed -E 's/^Ran ([0-9]+).*/\1/')
-  bad=0
-  if line=$(grep -E "^FAILED \(" "$log" | tail -1); then
-    for key in failures errors; do
-      v=$(grep -oE "$key=[0-9]+" <<<"$line" | cut -d= -f2)
-      bad=$((bad + ${v:-0}))
-    done
+    s=${PIPESTATUS[0]}
+    [ "$s" -ne 0 ] && status=$s
+    ran=$(grep -E "^Ran [0-9]+ tests?" "$log" | tail -1 | sed -E 's/^Ran ([0-9]+).*/\1/')
+    bad=0
+    if line=$(grep -E "^FAILED \(" "$log" | tail -1); then
+      for key in failures errors; do
+        v=$(grep -oE "$key=[0-9]+" <<<"$line" | cut -d= -f2)
+        bad=$((bad + ${v:-0}))
+      done
+    fi
+    skipped=$(grep -oE "skipped=[0-9]+" "$log" | tail -1 | cut -d= -f2)
+    passed=$((passed + ${ran:-0} - bad - ${skipped:-0})); failed=$((failed + bad))
+    [ -z "$ran" ] && { failed=$((failed + 1)); status=1; }
   fi
-  skipped=$(grep -oE "skipped=[0-9]+" "$log" | tail -1 | cut -d= -f2)
-  passed=$((passed + ${ran:-0} - bad - ${skipped:-0})); failed=$((failed + bad))
-  [ -z "$ran" ] && { failed=$((failed + 1)); status=1; }
 fi
 
 # MPI suite (issue 13): scripts/test-mpi.sh (mpirun, P up to 4), counted like the others.

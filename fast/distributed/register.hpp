@@ -48,3 +48,9 @@ template <class T> void register_distributed(Registry<T>& r) {
 }
 
 }  // namespace hla
+
+// What the generated unit of this kind compiles besides register_distributed<T> (CMakeLists.txt).
+#define HLA_KIND_INSTANTIATIONS(T) \
+  namespace hla::distributed {     \
+  HLA_RUN_LOCAL(, T)               \
+  }

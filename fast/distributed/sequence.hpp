@@ -282,6 +282,17 @@ LocalRun<T> run_local(const DistributedPlan& plan, CrossScan how, const Problem<
                                [&](const auto& op) { return sequence_parallel_local(op, finisher, p, o, s, how); });
 }
 
+// Compiled once per scalar, in generated/register_distributed_<scalar>.cpp (the kind's hook below and
+// CMakeLists.txt); `hla mpi-bench`, which times the phases, calls the same instantiation instead of its own.
+#define HLA_RUN_LOCAL(EXTERN, T)                                                                          \
+  EXTERN template LocalRun<T> run_local<T>(const DistributedPlan&, CrossScan, const Problem<T>&, const Options&, \
+                                           const NamedState<T>*);
+HLA_RUN_LOCAL(extern, rational)
+HLA_RUN_LOCAL(extern, fp61)
+HLA_RUN_LOCAL(extern, mpfr256)
+HLA_RUN_LOCAL(extern, double)
+HLA_RUN_LOCAL(extern, float)
+
 // Every rank's rows and the last rank's final state, on every rank: the whole Run (the gather phase).
 template <class T> Run<T> gather_run(LocalRun<T>&& mine, Eigen::Index n, Eigen::Index dv) {
   const MPI_Comm c = sequence_comm();

@@ -391,36 +391,67 @@ class GradientVerdicts(unittest.TestCase):
         code, r, out = verify_grad("ahla", "--op", "ahla", "--gamma", "0.9", "--normalized", "--eps", "0.25")
         self.assertEqual(code, 0, out)
 
-    def test_wrong_backwards_are_named_per_output(self):
-        for name, args, differ, key in [
-                ("hla2:paper-backward", ["--op", "hla2", "--gamma", "0.9"], ("dq", "dk", "dv"), "backward:paper-decay-rule"),
-                ("hla2:detach-den", ["--op", "hla2", "--normalized", "--eps", "0.25"], ("dq", "dk"),
-                 "backward:normalizer-detached"),
-                ("hla2:swap-dq-dk", ["--op", "hla2"], ("dq", "dk"), "backward:swap-dq-dk"),
-                ("hla2:unmasked-backward", ["--op", "hla2"], ("dq", "dk", "dv"), "backward:unmasked"),
-                ("linear:no-decay-backward", ["--op", "linear", "--gamma", "0.9"], ("dq", "dk", "dv"), "backward:no-decay"),
-                ("hla2:no-carry-backward@16", ["--op", "hla2"], ("dq", "dk", "dv"), "backward:no-carry@w=16")]:
-            with self.subTest(name=name):
-                code, r, out = verify_grad(name, *args)
-                self.assertEqual((code, r["verdict"]), (1, "differs"), out)
-                self.assertIn(", with gradients", out.splitlines()[0])
-                self.assertEqual(r["outputs"]["o"], "computes", out)
-                # forward and backward localized apart: the forward's groups all compute
-                self.assertEqual(set(r["localization"].values()), {"computes"}, out)
-                self.assertIn("differs", r["gradient_localization"].values(), out)
-                for o in ("dq", "dk", "dv"):
-                    self.assertEqual(r["outputs"][o], "differs" if o in differ else "computes", (o, out))
-                for o in differ:
-                    self.assertIn(key, gradient_keys(r, o), out)
-                c = r["counterexample"]
-                self.assertIn(c["gradient"]["output"], differ)
-                self.assertIn("do", c)
+    # Each wrong backward is a test of its own, so that the parallel suite (scripts/test.sh) can spread them.
+    WRONG_BACKWARDS = {
+        "paper_decay_rule": ("hla2:paper-backward", ["--op", "hla2", "--gamma", "0.9"], ("dq", "dk", "dv"),
+                             "backward:paper-decay-rule"),
+        "normalizer_detached": ("hla2:detach-den", ["--op", "hla2", "--normalized", "--eps", "0.25"], ("dq", "dk"),
+                                "backward:normalizer-detached"),
+        "swap_dq_dk": ("hla2:swap-dq-dk", ["--op", "hla2"], ("dq", "dk"), "backward:swap-dq-dk"),
+        "unmasked": ("hla2:unmasked-backward", ["--op", "hla2"], ("dq", "dk", "dv"), "backward:unmasked"),
+        "no_decay": ("linear:no-decay-backward", ["--op", "linear", "--gamma", "0.9"], ("dq", "dk", "dv"),
+                     "backward:no-decay"),
+        "no_carry": ("hla2:no-carry-backward@16", ["--op", "hla2"], ("dq", "dk", "dv"), "backward:no-carry@w=16"),
+    }
+
+    def check_wrong_backward_is_named_per_output(self, which):
+        name, args, differ, key = self.WRONG_BACKWARDS[which]
+        code, r, out = verify_grad(name, *args)
+        self.assertEqual((code, r["verdict"]), (1, "differs"), out)
+        self.assertIn(", with gradients", out.splitlines()[0])
+        self.assertEqual(r["outputs"]["o"], "computes", out)
+        # forward and backward localized apart: the forward's groups all compute
+        self.assertEqual(set(r["localization"].values()), {"computes"}, out)
+        self.assertIn("differs", r["gradient_localization"].values(), out)
+        for o in ("dq", "dk", "dv"):
+            self.assertEqual(r["outputs"][o], "differs" if o in differ else "computes", (o, out))
+        for o in differ:
+            self.assertIn(key, gradient_keys(r, o), out)
+        c = r["counterexample"]
+        self.assertIn(c["gradient"]["output"], differ)
+        self.assertIn("do", c)
+
+    def test_wrong_backward_paper_decay_rule(self):
+        self.check_wrong_backward_is_named_per_output("paper_decay_rule")
+
+    def test_wrong_backward_normalizer_detached(self):
+        self.check_wrong_backward_is_named_per_output("normalizer_detached")
+
+    def test_wrong_backward_swap_dq_dk(self):
+        self.check_wrong_backward_is_named_per_output("swap_dq_dk")
+
+    def test_wrong_backward_unmasked(self):
+        self.check_wrong_backward_is_named_per_output("unmasked")
+
+    def test_wrong_backward_no_decay(self):
+        self.check_wrong_backward_is_named_per_output("no_decay")
+
+    def test_wrong_backward_no_carry(self):
+        self.check_wrong_backward_is_named_per_output("no_carry")
+
+    def test_wrong_backward_every_case_has_a_test(self):
+        tested = {m[len("test_wrong_backward_"):] for m in dir(self) if m.startswith("test_wrong_backward_")}
+        self.assertEqual(set(self.WRONG_BACKWARDS), tested - {"every_case_has_a_test"})
+
+    def test_carry_detached_backward_is_named_per_output(self):
         # a chunked backward that carries the state forward but detaches it: named per output (dk is also the
         # gradient of a forward that restarts every w tokens)
         code, r, out = verify_grad("hla2:carry-detached-backward@16", "--op", "hla2", "--gamma", "0.9")
         self.assertEqual(r["outputs"], {"o": "computes", "dq": "differs", "dk": "differs", "dv": "differs"}, out)
         for o in ("dq", "dk", "dv"):
             self.assertIn("backward:carry-detached@w=16", gradient_keys(r, o), out)
+
+    def test_late_dv_is_named_per_output(self):
         code, r, out = verify_grad("ahla:dv-late", "--op", "ahla")
         self.assertEqual(r["outputs"], {"o": "computes", "dq": "computes", "dk": "computes", "dv": "differs"}, out)
 
