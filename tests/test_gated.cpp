@@ -5,10 +5,13 @@
 #include <catch2/catch.hpp>
 
 #include <random>
+#include <stdexcept>
 
 #include "core/gates.hpp"
 #include "core/registry.hpp"
 #include "fast/gated_forms.hpp"
+#include "verify/claims.hpp"
+#include "verify/gated_diagonal.hpp"
 
 using namespace hla;
 using gated::FormRef;
@@ -173,4 +176,74 @@ TEST_CASE("gated: bad gates and options are input errors", "[gated]") {
   CHECK_THROWS_AS(gated::run(FormRef{"hla2", "chunked"}, g, Options{}), InputError);
   const Run<rational> r = gated::run(FormRef{"linear", "serial"}, g, Options{});
   CHECK_THROWS_AS(gated::run(serial, g, Options{}, &r.state), InputError);  // another operator's state
+}
+
+TEST_CASE("gated: the ledger's gated claims decide as computed (quick)", "[gated][claims]") {
+  verify::LedgerContext ctx;
+  ctx.quick = true;
+  for (const verify::ClaimResult& r :
+       verify::run_ledger(ctx, {"gated.hla2.serial", "gated.hla2.scan.associative", "gated.hla2.proposal",
+                                "gated.hla2.proposal.corrected"})) {
+    INFO(r.id << ": " << r.method << " " << r.counterexample.dump());
+    const bool wrong_recurrence = r.id == "gated.hla2.proposal";
+    CHECK(r.verdict == (wrong_recurrence ? "fails" : "holds"));
+    if (wrong_recurrence) CHECK(r.counterexample.contains("gamma"));
+  }
+}
+
+// ---- diagonal gates (the study of verify/gated_diagonal.hpp) ----------------------------------------------------
+
+namespace {
+const verify::diagonal::Placement& placement(const std::string& id) {
+  for (const auto& pl : verify::diagonal::placements())
+    if (pl.id == id) return pl;
+  throw std::logic_error("no placement " + id);
+}
+// Every channel of token t gated alike, by gates(t): the scalar-gated case written as diagonal gates.
+verify::diagonal::DiagonalProblem<rational> channels_alike(const GatedProblem<rational>& g) {
+  return {g.qkv, g.gamma.replicate(1, g.qkv.d()), g.gamma.replicate(1, g.qkv.dv())};
+}
+}  // namespace
+
+TEST_CASE("gated diagonal: with every channel alike, the placements' sums are the scalar-gated operators", "[gated]") {
+  using namespace verify::diagonal;
+  const GatedProblem<rational> g = rational_case({5, 2, 2}, 4);
+  // Gates on both S (one side) and C: Γ(t,i) Γ(t,j), the gated hla2.
+  CHECK(masked_output(placement("s-left+c-key"), channels_alike(g)) ==
+        gated::run(FormRef{"hla2", "reference"}, g, Options{}).O);
+  // The proposal's placement with roots a_t on S's two sides and a_t² on C, and its recurrence as printed: the
+  // scalar proposal's operator and its form.
+  GatedProblem<rational> roots = g;
+  for (Eigen::Index t = 0; t < g.n(); ++t) roots.gamma(t) = gated::exact_square_root(g.gamma(t));
+  CHECK(masked_output(placement("proposal"), channels_alike(roots)) ==
+        gated::run(FormRef{"hla2", "reference"}, g, Options{}).O);
+  CHECK(hla2_form_recurrence(placement("proposal"), channels_alike(roots), Aging::proposal_as_printed) ==
+        gated::run(FormRef{"hla2", "serial", "proposal"}, g, Options{}).O);
+  // Scalar gates commute past k_iᵀ q_j: every placement's sum has the scalar-gated rule as its recurrence.
+  for (const Placement& pl : placements()) {
+    INFO(pl.id);
+    const DiagonalProblem<rational> alike = channels_alike(pl.sqrt_on_s ? roots : g);
+    CHECK(hla2_form_recurrence(pl, alike, Aging::all_gates_outside) == masked_output(pl, alike));
+  }
+}
+
+TEST_CASE("gated diagonal: the scalar rule stays exact where per-channel gates stay outside k_iᵀ q_j, not otherwise",
+          "[gated]") {
+  using namespace verify::diagonal;
+  const Problem<rational> p = convert_problem<rational>(integer_problem({5, 3, 2}, 6, 2));
+  Mat<rational> alpha(5, 3), beta(5, 2);
+  for (Eigen::Index t = 0; t < 5; ++t) {  // per channel, not alike (alike gates are the scalar case)
+    for (Eigen::Index c = 0; c < 3; ++c) alpha(t, c) = rational(1, 2 + (t + 2 * c) % 5);
+    for (Eigen::Index c = 0; c < 2; ++c) beta(t, c) = rational(2, 3 + (t + 3 * c) % 4);
+  }
+  const DiagonalProblem<rational> dp{p, alpha, beta};
+  for (const char* exact : {"s-left", "c-value", "s-left+c-value"})
+    CHECK(hla2_form_recurrence(placement(exact), dp, Aging::all_gates_outside) == masked_output(placement(exact), dp));
+  for (const char* inexact : {"s-right", "c-key", "s-two-sided"})
+    CHECK(hla2_form_recurrence(placement(inexact), dp, Aging::all_gates_outside) !=
+          masked_output(placement(inexact), dp));
+  CHECK(exact_rank(Mat<rational>(Mat<rational>::Identity(3, 3))) == 3);
+  Mat<rational> dependent(2, 3);
+  dependent << 1, 2, 3, 2, 4, 6;
+  CHECK(exact_rank(dependent) == 1);
 }
