@@ -19,9 +19,10 @@ const std::vector<std::string> kOperators{"linear", "hla2", "ahla"};
 const std::vector<std::string> kScanForms{"scan-fold", "scan-blelloch", "scan-twolevel"};
 
 // Calls f(op) with the gated scan operator of `op`: the decay-aware combine that is exact for every ρ (the
-// harness's corrected hla2 and ahla operators; linear has one), its tokens carrying their own gates.
-template <class T, class F> decltype(auto) with_gated_scan_op(const std::string& op, const ColVec<T>& gates, F&& f) {
-  const Options o;  // the read-out options are set per call in run(); associativity needs none
+// harness's corrected hla2 and ahla operators; linear has one), its tokens carrying their own gates; `o` holds
+// the read-out options (ε, λ, normalized).
+template <class T, class F>
+decltype(auto) with_gated_scan_op(const std::string& op, const Options& o, const ColVec<T>& gates, F&& f) {
   if (op == "hla2") return f(scan::GatedOp<scan::Hla2Op<T, true>>({o, scan::Variant::corrected}, gates));
   if (op == "ahla") return f(scan::GatedOp<scan::AhlaOp<T>>({o, scan::Variant::corrected}, gates));
   if (op == "linear") return f(scan::GatedOp<scan::LinearOp<T>>(scan::LinearOp<T>(o), gates));
@@ -30,14 +31,11 @@ template <class T, class F> decltype(auto) with_gated_scan_op(const std::string&
 
 template <class T>
 Run<T> run_scan(const FormRef& f, const GatedProblem<T>& g, const Options& opt, const NamedState<T>* init) {
-  const auto drive = [&](const auto& op) {
+  return with_gated_scan_op<T>(f.op, opt, g.gamma, [&](const auto& op) {
     if (f.form == "scan-fold") return scan::scan_fold(op, g.qkv, init);
     if (f.form == "scan-blelloch") return scan::scan_blelloch(op, g.qkv, init, opt.threads);
     return scan::scan_twolevel(op, g.qkv, init, opt.chunk, opt.threads);
-  };
-  if (f.op == "hla2") return drive(scan::GatedOp<scan::Hla2Op<T, true>>({opt, scan::Variant::corrected}, g.gamma));
-  if (f.op == "ahla") return drive(scan::GatedOp<scan::AhlaOp<T>>({opt, scan::Variant::corrected}, g.gamma));
-  return drive(scan::GatedOp<scan::LinearOp<T>>(scan::LinearOp<T>(opt), g.gamma));
+  });
 }
 
 // The roots a_t of the gates, for the proposal's recurrence written in a_t = √γ_t.
@@ -107,7 +105,8 @@ Run<T> run(const FormRef& f, const GatedProblem<T>& g, const Options& opt, const
 
 template <class T> std::pair<Mat<T>, Mat<T>> associativity_sides(const std::string& op, const GatedProblem<T>& g) {
   validate_gates(g);
-  return with_gated_scan_op<T>(op, g.gamma, [&](const auto& alg) { return scan::associativity_sides(alg, g.qkv); });
+  return with_gated_scan_op<T>(op, Options{}, g.gamma,
+                               [&](const auto& alg) { return scan::associativity_sides(alg, g.qkv); });
 }
 
 #define HLA_GATED_INSTANTIATE(T)                                                                      \
