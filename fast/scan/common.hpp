@@ -17,6 +17,7 @@
 #include <exception>
 #include <type_traits>
 #include <mutex>
+#include <utility>
 
 #include "core/state.hpp"
 
@@ -38,11 +39,14 @@ inline const char* variant_name(Variant v) { return v == Variant::paper ? "paper
 // ρ-scaling that skips the multiply when ρ = 1 (γ = 1): then ρB X + Y is literally the undecayed X + Y.
 template <class T> Mat<T> scaled(const T& rho, const Mat<T>& X) { return rho == T(1) ? X : Mat<T>(rho * X); }
 
-// A token's rows as the column vectors / row vector the serial steps take.
+// A token's rows as the column vectors / row vector the serial steps take, and its index in the problem (a
+// gated operator, fast/scan/gated.hpp, reads the token's own gate γ_t by it).
 template <class T> struct TokenRows {
   ColVec<T> q, k;
   RowVec<T> v;
-  TokenRows(const Problem<T>& p, Eigen::Index t) : q(p.Q.row(t).transpose()), k(p.K.row(t).transpose()), v(p.V.row(t)) {}
+  Eigen::Index t;
+  TokenRows(const Problem<T>& p, Eigen::Index t)
+      : q(p.Q.row(t).transpose()), k(p.K.row(t).transpose()), v(p.V.row(t)), t(t) {}
 };
 
 // The summary of rows [b, e) of a problem: the left fold T_b ⊕ … ⊕ T_{e−1} of its token segments (for an
@@ -81,6 +85,31 @@ template <class T> bool same_named(const NamedState<T>& a, const NamedState<T>& 
   return true;
 }
 template <class Seg> bool same_segment(const Seg& a, const Seg& b) { return same_named(a.named(), b.named()); }
+
+// Every part of a named state, stacked into one column, so two states compare entry by entry.
+template <class T> Mat<T> stacked_parts(const NamedState<T>& s) {
+  Mat<T> out(static_cast<Eigen::Index>(s.numbers()), 1);
+  Eigen::Index at = 0;
+  for (const auto& [k, m] : s.parts)
+    for (Eigen::Index i = 0; i < m.size(); ++i) out(at++, 0) = m(i);
+  return out;
+}
+
+// The monoid laws of an operator on segments A = [0, n/3), B = [n/3, 2n/3), C = [2n/3, n) of p (multi-token
+// once n ≥ 6): ((A⊕B)⊕C ; E⊕A ; A⊕E) against (A⊕(B⊕C) ; A ; A), every state part stacked.
+template <class Op, class T> std::pair<Mat<T>, Mat<T>> associativity_sides(const Op& op, const Problem<T>& p) {
+  const Eigen::Index n = p.n(), a = n / 3, b = (2 * n) / 3;
+  const auto A = segment(op, p, 0, a), B = segment(op, p, a, b), C = segment(op, p, b, n);
+  const auto E = op.identity(p.d(), p.dv());
+  const Mat<T> l1 = stacked_parts(op.combine(op.combine(A, B), C).named()),
+               r1 = stacked_parts(op.combine(A, op.combine(B, C)).named());
+  const Mat<T> l2 = stacked_parts(op.combine(E, A).named()), l3 = stacked_parts(op.combine(A, E).named()),
+               r2 = stacked_parts(A.named());
+  Mat<T> lhs(l1.rows() + 2 * l2.rows(), 1), rhs(l1.rows() + 2 * l2.rows(), 1);
+  lhs << l1, l2, l3;
+  rhs << r1, r2, r2;
+  return {lhs, rhs};
+}
 
 // Runs body(i) for i in [0, count) on `threads` OpenMP threads (static schedule: which thread runs an
 // index never changes what is computed). An exception inside the loop (e.g. a vanishing normalizer) is
