@@ -30,9 +30,9 @@ using namespace hla::verify::ext;
 struct VerifyArgs {
   std::string op = "hla2", gamma = "1", eps = "0", ridge = "0", dtype = "float64", precision;
   bool normalized = false, state = false, grad = false, combine = false, keep = false, no_diagnose = false, list_state = false, quiet = false, calibrate = false,
-       fixed_d = false;
+       fixed_d = false, gates = false;
   long n_multiple = 1;
-  std::string exec, json_file, q, k, v, o, npz, parts;
+  std::string exec, json_file, q, k, v, o, npz, parts, gamma_npy, gate_range = "0.8,1";
   long max_n = 512, d = 16, dv = 16;
   std::uint64_t seed = 1;
   double timeout = 300;
@@ -57,6 +57,12 @@ Request request_of(const VerifyArgs& a) {
   r.seed = a.seed;
   r.fixed_widths = a.fixed_d;
   r.n_multiple = a.n_multiple;
+  r.gates = a.gates;
+  if (a.gates && a.given.count("--gamma")) throw InputError("--gates takes the decay from the per-token gates; --gamma means nothing with it");
+  const auto comma = a.gate_range.find(',');
+  if (comma == std::string::npos) throw InputError("--gate-range takes LO,HI (e.g. 0.8,1); got '" + a.gate_range + "'");
+  r.gate_lo = from_rational<double>(parse_rational(a.gate_range.substr(0, comma), "--gate-range"));
+  r.gate_hi = from_rational<double>(parse_rational(a.gate_range.substr(comma + 1), "--gate-range"));
   validate_request(r);
   return r;
 }
@@ -67,21 +73,31 @@ void write_json(const std::string& file, const nlohmann::json& j) {
   write_file_atomically(file, json_text(j, 2) + "\n", "--json file");
 }
 
-Problem<double> given_inputs(const VerifyArgs& a, Mat<double>& out, DType& dtype) {
+// With --gates, the per-token gates: gamma.npy of shape (n,) (--gamma-npy, or the array "gamma" of --npz).
+Problem<double> given_inputs(const VerifyArgs& a, Mat<double>& out, DType& dtype, ColVec<double>& gates) {
   if (!a.npz.empty() && (!a.q.empty() || !a.k.empty() || !a.v.empty() || !a.o.empty()))
     throw InputError("give either --npz or --q --k --v --o, not both");
   auto load = [&](const std::string& file, const std::string& what) -> npy::Array {
     if (file.empty()) throw InputError("file mode needs --q, --k, --v and --o (or --npz with arrays q, k, v, o); " + what + " is missing");
     return npy::read(file);
   };
-  npy::Array q, k, v, o;
+  if (!a.gamma_npy.empty() && (!a.gates || !a.npz.empty()))
+    throw InputError("--gamma-npy goes with --gates and --q --k --v --o (with --npz the gates are its array 'gamma')");
+  npy::Array q, k, v, o, g;
   if (!a.npz.empty()) {
     auto m = npy::read_npz(a.npz);
-    for (const char* key : {"q", "k", "v", "o"})
-      if (!m.count(key)) throw InputError(a.npz + " has no array '" + std::string(key) + "'");
+    for (const char* key : {"q", "k", "v", "o", "gamma"})
+      if (!m.count(key) && (a.gates || key != std::string("gamma")))
+        throw InputError(a.npz + " has no array '" + std::string(key) + "'");
     q = m["q"], k = m["k"], v = m["v"], o = m["o"];
+    if (a.gates) g = m["gamma"];
   } else {
     q = load(a.q, "--q"), k = load(a.k, "--k"), v = load(a.v, "--v"), o = load(a.o, "--o");
+    if (a.gates) g = load(a.gamma_npy, "--gamma-npy (the gates, with --gates)");
+  }
+  if (a.gates) {
+    if (g.shape.size() != 1) throw InputError(fmt::format("gamma must have shape (n,); it has {} dimensions", g.shape.size()));
+    gates = Eigen::Map<const ColVec<double>>(g.data.data(), static_cast<Eigen::Index>(g.data.size()));
   }
   dtype = o.dtype == npy::DType::f64 ? DType::float64 : DType::float32;
   Problem<double> p{npy::to_matrix(q, "q"), npy::to_matrix(k, "k"), npy::to_matrix(v, "v")};
@@ -100,7 +116,7 @@ Problem<double> given_inputs(const VerifyArgs& a, Mat<double>& out, DType& dtype
 void refuse_battery_options(const VerifyArgs& a) {
   std::string refused;
   for (const char* name : {"--state", "--grad", "--max-n", "--d", "--dv", "--fixed-d", "--n-multiple", "--seed", "--timeout",
-                           "--shrink-rounds", "--keep"})
+                           "--shrink-rounds", "--keep", "--gate-range"})
     if (a.given.count(name)) refused += std::string(refused.empty() ? "" : ", ") + name;
   if (!refused.empty())
     throw InputError("file mode judges the given arrays (their shapes and dtype are the case); these options shape or run "
@@ -115,7 +131,7 @@ int run_verify(const VerifyArgs& a) {
     std::string refused;
     for (const auto& [given, name] : std::vector<std::pair<bool, const char*>>{
              {a.state, "--state"}, {a.grad, "--grad"}, {!a.precision.empty(), "--precision"}, {a.calibrate, "--calibrate"}, {a.list_state, "--list-state"},
-             {a.normalized, "--normalized"}, {req.opt.eps != 0, "--eps"}, {req.opt.ridge != 0, "--lambda"},
+             {a.normalized, "--normalized"}, {req.opt.eps != 0, "--eps"}, {req.opt.ridge != 0, "--lambda"}, {a.gates, "--gates"},
              {!a.q.empty() || !a.k.empty() || !a.v.empty() || !a.o.empty() || !a.npz.empty(), "file mode (--q/--k/--v/--o/--npz)"}})
       if (given) refused += std::string(refused.empty() ? "" : ", ") + name;
     if (!refused.empty())
@@ -154,12 +170,14 @@ int run_verify(const VerifyArgs& a) {
     refuse_battery_options(a);
     Mat<double> out;
     DType dt{};
-    const Problem<double> in = given_inputs(a, out, dt);
+    ColVec<double> gates;
+    const Problem<double> in = given_inputs(a, out, dt, gates);
     if (a.given.count("--dtype") && dt != req.dtype)
       throw InputError("--dtype " + a.dtype + " but the given o is " + dtype_name(dt) + " (file mode takes the arrays' dtype)");
     req.dtype = dt;
-    report = judge_given(req, in, out);
+    report = judge_given(req, in, out, gates);
   } else {
+    if (!a.gamma_npy.empty()) throw InputError("--gamma-npy is file mode's (with --exec the harness makes the gates)");
     checked_timeout(a.timeout);
     if (a.shrink_rounds < 0 || a.shrink_rounds > 50) throw InputError("--shrink-rounds must lie in [0, 50]");
     ExecImplementation impl(a.exec, a.timeout, a.keep);
@@ -216,7 +234,11 @@ const CommandRegistrar registrar([](CLI::App& app) {
   sub->add_option("--k", a->k, "file mode: keys .npy (n x d)");
   sub->add_option("--v", a->v, "file mode: values .npy (n x dv)");
   sub->add_option("--o", a->o, "file mode: the implementation's outputs .npy (n x dv)");
-  sub->add_option("--npz", a->npz, "file mode: one .npz holding q, k, v, o");
+  sub->add_option("--npz", a->npz, "file mode: one .npz holding q, k, v, o (and gamma, with --gates)");
+  sub->add_flag("--gates", a->gates,
+                "per-token gates: every case also holds gamma.npy (n,), gamma_t in (0, 1] (hla2, ahla, linear; not with --gamma)");
+  sub->add_option("--gate-range", a->gate_range, "with --gates: LO,HI, the random cases' gates drawn from [LO, HI] (default 0.8,1)");
+  sub->add_option("--gamma-npy", a->gamma_npy, "file mode with --gates: the gates .npy (n,)");
   sub->callback([a, sub] {
     for (const CLI::Option* opt : sub->get_options())
       if (opt->count() > 0) a->given.insert(opt->get_name());

@@ -5,6 +5,7 @@
 
 serve(fn) runs fn(q, k, v, gamma=, normalized=, eps=, ridge=, initial_state=) on every case; fn returns o,
 or (o, final_state) where final_state maps SPEC's part names (`hla verify --op OP --list-state`) to arrays.
+With `hla verify --gates`, gamma= is the case's per-token gates (gamma.npy, an array of shape (n,)).
 
 serve_grad(fn) is the same for `hla verify --grad`: every case also holds do.npy (the upstream gradient dO), and
 fn(q, k, v, do, gamma=, normalized=, eps=, ridge=, initial_state=) returns (o, dq, dk, dv), or
@@ -47,7 +48,9 @@ def _save_parts(directory, parts, dtype=None):
 
 def _options(cdir, meta):
     init = _load_parts(os.path.join(cdir, "state_in")) if meta["state_in"] else None
-    return dict(gamma=meta["gamma"], normalized=meta["normalized"], eps=meta["eps"], ridge=meta["ridge"],
+    # with `hla verify --gates`, gamma is the per-token gates gamma.npy, shape (n,)
+    gamma = np.load(os.path.join(cdir, "gamma.npy")) if meta.get("gates") else meta["gamma"]
+    return dict(gamma=gamma, normalized=meta["normalized"], eps=meta["eps"], ridge=meta["ridge"],
                 initial_state=init)
 
 

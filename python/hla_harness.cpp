@@ -224,7 +224,9 @@ class CallableImplementation : public Implementation {
     auto value = [&](const rational& r) { return round_to(req.dtype, from_rational<double>(r)); };
     py::dict kw;
     try {
-      keywords_.pass(kw, "gamma", py::float_(value(c.opt.gamma)), c.opt.gamma == 1);
+      // with gates=True, gamma is the case's per-token gates, a 1-D array of the dtype
+      if (req.gates) keywords_.pass(kw, "gamma", arr(Mat<double>(c.gamma)).attr("reshape")(-1), false);
+      else keywords_.pass(kw, "gamma", py::float_(value(c.opt.gamma)), c.opt.gamma == 1);
       keywords_.pass(kw, "normalized", py::bool_(c.opt.normalized), !c.opt.normalized);
       keywords_.pass(kw, "eps", py::float_(value(c.opt.eps)), c.opt.eps == 0);
       keywords_.pass(kw, "ridge", py::float_(value(c.opt.ridge)), c.opt.ridge == 0);
@@ -341,7 +343,7 @@ py::object to_python(const nlohmann::json& j) { return py::module_::import("json
 py::object verify_callable(py::object fn, const std::string& op, const py::object& gamma, bool normalized, const py::object& eps,
                   const py::object& ridge, const std::string& dtype, bool state, long max_n, long d, long dv,
                   std::uint64_t seed, int shrink_rounds, bool diagnose, bool fixed_d, long n_multiple,
-                  const std::string& precision, bool grad, double timeout) {
+                  const std::string& precision, bool grad, double timeout, bool gates, std::pair<double, double> gate_range) {
   if (!PyCallable_Check(fn.ptr())) throw InputError("verify: fn must be callable");
   Request req;
   req.op = op;
@@ -356,6 +358,9 @@ py::object verify_callable(py::object fn, const std::string& op, const py::objec
   req.seed = seed;
   req.fixed_widths = fixed_d;
   req.n_multiple = n_multiple;
+  req.gates = gates;
+  req.gate_lo = gate_range.first;
+  req.gate_hi = gate_range.second;
   CallableImplementation impl(fn, checked_timeout(timeout));
   BatteryOptions bo;
   bo.shrink_rounds = shrink_rounds;
@@ -484,10 +489,12 @@ PYBIND11_MODULE(hla_harness, m) {
         py::arg("eps") = 0.0, py::arg("ridge") = 0.0, py::arg("dtype") = "float64", py::arg("state") = false,
         py::arg("max_n") = 512, py::arg("d") = 16, py::arg("dv") = 16, py::arg("seed") = 1, py::arg("shrink_rounds") = 8,
         py::arg("diagnose") = true, py::arg("fixed_d") = false, py::arg("n_multiple") = 1,
-        py::arg("precision") = "", py::arg("grad") = false, py::arg("timeout") = 300.0,
+        py::arg("precision") = "", py::arg("grad") = false, py::arg("timeout") = 300.0, py::arg("gates") = false,
+        py::arg("gate_range") = std::pair<double, double>(0.8, 1.0),
         "Runs the `hla verify` battery on fn(q, k, v, gamma=, normalized=, eps=, ridge=) -> o (NumPy in and out; "
         "with state=True: fn(q, k, v, initial_state=dict|None, **options) -> (o, final_state dict); with grad=True "
-        "fn(q, k, v, do, **options) -> (o, dq, dk, dv), with both (o, dq, dk, dv, final_state)). Returns the "
+        "fn(q, k, v, do, **options) -> (o, dq, dk, dv), with both (o, dq, dk, dv, final_state); with gates=True "
+        "gamma= is the per-token gates, an array of shape (n,), the random cases' drawn from gate_range). Returns the "
         "report as a dict with the keys of `hla verify --json` ('verdict', 'matches', 'counterexample', ...). timeout: seconds per "
         "round, as the CLI's --timeout: past it TimeoutError is raised inside fn and the round's remaining cases carry the "
         "time-out. KeyboardInterrupt (Ctrl-C) inside fn stops the battery.");

@@ -240,3 +240,26 @@ TEST_CASE("the formats that may explain a difference are the coarser ones, fines
   for (Eigen::Index i = 0; i < tf32.size(); ++i)
     CHECK(std::fabs(tf32(i) - c.expected(i).convert_to<double>()) <= c.bound(i));
 }
+
+TEST_CASE("--gates: exact gates vary and differ from 1 at every plausible chunk boundary; given gates are checked", "[verify]") {
+  const Eigen::Index n = 8192;
+  const ColVec<double> g = exact_gates(n);
+  std::vector<Eigen::Index> widths;
+  for (Eigen::Index w = 2; w <= 64; ++w) widths.push_back(w);
+  for (Eigen::Index w = 128; w <= n; w *= 2) widths.push_back(w);
+  for (Eigen::Index w : widths)
+    for (Eigen::Index t = w; t < n; t += w) REQUIRE(g(t) != 1);
+  for (Eigen::Index t = 0; t < n; ++t) {
+    REQUIRE(g(t) > 0);
+    REQUIRE(g(t) <= 1);
+    REQUIRE(static_cast<double>(static_cast<float>(g(t))) == g(t));  // exact in float32
+  }
+  for (Eigen::Index t = 0; t + 2 < 64; ++t) REQUIRE((g(t) != g(t + 1) || g(t + 1) != g(t + 2)));  // no constant run
+  check_gates(g, n);
+  REQUIRE_THROWS_AS(check_gates(g, n - 1), InputError);
+  ColVec<double> bad = exact_gates(5);
+  bad(3) = 0;
+  REQUIRE_THROWS_AS(check_gates(bad, 5), InputError);
+  bad(3) = std::nan("");
+  REQUIRE_THROWS_AS(check_gates(bad, 5), InputError);
+}

@@ -26,6 +26,9 @@ using Clock = std::chrono::steady_clock;
 // A random case whose error exceeds the bound by a normwise relative error above this is not a precision
 // problem: no float32-or-better arithmetic loses 5% of every output.
 constexpr double kNotRounding = 0.05;
+// The catalogue's candidates and mistakes take a fixed γ: a gated implementation is judged, not diagnosed.
+constexpr const char* kNoGatedDiagnosis = "--gates: the catalogue of mistakes has no gated candidates yet: no diagnosis";
+
 // Exact cases up to this n take part in the diagnosis of every candidate; longer ones only in that of
 // chunk-dependent candidates (the short ones decide the rest, and rationals at n = 300 are slow).
 constexpr Eigen::Index kDiagnosisMaxN = 16;
@@ -275,6 +278,8 @@ std::vector<Case> simplifications(const Case& c, Eigen::Index first_bad_row, con
     s.opt = c.opt;
     s.in = std::move(p);
     if (grad) s.dO = dO.size() ? std::move(dO) : c.dO;
+    // The gates follow the rows: a shorter variant is a prefix, but for "drop-first", of the case's tokens.
+    if (c.gamma.size()) s.gamma = how == "drop-first" ? c.gamma.tail(s.n()) : c.gamma.head(s.n());
     s.name = how;
     out.push_back(std::move(s));
   };
@@ -382,6 +387,7 @@ json counterexample_json(const Case& c, const Outcome& o, const CaseCheck& k, in
           {"q", matrix_json(c.in.Q)},
           {"k", matrix_json(c.in.K)},
           {"v", matrix_json(c.in.V)},
+          {"gamma", c.gamma.size() ? matrix_json(Mat<double>(c.gamma.transpose())) : json(nullptr)},
           {"expected", matrix_json(rounded(c.expected))},
           {"got", matrix_json(o.O)},
           {"first_difference", first_difference_json(k)},
@@ -863,7 +869,9 @@ json run_battery(Implementation& impl, const Request& req, const BatteryOptions&
   // Diagnosis on the exact cases the implementation answered.
   json matches = json::array(), gradient_matches = json::object();
   std::string diagnosis_note;
-  if (opts.diagnose && !exact_idx.empty()) {
+  if (opts.diagnose && req.gates) {
+    diagnosis_note = kNoGatedDiagnosis;
+  } else if (opts.diagnose && !exact_idx.empty()) {
     std::vector<const Case*> dc;
     std::vector<const Outcome*> doo;
     std::vector<const CaseCheck*> dk;
@@ -931,6 +939,7 @@ json run_battery(Implementation& impl, const Request& req, const BatteryOptions&
                  {"timings", {{"total_seconds", total}, {"implementation_seconds", impl_seconds}, {"harness_seconds", total - impl_seconds}}},
                  {"harness", {{"commit", build_info::source_tree()}}}};
   report["seed"] = req.seed;  // the cases are a function of it: the report says how to draw them again
+  report["gates"] = req.gates ? json{{"range", {req.gate_lo, req.gate_hi}}} : json(nullptr);
   report["summary"] = summary_text(report);
   return report;
 }
@@ -945,8 +954,9 @@ bool mentions_shape(std::string error) {
 }
 
 // A case's options in full, as the counterexample line prints them.
-std::string options_text(const json& o) {
-  return fmt::format("gamma={}, {}, lambda={}", o["gamma"].get<std::string>(),
+// With per-token gates (--gates) the decay is theirs: "gates" in place of gamma=1.
+std::string options_text(const json& o, bool gated) {
+  return fmt::format("{}, {}, lambda={}", gated ? "gates" : "gamma=" + o["gamma"].get<std::string>(),
                      o["normalized"].get<bool>() ? "normalized eps=" + o["eps"].get<std::string>() : std::string("unnormalized"),
                      o["ridge"].get<std::string>());
 }
@@ -964,7 +974,8 @@ std::string chunk_boundary_note(long row) {
 std::string summary_text(const json& r) {
   std::ostringstream s;
   const json& o = r["options"];
-  s << "hla verify: " << r["op"].get<std::string>() << " (gamma=" << o["gamma"].get<std::string>()
+  const bool gated = r.contains("gates") && !r["gates"].is_null();
+  s << "hla verify: " << r["op"].get<std::string>() << " (" << (gated ? "gates" : "gamma=" + o["gamma"].get<std::string>())
     << (o["normalized"].get<bool>() ? ", normalized eps=" + o["eps"].get<std::string>() : "")
     << (o["ridge"].get<std::string>() != "0" ? ", lambda=" + o["ridge"].get<std::string>() : "") << "), "
     << r["dtype"].get<std::string>()
@@ -992,7 +1003,7 @@ std::string summary_text(const json& r) {
       s << "\n";
     }
     if (r["localization"].contains("base"))
-      s << "  computes the operator at gamma = 1, unnormalized, without ridge: "
+      s << "  computes the operator at " << (gated ? "the gates" : "gamma = 1") << ", unnormalized, without ridge: "
         << (r["localization"]["base"] == "computes" ? "yes" : r["localization"]["base"] == "differs" ? "no" : "unknown (cases unanswered)")
         << "\n";
   }
@@ -1050,7 +1061,7 @@ std::string summary_text(const json& r) {
   if (!r["counterexample"].is_null()) {
     const json& c = r["counterexample"];
     s << fmt::format("  counterexample (n={}, d={}, dv={}, {}):\n", c["n"].get<long>(), c["d"].get<long>(), c["dv"].get<long>(),
-                     options_text(c["options"]));
+                     options_text(c["options"], gated));
     const json& f = c["first_difference"];
     const std::string where = f.contains("state_part") ? "state part " + f["state_part"].get<std::string>() + " "
                               : f.value("output", std::string("o")) != "o" ? f["output"].get<std::string>() + " "
@@ -1064,6 +1075,7 @@ std::string summary_text(const json& r) {
     const long entries = c["n"].get<long>() * (2 * c["d"].get<long>() + c["dv"].get<long>());
     if (c.contains("q") && entries <= 160) {
       s << "    q = " << c["q"].dump() << "\n    k = " << c["k"].dump() << "\n    v = " << c["v"].dump() << "\n";
+      if (gated) s << "    gamma = " << c["gamma"].dump() << "\n";
       s << "    expected = " << c["expected"].dump() << "\n    got      = " << c["got"].dump() << "\n";
       if (c.contains("state_in") && c["state_in"].is_object()) s << "    state_in = " << c["state_in"].dump() << "\n";
       if (c.contains("gradient")) {
@@ -1098,13 +1110,15 @@ std::string summary_text(const json& r) {
   return s.str();
 }
 
-json judge_given(const Request& req, const Problem<double>& in, const Mat<double>& out) {
+json judge_given(const Request& req, const Problem<double>& in, const Mat<double>& out, const ColVec<double>& gates) {
   validate_request(req);
+  if (req.gates) check_gates(gates, in.Q.rows());
   Case c;
   c.kind = "given";
   c.group = "user";
   c.opt = req.opt;
   c.in = in;
+  c.gamma = gates;
   c.name = "given";
   compute_expected(c, req);
   Outcome o;
@@ -1115,7 +1129,7 @@ json judge_given(const Request& req, const Problem<double>& in, const Mat<double
   json precision_diagnosis = nullptr;
   if (verdict == "lower-precision") precision_diagnosis = precision_diagnosis_json(explaining_format({c}, {o}, {k}, req));
   json matches = json::array();
-  if (k.answered && verdict != "computes" && c.n() <= kGivenDiagnosisMaxN) {
+  if (k.answered && verdict != "computes" && c.n() <= kGivenDiagnosisMaxN && !req.gates) {
     std::vector<const Case*> dc{&c};
     std::vector<const Outcome*> doo{&o};
     matches = diagnose(req.op, dc, doo, {true}, kGivenDiagnosisMaxN);
@@ -1141,6 +1155,7 @@ json judge_given(const Request& req, const Problem<double>& in, const Mat<double
     report["counterexample"] = {{"n", c.n()}, {"d", c.in.Q.cols()}, {"dv", c.in.V.cols()}, {"options", options_json(c.opt)},
                                 {"first_difference", first_difference_json(k)},
                                 {"note", "the given inputs (not shrunk)"}};
+  report["gates"] = req.gates ? json{{"given", true}} : json(nullptr);
   report["summary"] = summary_text(report);
   return report;
 }

@@ -38,6 +38,7 @@ int exit_code_for(const std::string& verdict);
 
 // Outputs already computed elsewhere (file mode): the given inputs and outputs against the MPFR reference
 // and its bound, and the candidates they match. No exact cases: it measures, and says so.
-nlohmann::json judge_given(const Request& req, const Problem<double>& in, const Mat<double>& out);
+// With req.gates, `gates` holds the per-token γ_t (checked: one per token, each in (0, 1]).
+nlohmann::json judge_given(const Request& req, const Problem<double>& in, const Mat<double>& out, const ColVec<double>& gates = {});
 
 }  // namespace hla::verify::ext

@@ -11,8 +11,11 @@
 #include <optional>
 #include <random>
 
+#include "core/gates.hpp"
 #include "core/inputs.hpp"
 #include "core/parse.hpp"
+#include "fast/gated_forms.hpp"
+#include "fast/serial/gated.hpp"
 #include "verify/bounds.hpp"
 #include "verify/exactness.hpp"
 #include "verify/external/precision.hpp"
@@ -98,13 +101,33 @@ template <class T> Problem<T> concat(const Problem<T>& a, const Problem<T>& b) {
   return c;
 }
 
+// The gated serial form of `op` (SPEC "Gated", proven equal to the gated reference in the ledger,
+// verify/claims_gated.cpp): in rationals through fast/gated_forms.cpp, where it is compiled; in MPFR (the
+// random --gates cases) instantiated here, the one unit that needs it.
+template <class T> Run<T> gated_serial(const std::string& op, const GatedProblem<T>& g, const Options& o) {
+  if constexpr (std::is_same_v<T, rational>) {
+    return gated::run<T>({op, "serial"}, g, o);
+  } else {
+    validate_gates(g);
+    const NamedState<T>* zero = nullptr;
+    if (op == "hla2") return fast::gated_hla2_serial(g, o, zero, fast::DecayRule::corrected);
+    if (op == "ahla") return fast::gated_ahla_serial(g, o, zero);
+    return fast::gated_linear_serial(g, o, zero);
+  }
+}
+
 // num in the first dv columns, den in the last, of the unnormalized operator on [V 1] — exactly (T =
-// rational) or in MPFR — over prefix ++ inputs; and the final state of the proxy form when asked.
+// rational) or in MPFR — over prefix ++ inputs; and the final state of the proxy form when asked. With gates
+// (one per token of `all`; --gates has no state) the gated serial form gives them.
 template <class T>
-Mat<T> numerator_and_denominator(const std::string& op, const Problem<double>& all, const Options& opt,
-                                 NamedState<T>* state) {
+Mat<T> numerator_and_denominator(const std::string& op, const Problem<double>& all, const ColVec<double>& gates,
+                                 const Options& opt, NamedState<T>* state) {
   Options o = base_options(opt.gamma, opt.ridge);
   const Problem<T> aug = convert_problem<T>(bounds::augmented(all, false));
+  if (gates.size()) {
+    if (state) throw InputError("--gates with --state is not supported yet");
+    return gated_serial<T>(op, {aug, gates.unaryExpr([](double x) { return from_double<T>(x); })}, o).O;
+  }
   const auto [form, variant] = proxy_form(op, opt.gamma, opt.ridge);
   const Entry<T>& streaming = registry<T>().find(op, form, variant);
   if (state) *state = streaming(convert_problem<T>(all), o).state;
@@ -205,12 +228,14 @@ std::vector<Group> exact_groups(const Request& r) {
   return g;
 }
 
-// True when the exact case's numbers stay small (A ≤ 2^10) and, normalized, no den_t + ε is near 0.
-bool acceptable_exact(const std::string& op, const Problem<double>& p, const Options& opt, double magnitude) {
+// True when the exact case's numbers stay small (A ≤ 2^10) and, normalized, no den_t + ε is near 0. Gates
+// (γ_t ≤ 1) only shrink the abs operator's terms: A at γ = 1 bounds the gated case's numbers too.
+bool acceptable_exact(const std::string& op, const Problem<double>& p, const ColVec<double>& gates, const Options& opt,
+                      double magnitude) {
   const Mat<double> A = abs_values(op, p, opt, nullptr);
   if (A.maxCoeff() > magnitude || A.maxCoeff() < 1) return false;  // small, but not all zero
   if (!opt.normalized) return true;
-  const Mat<rational> nd = numerator_and_denominator<rational>(op, p, opt, nullptr);
+  const Mat<rational> nd = numerator_and_denominator<rational>(op, p, gates, opt, nullptr);
   const rational eps = opt.eps;
   for (Eigen::Index t = 0; t < nd.rows(); ++t) {
     const rational den = nd(t, nd.cols() - 1) + eps;
@@ -226,9 +251,10 @@ Problem<double> exact_problem(const Request& r, const Shape& s, const Options& o
   double density = s.n <= 12 ? 0.7 : 0.35;
   for (int attempt = 0; attempt < 400; ++attempt) {
     const std::uint64_t draw = seed * 7919 + static_cast<std::uint64_t>(attempt);
-    Problem<double> p = opt.normalized && opt.eps == 0 ? positive_denominator_problem(s, draw, density, opt.gamma != 1)
+    const bool decays = opt.gamma != 1 || r.gates;
+    Problem<double> p = opt.normalized && opt.eps == 0 ? positive_denominator_problem(s, draw, density, decays)
                                                        : ternary_problem(s, draw, density);
-    bool ok = acceptable_exact(op, p, opt, exact_magnitude(r));
+    bool ok = acceptable_exact(op, p, r.gates ? exact_gates(s.n) : ColVec<double>(), opt, exact_magnitude(r));
     Mat<double> up;
     if (ok && r.grad) {
       up = ternary_problem({s.n, 1, s.dv}, draw ^ 0x9e3779b97f4a7c15ULL, std::max(density, 0.5)).V;
@@ -244,6 +270,16 @@ Problem<double> exact_problem(const Request& r, const Shape& s, const Options& o
 }
 
 Problem<double> rounded_gaussian(const Shape& s, std::uint64_t seed) { return gaussian_problem(s, seed); }
+
+// The gates of a random --gates case: uniform in [lo, hi], rounded to the dtype (validate_request keeps the
+// rounded lo > 0, and rounding never takes a value ≤ 1 above 1).
+ColVec<double> random_gates(Eigen::Index n, const Request& r, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(r.gate_lo, r.gate_hi);
+  ColVec<double> g(n);
+  for (Eigen::Index t = 0; t < n; ++t) g(t) = std::clamp(round_to(r.dtype, u(rng)), round_to(r.dtype, r.gate_lo), 1.0);
+  return g;
+}
 Mat<double> gaussian_upstream(long n, long dv, std::uint64_t seed) { return gaussian_problem({n, 1, dv}, seed).V; }
 
 }  // namespace
@@ -327,6 +363,19 @@ void validate_request(const Request& r) {
     throw InputError("--precision " + precision_name(r.declared()) + " is finer than the " + dtype_name(r.dtype) +
                      " arrays that carry it");
   if (r.n_multiple > r.max_n) throw InputError("--n-multiple must not exceed --max-n");
+  if (r.gates) {
+    if (r.op != "hla2" && r.op != "ahla" && r.op != "linear")
+      throw InputError("--gates: operator '" + r.op + "' has no gated definition (hla2, ahla and linear have one)");
+    if (r.opt.gamma != 1)
+      throw InputError("--gates takes the decay from the per-token gates (gamma.npy); --gamma means nothing with it");
+    if (r.state) throw InputError("--gates with --state is not supported yet");
+    if (r.grad) throw InputError("--gates with --grad is not supported yet");
+    if (precision_model(r.declared(), r.dtype).significand_bits < 24)
+      throw InputError("--gates with --precision " + precision_name(r.declared()) + " is not supported yet (fp64, fp32)");
+    if (!(r.gate_lo > 0 && r.gate_lo <= r.gate_hi && r.gate_hi <= 1) || round_to(r.dtype, r.gate_lo) <= 0)
+      throw InputError(fmt::format("--gate-range LO,HI needs 0 < LO <= HI <= 1 (LO > 0 in {}); got {},{}", dtype_name(r.dtype),
+                                   r.gate_lo, r.gate_hi));
+  }
   if (r.grad && !has_gradient_battery(r.op))
     throw InputError("--grad: no gradient reference for operator '" + r.op + "' (hla2, ahla and linear have one)");
 }
@@ -345,6 +394,27 @@ std::vector<PartShape> state_layout(const std::string& op, Eigen::Index d, Eigen
   for (std::size_t i = 0; i < here.size(); ++i)
     out.push_back({here[i].first, here[i].second.rows(), here[i].second.cols(), probe[i].second.cols() == 1});
   return out;
+}
+
+// Dyadic gates, exact in float32: 1/2, 3/4, 7/8 in an irregular order, and 1 only on tokens that start no chunk
+// of any width 2..64 (t = 1, and t with no divisor in 2..64: 67, 71, ...). Every power-of-two width is even, so
+// every chunk boundary of every plausible width has a gate ≠ 1: a cross-chunk carry decayed by the wrong product
+// shows, and so does a rule that is right only for constant gates or gates all 1.
+ColVec<double> exact_gates(Eigen::Index n) {
+  static const double values[] = {0.5, 0.75, 0.875};
+  ColVec<double> g(n);
+  for (Eigen::Index t = 0; t < n; ++t) {
+    bool starts_chunk = t == 0;
+    for (Eigen::Index w = 2; w <= 64 && !starts_chunk; ++w) starts_chunk = t % w == 0;
+    g(t) = starts_chunk ? values[(t * 5 + t / 7) % 3] : 1.0;
+  }
+  return g;
+}
+
+void check_gates(const ColVec<double>& gamma, Eigen::Index n) {
+  if (gamma.size() != n) throw InputError(fmt::format("gamma: {} gates for {} tokens (one per token, shape (n,))", gamma.size(), n));
+  for (Eigen::Index t = 0; t < n; ++t)
+    if (!(gamma(t) > 0 && gamma(t) <= 1)) throw InputError(fmt::format("gamma[{}] = {} is outside (0, 1]", t, gamma(t)));
 }
 
 std::pair<std::string, std::string> streaming_form(const std::string& op, const Options& opt) {
@@ -385,6 +455,7 @@ std::vector<Case> make_cases(const Request& r) {
       c.group = g.name;
       c.opt = g.opt;
       c.in = exact_problem(r, s, g.opt, ++seed, &c.dO);
+      if (r.gates) c.gamma = exact_gates(s.n);
       add(std::move(c));
     }
   }
@@ -401,6 +472,7 @@ std::vector<Case> make_cases(const Request& r) {
     c.opt = r.opt;
     c.in = rounded_gaussian({n, r.d, r.dv}, ++seed);
     if (r.grad) c.dO = gaussian_upstream(n, r.dv, ++seed);
+    if (r.gates) c.gamma = random_gates(n, r, ++seed);
     add(std::move(c));
   }
   if (!r.state) return cases;
@@ -423,7 +495,7 @@ std::vector<Case> make_cases(const Request& r) {
       c.in = slice_rows(all, pre, pre + s.n);
       if (r.grad) c.dO = up.bottomRows(s.n);
       NamedState<rational> st;
-      numerator_and_denominator<rational>(r.op, c.prefix, half, &st);
+      numerator_and_denominator<rational>(r.op, c.prefix, {}, half, &st);
       c.state_in = rounded_state(st);
       c.want_state = true;
       if (!representable(c.state_in, r.dtype)) continue;
@@ -441,7 +513,7 @@ std::vector<Case> make_cases(const Request& r) {
     c.in = slice_rows(all, 37, 37 + len);
     if (r.grad) c.dO = gaussian_upstream(len, r.dv, ++seed);
     NamedState<mpfr256> st;
-    numerator_and_denominator<mpfr256>(r.op, c.prefix, r.opt, &st);
+    numerator_and_denominator<mpfr256>(r.op, c.prefix, {}, r.opt, &st);
     c.state_in = rounded_state(st, r.dtype);
     c.want_state = true;
     add(std::move(c));
@@ -530,13 +602,20 @@ void set_bounds(Case& c, const Request& r, const EmulatedFormat& f) {
   // which the random cases, at the dtype's own u, then call lower precision. Every input and intermediate of
   // an exact case at γ = 1, unnormalized, is a small dyadic the format holds (exact_magnitude): no operand
   // rounding there.
+  //
+  // Gated cases (--gates; opt.gamma is then 1): the proven bound with Γ(t, s) ≤ 1 in place of every gate product,
+  // i.e. the abs operator A at γ = 1, which dominates every term of the gated sums (each is the γ = 1 term times
+  // a product of gates in (0, 1]); the depth is that of a decaying operator (each Γ a product of gates, each gate
+  // held exactly by the dtype, as a dyadic γ is), so the same γ_h as a fixed γ < 1. No emulated kernel takes
+  // gates yet: no calibrated level, and the format bound is the proven one at the format's roundoff.
+  const bool gated = c.gamma.size() > 0;
   const PrecisionModel pm = precision_model(f.precision, r.dtype);
   const double u_acc = exact ? std::max(pm.u_accumulate, hla::unit_roundoff<float>()) : pm.u_accumulate;
-  const double u_op = exact && c.opt.gamma == 1 && !c.opt.normalized ? 0 : pm.u_operand;
+  const double u_op = exact && c.opt.gamma == 1 && !gated && !c.opt.normalized ? 0 : pm.u_operand;
   const double g = from_rational<double>(c.opt.gamma);
   const bool gamma_inexact = c.opt.gamma != 1 && rational(round_to(r.dtype, g)) != c.opt.gamma;
   const long total = static_cast<long>(all.Q.rows());
-  const long h = bounds::rounding_depth(r.op, total, c.opt.gamma != 1, gamma_inexact, total, c.in.Q.cols());
+  const long h = bounds::rounding_depth(r.op, total, c.opt.gamma != 1 || gated, gamma_inexact, total, c.in.Q.cols());
   const long h_op = bounds::operand_roundings(r.op);
   NamedState<double> abs_state;
   const Mat<double> A_all = abs_values(r.op, all, c.opt, c.want_state ? &abs_state : nullptr);
@@ -548,13 +627,14 @@ void set_bounds(Case& c, const Request& r, const EmulatedFormat& f) {
   // calibrated on emulated kernels (precision.hpp says why). fp32 behind float64 arrays: γ_h of its operand
   // roundings.
   const bool narrow = pm.significand_bits < 24;
-  c.sharp = exact && (!narrow || (c.opt.gamma == 1 && A_all.maxCoeff() <= exact_magnitude(f.precision)));
+  c.sharp = exact && (!narrow || (c.opt.gamma == 1 && !gated && A_all.maxCoeff() <= exact_magnitude(f.precision)));
   const double eps_d = from_rational<double>(c.opt.eps);
   const Mat<double> out = c.expected.unaryExpr([](const mpfr256& x) { return std::fabs(x.convert_to<double>()); });
   // The largest error of an emulated kernel on this case (its output rows are the last n of `all`), and of
   // its final state per part; nullopt where the emulation cannot run (no scan operator, a normalizer that
   // vanishes in fp32).
   auto emulated_error = [&](const EmulatedFormat& e, std::map<std::string, double>* state_error) -> std::optional<double> {
+    if (gated) return std::nullopt;
     try {
       const Run<double> em = emulate_format(r.op, all, c.opt, e);
       double err = 0;
@@ -647,12 +727,12 @@ void compute_expected(Case& c, const Request& r) {
   NamedState<mpfr256> state;
   if (exact) {
     NamedState<rational> st;
-    const Mat<rational> q = numerator_and_denominator<rational>(r.op, all, c.opt, c.want_state ? &st : nullptr);
+    const Mat<rational> q = numerator_and_denominator<rational>(r.op, all, c.gamma, c.opt, c.want_state ? &st : nullptr);
     nd = q.unaryExpr([](const rational& x) { return to_mpfr(x); });
     for (const auto& [name, m] : st.parts)
       state.parts.emplace_back(name, Mat<mpfr256>(m.unaryExpr([](const rational& x) { return to_mpfr(x); })));
   } else {
-    nd = numerator_and_denominator<mpfr256>(r.op, all, c.opt, c.want_state ? &state : nullptr);
+    nd = numerator_and_denominator<mpfr256>(r.op, all, c.gamma, c.opt, c.want_state ? &state : nullptr);
   }
   nd = Mat<mpfr256>(nd.bottomRows(n));
   const mpfr256 eps = from_rational<mpfr256>(c.opt.eps);

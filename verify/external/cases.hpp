@@ -68,12 +68,22 @@ struct Request {
   long n_multiple = 1;
   // The shape a case gets under those constraints.
   long fit_n(long n) const { return (n + n_multiple - 1) / n_multiple * n_multiple; }
+  // --gates: every case carries per-token gates γ_t (Case::gamma, gamma.npy) and the decay is theirs (opt.gamma
+  // stays 1). Exact cases use dyadic gates (exact_gates); random cases draw γ_t uniformly from [gate_lo, gate_hi].
+  bool gates = false;
+  double gate_lo = 0.8, gate_hi = 1;
 };
 // The shapes under the request's constraints (lengths rounded up to n_multiple, widths fixed), repeats dropped.
 std::vector<Shape> constrained(const Request& r, std::vector<Shape> shapes);
 
 // Refuses operators without a battery (softmax) and options the operator does not define.
 void validate_request(const Request& r);
+
+// The gates of an exact --gates case of n tokens: dyadic (1/2, 3/4, 7/8, 1), varying per token, and ≠ 1 on
+// every token that starts a chunk of some width 2..64 or a power of two (see cases.cpp).
+ColVec<double> exact_gates(Eigen::Index n);
+// Refuses given gates (file mode) that are not one per token, each in (0, 1].
+void check_gates(const ColVec<double>& gamma, Eigen::Index n);
 
 // One state part as the protocol names it: SPEC's part names for the operator (verify --list-state).
 struct PartShape {
@@ -89,6 +99,7 @@ struct Case {
   std::string group;  // exact cases: base | decay | normalized | ridge | all; others: user
   Options opt;
   Problem<double> in;          // entries exactly representable in the dtype
+  ColVec<double> gamma;        // --gates: γ_t per token of `in`, in (0, 1] and in the dtype; empty: the fixed γ of opt
   Problem<double> prefix;      // carry cases: the tokens the state_in summarizes (not sent)
   NamedState<double> state_in; // no parts = none
   bool want_state = false;

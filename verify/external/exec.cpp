@@ -257,6 +257,7 @@ void write_case(const fs::path& dir, const Case& c, const Request& req) {
   npy::write(cd / "k.npy", c.in.K, t);
   npy::write(cd / "v.npy", c.in.V, t);
   if (req.grad) npy::write(cd / "do.npy", c.dO, t);
+  if (req.gates) npy::write(cd / "gamma.npy", std::vector<double>(c.gamma.data(), c.gamma.data() + c.gamma.size()), t);
   json parts = json::object();
   const std::vector<PartShape> layout = state_layout(req.op, c.in.Q.cols(), c.in.V.cols());
   for (const PartShape& p : layout) parts[p.name] = p.vector ? json::array({p.rows}) : json::array({p.rows, p.cols});
@@ -287,6 +288,7 @@ void write_case(const fs::path& dir, const Case& c, const Request& req) {
             {"dtype", dtype_name(req.dtype)},
             {"state", c.want_state && req.state},
             {"grad", req.grad},
+            {"gates", req.gates},
             {"state_parts", parts},
             {"state_in", given}};
   write_file_atomically(cd / "case.json", j.dump(2) + "\n", "case file");

@@ -6,6 +6,8 @@
 //                                                 values; "exact" holds the rationals), dtype, kind, state,
 //                                                 state_parts (name → shape), state_in (names present)
 //   DIR/<case>/state_in/<part>.npy                some cases, with --state
+//   DIR/<case>/gamma.npy (n,)                     with --gates: the per-token gates γ_t (case.json "gates": true;
+//                                                 its "gamma" is then 1, the decay being the gates')
 // and runs `CMD DIR` (DIR appended as the last argument, through /bin/sh) once. The command writes
 //   DIR/<case>/o.npy                              n×dv, same dtype, for every case
 //   DIR/<case>/state_out/<part>.npy               when case.json says "state": true

@@ -1,0 +1,119 @@
+"""Gated implementations (per-token gates γ_t, `hla verify --gates`) for the tests: right ones, and ones wrong in
+the ways gated kernels go wrong. NumPy only; each fn(q, k, v, gamma, normalized, eps, ridge, initial_state=None)
+-> o, with gamma the gates, an array of shape (n,). They speak the protocol through examples/protocol.py.
+
+As a command:                        python3 gated_impls.py <name> DIR
+As callables (hla_harness.verify):   gated_impls.IMPLS[<name>]
+"""
+import os
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "examples"))
+
+import protocol  # noqa: E402
+
+
+def gates_as_used(gamma, mistake):
+    """The gate each token's step uses: γ_t, or a mistake's: "shift" (γ_{t−1}, misaligned by one token, γ_0 for
+    the first), "mean" (one fixed γ, the mean of the gates: right only when the gates are constant)."""
+    gamma = np.asarray(gamma)
+    if mistake == "shift":
+        return np.concatenate([gamma[:1], gamma[:-1]])
+    if mistake == "mean":
+        return np.full_like(gamma, gamma.mean())
+    return gamma
+
+
+def hla2(q, k, v, gamma, normalized, eps, ridge, initial_state=None, mistake=""):
+    """SPEC's gated serial hla2: G_t = γ_t² G_{t−1} + γ_t k_t (k_tᵀ C_{t−1}), S, C, m decayed by γ_t. mistake
+    "algorithm1" keeps Algorithm 1's rule G_t = γ_t G_{t−1} + k_t k_tᵀ C_{t−1} with gates."""
+    dt = q.dtype.type
+    n, d = q.shape
+    dv = v.shape[1]
+    S, C, m, G, h = (np.zeros(s, dtype=q.dtype) for s in ((d, d), (d, dv), (d,), (d, dv), (d,)))
+    o = np.empty((n, dv), dtype=q.dtype)
+    for t, g in enumerate(gates_as_used(gamma, mistake).astype(q.dtype)):
+        qt, kt, vt = q[t], k[t], v[t]
+        keep, carry = (g, dt(1)) if mistake == "algorithm1" else (g * g, g)
+        G = keep * G + carry * np.outer(kt, kt @ C)
+        h = keep * h + carry * kt * (kt @ m)
+        S = g * S + np.outer(kt, kt)
+        C = g * C + np.outer(qt, vt)
+        m = g * m + qt
+        u = qt @ S + dt(ridge) * qt
+        num = u @ C - qt @ G
+        o[t] = num / (u @ m - qt @ h + dt(eps)) if normalized else num
+    return o
+
+
+def linear(q, k, v, gamma, normalized, eps, ridge, initial_state=None, mistake=""):
+    """Gated linear attention, serial: S_t = γ_t S_{t−1} + k_t v_tᵀ, z likewise."""
+    dt = q.dtype.type
+    n, d = q.shape
+    S, z = np.zeros((d, v.shape[1]), dtype=q.dtype), np.zeros(d, dtype=q.dtype)
+    o = np.empty((n, v.shape[1]), dtype=q.dtype)
+    for t, g in enumerate(gates_as_used(gamma, mistake).astype(q.dtype)):
+        S = g * S + np.outer(k[t], v[t])
+        z = g * z + k[t]
+        o[t] = q[t] @ S / (q[t] @ z + dt(eps)) if normalized else q[t] @ S
+    return o
+
+
+def ahla(q, k, v, gamma, normalized, eps, ridge, initial_state=None):
+    """Gated ahla (Algorithm 2 with γ_t): P_t = γ_t P_{t−1} + k_t v_tᵀ, E_t = γ_t E_{t−1} + k_t (q_tᵀ P_t)."""
+    dt = q.dtype.type
+    n, d = q.shape
+    dv = v.shape[1]
+    P, m, E, nn = (np.zeros(s, dtype=q.dtype) for s in ((d, dv), (d,), (d, dv), (d,)))
+    o = np.empty((n, dv), dtype=q.dtype)
+    for t, g in enumerate(np.asarray(gamma, dtype=q.dtype)):
+        qt, kt, vt = q[t], k[t], v[t]
+        P = g * P + np.outer(kt, vt)
+        m = g * m + kt
+        E = g * E + np.outer(kt, qt @ P)
+        nn = g * nn + kt * (qt @ m)
+        o[t] = qt @ E / (qt @ nn + dt(eps)) if normalized else qt @ E
+    return o
+
+
+def linear_chunked(q, k, v, gamma, normalized, eps, ridge, initial_state=None, chunk=16, mistake=""):
+    """Gated linear attention chunk by chunk: within a chunk starting at s, c_a = Π_{r=s..s+a} γ_r; the carried
+    state enters row a decayed by c_a and leaves decayed by c_{L−1}. mistake "carry-product" decays the carry by
+    the product without the chunk's first gate (c_a / γ_s): right whenever that gate is 1."""
+    n = q.shape[0]
+    if normalized:  # a column of ones gives the denominators from the same products
+        v = np.concatenate([v, np.ones((n, 1), v.dtype)], axis=1)
+    S = np.zeros((q.shape[1], v.shape[1]), dtype=q.dtype)
+    out = np.empty((n, v.shape[1]), dtype=q.dtype)
+    for s in range(0, n, chunk):
+        Qc, Kc, Vc, gc = q[s:s + chunk], k[s:s + chunk], v[s:s + chunk], np.asarray(gamma[s:s + chunk], q.dtype)
+        c = np.cumprod(gc)
+        a = np.arange(len(gc))
+        D = np.where(a[:, None] >= a[None, :], c[:, None] / c[None, :], 0).astype(q.dtype)  # Γ(s+a, s+b)
+        carry = c / gc[0] if mistake == "carry-product" else c
+        out[s:s + chunk] = carry[:, None] * (Qc @ S) + (D * (Qc @ Kc.T)) @ Vc
+        S = carry[-1] * S + Kc.T @ ((c[-1] / c)[:, None] * Vc)
+    if normalized:
+        out = out[:, :-1] / (out[:, -1:] + q.dtype.type(eps))
+    return out
+
+
+IMPLS = {
+    "hla2": hla2,
+    "hla2-algorithm1-rule": lambda *a, **kw: hla2(*a, **kw, mistake="algorithm1"),
+    "hla2-gates-shifted": lambda *a, **kw: hla2(*a, **kw, mistake="shift"),
+    "hla2-mean-gate": lambda *a, **kw: hla2(*a, **kw, mistake="mean"),
+    "linear": linear,
+    "linear-gates-shifted": lambda *a, **kw: linear(*a, **kw, mistake="shift"),
+    "linear-mean-gate": lambda *a, **kw: linear(*a, **kw, mistake="mean"),
+    "linear-chunked": linear_chunked,
+    "linear-chunked-carry-product": lambda *a, **kw: linear_chunked(*a, **kw, mistake="carry-product"),
+    "ahla": ahla,
+}
+
+
+if __name__ == "__main__":
+    protocol.serve(IMPLS[sys.argv[1]], sys.argv[2])
