@@ -58,6 +58,7 @@ Request request_of(const VerifyArgs& a) {
   r.fixed_widths = a.fixed_d;
   r.n_multiple = a.n_multiple;
   r.gates = a.gates;
+  if (!a.gates && a.given.count("--gate-range")) throw InputError("--gate-range goes with --gates");
   if (a.gates && a.given.count("--gamma")) throw InputError("--gates takes the decay from the per-token gates; --gamma means nothing with it");
   const auto comma = a.gate_range.find(',');
   if (comma == std::string::npos) throw InputError("--gate-range takes LO,HI (e.g. 0.8,1); got '" + a.gate_range + "'");

@@ -5,33 +5,23 @@ Run by scripts/test.sh with HLA_BUILD (the build folder) and PYTHONPATH=<build>/
 """
 import json
 import os
-import subprocess
-import sys
 import tempfile
 import unittest
 
 import numpy as np
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BUILD = os.environ.get("HLA_BUILD", os.path.join(ROOT, "build"))
-HLA = os.path.join(BUILD, "bin", "hla")
-PY = "/usr/bin/python3"
+from test_verify import HLA, PY, QUICK, ROOT, run_with_report  # the build, the interpreter, the quick battery
+
 GATED = os.path.join(ROOT, "tests", "verify_impls", "gated_impls.py")
-sys.path.insert(0, os.path.join(ROOT, "tests", "verify_impls"))
-sys.path.insert(0, os.path.join(BUILD, "python"))
 
-import gated_impls  # noqa: E402
-
-QUICK = ["--max-n", "64", "--d", "4", "--dv", "3", "--quiet"]
+import gated_impls  # noqa: E402  (tests/verify_impls, on the path through test_verify)
 
 
 def run(args, timeout=600):
     """(exit code, report or None, stdout + stderr) of `hla verify ARGS --json OUT`."""
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "report.json")
-        p = subprocess.run([HLA, "verify", *args, "--json", out], capture_output=True, text=True, timeout=timeout)
-        report = json.load(open(out)) if os.path.exists(out) else None
-        return p.returncode, report, p.stdout + p.stderr
+        return run_with_report([HLA, "verify", *args, "--json", out], out, timeout)
 
 
 def verify_gated(name, *args):
@@ -97,6 +87,8 @@ class GatedRefusals(unittest.TestCase):
         self.assert_refused(["--gates", "--gate-range", "0.9,0.5", *ex], "--gate-range")
         self.assert_refused(["--gates", "--gate-range", "0,1", *ex], "--gate-range")
         self.assert_refused(["--gates", "--gate-range", "0.5,1.5", *ex], "--gate-range")
+        self.assert_refused(["--gate-range", "0.5,1", *ex], "--gate-range goes with --gates")
+        self.assert_refused(["--gates", "--combine", *ex], "refused: --gates")
 
 
 class GatedFileMode(unittest.TestCase):
