@@ -135,6 +135,14 @@ Mat<T> numerator_and_denominator(const std::string& op, const Problem<double>& a
   return streaming(aug, o).O;
 }
 
+// The options whose abs operator bounds a case's terms: with gates, the fixed decay γ̄ ≥ every gate (the largest
+// rounded up to a multiple of 1/64, so the exactness oracle sees few γ̄), since then Γ(t, s) ≤ γ̄^{t−s} term by term.
+Options abs_options(const Options& opt, const ColVec<double>& gates) {
+  Options o = opt;
+  if (gates.size()) o.gamma = rational(static_cast<long>(std::ceil(gates.maxCoeff() * 64)), 64);
+  return o;
+}
+
 Mat<double> abs_values(const std::string& op, const Problem<double>& all, const Options& opt, NamedState<double>* abs_state) {
   const std::string aop = bounds::abs_operator(op);
   Options o = base_options(opt.gamma, opt.ridge);
@@ -228,11 +236,10 @@ std::vector<Group> exact_groups(const Request& r) {
   return g;
 }
 
-// True when the exact case's numbers stay small (A ≤ 2^10) and, normalized, no den_t + ε is near 0. Gates
-// (γ_t ≤ 1) only shrink the abs operator's terms: A at γ = 1 bounds the gated case's numbers too.
+// True when the exact case's numbers stay small (A ≤ 2^10) and, normalized, no den_t + ε is near 0.
 bool acceptable_exact(const std::string& op, const Problem<double>& p, const ColVec<double>& gates, const Options& opt,
                       double magnitude) {
-  const Mat<double> A = abs_values(op, p, opt, nullptr);
+  const Mat<double> A = abs_values(op, p, abs_options(opt, gates), nullptr);
   if (A.maxCoeff() > magnitude || A.maxCoeff() < 1) return false;  // small, but not all zero
   if (!opt.normalized) return true;
   const Mat<rational> nd = numerator_and_denominator<rational>(op, p, gates, opt, nullptr);
@@ -396,18 +403,14 @@ std::vector<PartShape> state_layout(const std::string& op, Eigen::Index d, Eigen
   return out;
 }
 
-// Dyadic gates, exact in float32: 1/2, 3/4, 7/8 in an irregular order, and 1 only on tokens that start no chunk
-// of any width 2..64 (t = 1, and t with no divisor in 2..64: 67, 71, ...). Every power-of-two width is even, so
-// every chunk boundary of every plausible width has a gate ≠ 1: a cross-chunk carry decayed by the wrong product
-// shows, and so does a rule that is right only for constant gates or gates all 1.
+// Dyadic gates, exact in float32: 1/2, 3/4, 7/8 in an irregular order, never 1 — so every chunk boundary of every
+// width has a gate ≠ 1 (a cross-chunk carry decayed by the wrong product shows), a rule right only for constant
+// gates or gates all 1 fails, and Γ(t, s) ≤ (7/8)^{t−s} keeps long exact cases within the magnitude limit with
+// normalizers clear of 0 (abs_options).
 ColVec<double> exact_gates(Eigen::Index n) {
   static const double values[] = {0.5, 0.75, 0.875};
   ColVec<double> g(n);
-  for (Eigen::Index t = 0; t < n; ++t) {
-    bool starts_chunk = t == 0;
-    for (Eigen::Index w = 2; w <= 64 && !starts_chunk; ++w) starts_chunk = t % w == 0;
-    g(t) = starts_chunk ? values[(t * 5 + t / 7) % 3] : 1.0;
-  }
+  for (Eigen::Index t = 0; t < n; ++t) g(t) = values[(t * 5 + t / 7) % 3];
   return g;
 }
 
@@ -603,11 +606,12 @@ void set_bounds(Case& c, const Request& r, const EmulatedFormat& f) {
   // an exact case at γ = 1, unnormalized, is a small dyadic the format holds (exact_magnitude): no operand
   // rounding there.
   //
-  // Gated cases (--gates; opt.gamma is then 1): the proven bound with Γ(t, s) ≤ 1 in place of every gate product,
-  // i.e. the abs operator A at γ = 1, which dominates every term of the gated sums (each is the γ = 1 term times
-  // a product of gates in (0, 1]); the depth is that of a decaying operator (each Γ a product of gates, each gate
-  // held exactly by the dtype, as a dyadic γ is), so the same γ_h as a fixed γ < 1. No emulated kernel takes
-  // gates yet: no calibrated level, and the format bound is the proven one at the format's roundoff.
+  // Gated cases (--gates; opt.gamma is then 1): the proven bound with γ̄^{t−s} in place of every gate product
+  // Γ(t, s), γ̄ ≥ every gate (abs_options): the abs operator A at the fixed γ̄ dominates every term of the gated
+  // sums (each is the γ = 1 term times a product of t − s gates, each ≤ γ̄); the depth is that of a decaying
+  // operator (each Γ a product of gates, each held exactly by the dtype, as a dyadic γ is), so the same γ_h as a
+  // fixed γ < 1. No emulated kernel takes gates yet: no calibrated level, and the format bound is the proven one
+  // at the format's roundoff.
   const bool gated = c.gamma.size() > 0;
   const PrecisionModel pm = precision_model(f.precision, r.dtype);
   const double u_acc = exact ? std::max(pm.u_accumulate, hla::unit_roundoff<float>()) : pm.u_accumulate;
@@ -618,7 +622,7 @@ void set_bounds(Case& c, const Request& r, const EmulatedFormat& f) {
   const long h = bounds::rounding_depth(r.op, total, c.opt.gamma != 1 || gated, gamma_inexact, total, c.in.Q.cols());
   const long h_op = bounds::operand_roundings(r.op);
   NamedState<double> abs_state;
-  const Mat<double> A_all = abs_values(r.op, all, c.opt, c.want_state ? &abs_state : nullptr);
+  const Mat<double> A_all = abs_values(r.op, all, abs_options(c.opt, c.gamma), c.want_state ? &abs_state : nullptr);
   const Mat<double> A = A_all.bottomRows(n);
   const double tiny = (r.dtype == DType::float64 ? std::numeric_limits<double>::min() : std::numeric_limits<float>::min()) *
                       static_cast<double>(total * total + 1);

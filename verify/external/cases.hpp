@@ -79,8 +79,8 @@ std::vector<Shape> constrained(const Request& r, std::vector<Shape> shapes);
 // Refuses operators without a battery (softmax) and options the operator does not define.
 void validate_request(const Request& r);
 
-// The gates of an exact --gates case of n tokens: dyadic (1/2, 3/4, 7/8, 1), varying per token, and ≠ 1 on
-// every token that starts a chunk of some width 2..64 or a power of two (see cases.cpp).
+// The gates of an exact --gates case of n tokens: dyadic (1/2, 3/4, 7/8), varying per token, never 1 (so ≠ 1 on
+// every token that starts a chunk of any width; see cases.cpp).
 ColVec<double> exact_gates(Eigen::Index n);
 // Refuses given gates (file mode) that are not one per token, each in (0, 1].
 void check_gates(const ColVec<double>& gamma, Eigen::Index n);
