@@ -42,12 +42,13 @@ class GatedExecVerdicts(unittest.TestCase):
         self.assert_verdict("hla2", "computes", "--op", "hla2", "--dtype", "float32", "--gate-range", "0.5,1")
         self.assert_verdict("linear", "computes", "--op", "linear", "--normalized", "--eps", "1/4")
         self.assert_verdict("linear-chunked", "computes", "--op", "linear")
+        self.assert_verdict("hla2-chunked", "computes", "--op", "hla2", "--normalized", "--lambda", "1/2")
         self.assert_verdict("ahla", "computes", "--op", "ahla")
 
     def test_wrong_gated_forms_differ(self):
         for name, op in [("hla2-algorithm1-rule", "hla2"), ("hla2-gates-shifted", "hla2"), ("hla2-mean-gate", "hla2"),
                          ("linear-gates-shifted", "linear"), ("linear-mean-gate", "linear"),
-                         ("linear-chunked-carry-product", "linear")]:
+                         ("linear-chunked-carry-product", "linear"), ("hla2-chunked-carry-product", "hla2")]:
             with self.subTest(name=name):
                 report = self.assert_verdict(name, "differs", "--op", op)
                 # an exact case proves it: the counterexample carries its gates

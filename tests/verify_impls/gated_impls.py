@@ -101,6 +101,22 @@ def linear_chunked(q, k, v, gamma, normalized, eps, ridge, initial_state=None, c
     return out
 
 
+def hla2_chunked(q, k, v, gamma, normalized, eps, ridge, initial_state=None, mistake=""):
+    """Gated hla2 in SPEC's u-form, chunk by chunk: o_t = Σ_j Γ(t,j)² (q_t·u_j) v_j with u_j = S_j q_j, i.e. two
+    gated linear attentions (u with gates γ_t over (q, k, k), then o with gates γ_t² over (q, u, v)), plus ridge
+    λ Σ_j Γ(t,j) (q_t·q_j) v_j. mistake "carry-product" as in linear_chunked, in both passes."""
+    g = np.asarray(gamma, dtype=q.dtype)
+    if normalized:
+        v = np.concatenate([v, np.ones((q.shape[0], 1), v.dtype)], axis=1)
+    u = linear_chunked(q, k, k, g, False, 0, 0, mistake=mistake)
+    out = linear_chunked(q, u, v, g * g, False, 0, 0, mistake=mistake)
+    if ridge != 0:
+        out = out + q.dtype.type(ridge) * linear_chunked(q, q, v, g, False, 0, 0, mistake=mistake)
+    if normalized:
+        out = out[:, :-1] / (out[:, -1:] + q.dtype.type(eps))
+    return out
+
+
 IMPLS = {
     "hla2": hla2,
     "hla2-algorithm1-rule": lambda *a, **kw: hla2(*a, **kw, mistake="algorithm1"),
@@ -111,6 +127,8 @@ IMPLS = {
     "linear-mean-gate": lambda *a, **kw: linear(*a, **kw, mistake="mean"),
     "linear-chunked": linear_chunked,
     "linear-chunked-carry-product": lambda *a, **kw: linear_chunked(*a, **kw, mistake="carry-product"),
+    "hla2-chunked": hla2_chunked,
+    "hla2-chunked-carry-product": lambda *a, **kw: hla2_chunked(*a, **kw, mistake="carry-product"),
     "ahla": ahla,
 }
 
