@@ -133,8 +133,9 @@ class GatedModule(unittest.TestCase):
         self.assertTrue(seen and all(len(s) == 1 for s in seen))
         r = hla_harness.verify(gated_impls.IMPLS["hla2-gates-shifted"], "hla2", gates=True, max_n=33, d=3, dv=2)
         self.assertEqual(r["verdict"], "differs")
-        with self.assertRaises(ValueError):
-            hla_harness.verify(fn, "hla2", gates=True, gamma=0.9)
+        for bad in (dict(gamma=0.9), dict(gate_range=(0.9, 0.5)), dict(gate_range=(0.0, 1.0)), dict(grad=True)):
+            with self.subTest(**bad), self.assertRaises(ValueError):
+                hla_harness.verify(fn, "hla2", gates=True, **bad)
 
 
 if __name__ == "__main__":
