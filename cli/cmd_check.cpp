@@ -10,6 +10,7 @@
 
 #include "cli/commands.hpp"
 #include "core/dispatch.hpp"
+#include "core/gates.hpp"
 #include "core/parse.hpp"
 #include "fast/distributed/comm.hpp"
 #include "fast/distributed/plan.hpp"
@@ -22,10 +23,11 @@ namespace {
 struct OptionCase {
   std::string label;
   Options opt;
+  bool gates = false;  // per-token gates drawn from range:1/2,1 (core/gates.hpp), for the forms that take them
 };
 
 std::vector<OptionCase> option_cases() {
-  std::vector<OptionCase> cases(4);
+  std::vector<OptionCase> cases(5);
   cases[0].label = "plain";
   cases[1].label = "gamma=3/4";
   cases[1].opt.gamma = rational(3, 4);
@@ -34,11 +36,14 @@ std::vector<OptionCase> option_cases() {
   cases[2].opt.eps = rational(1, 8);
   cases[3].label = "ridge=1/2";
   cases[3].opt.ridge = rational(1, 2);
+  cases[4].label = "gates in [1/2,1]";
+  cases[4].gates = true;
   return cases;
 }
 
-bool supports(const Caps& c, const Options& o) {
-  return (o.gamma == 1 || c.decay) && (!o.normalized || c.normalized) && (o.ridge == 0 || c.ridge);
+bool supports(const Caps& c, const OptionCase& oc) {
+  const Options& o = oc.opt;
+  return (o.gamma == 1 || c.decay) && (!o.normalized || c.normalized) && (o.ridge == 0 || c.ridge) && (!oc.gates || c.gates);
 }
 
 template <class T> std::string cell(const Entry<T>& e, const Problem<double>& in, const Options& opt) {
@@ -55,6 +60,8 @@ template <class T> std::string cell(const Entry<T>& e, const Problem<double>& in
 
 void run_check(const Shape& shape, std::uint64_t seed) {
   const Problem<double> inputs = gaussian_problem(shape, seed);
+  Problem<double> gated_inputs = inputs;
+  gated_inputs.gates = draw_gates(parse_gate_spec("range:1/2,1"), shape.n, seed);
   fmt::print("Every form against its operator's reference (SPEC definitions), n={} d={} dv={} seed={}.\n",
              shape.n, shape.d, shape.dv, seed);
   fmt::print("rational, fp61: exact comparison. mpfr256, double, float: normwise relative error in units of u.\n\n");
@@ -64,13 +71,13 @@ void run_check(const Shape& shape, std::uint64_t seed) {
   // Rows come from the double registry (every form has a double instance); other scalars fill cells.
   for (const auto& e : registry<double>().entries()) {
     for (const auto& oc : option_cases()) {
-      if (!supports(e.caps, oc.opt)) continue;
+      if (!supports(e.caps, oc)) continue;
       fmt::print("{:<14} {:<14} {:<10} {:<19}", e.op, e.form, e.variant, oc.label);
       for (const auto& s : scalar_names()) {
         std::string text = with_scalar(s, [&]<class T>() -> std::string {
           const Entry<T>* et = registry<T>().try_find(e.op, e.form, e.variant);
           if (!et) return "-";
-          return cell(*et, inputs, oc.opt);
+          return cell(*et, oc.gates ? gated_inputs : inputs, oc.opt);
         });
         fmt::print(" {:>12}", text);
       }
@@ -176,7 +183,7 @@ bool run_distributed_check(std::uint64_t seed) {
     const auto& plan = *std::find_if(distributed::distributed_plan().begin(), distributed::distributed_plan().end(),
                                      [&](const auto& x) { return x.op == e.op; });
     for (const auto& oc : option_cases()) {
-      if (!supports(e.caps, oc.opt)) continue;
+      if (!supports(e.caps, oc)) continue;
       for (const DistributedCase& dc : distributed_cases(P)) {
         Options opt = oc.opt;
         opt.chunk = dc.chunk;

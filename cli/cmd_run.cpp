@@ -20,7 +20,8 @@ void run_one(const RunArgs& a, bool force_reference) {
   with_scalar(a.scalar, [&]<class T>() {
     const bool with_reference = a.shape.n <= kLargestCheckedN || force_reference;
     const Entry<T>& e = checked_form<T>(a, opt, with_reference);
-    const Problem<double> inputs = gaussian_problem(a.shape, a.seed);
+    Problem<double> inputs = gaussian_problem(a.shape, a.seed);
+    inputs.gates = draw_gates(parse_gate_spec(a.gates), a.shape.n, a.seed);
     if (!with_reference) {
       const Problem<T> p = convert_problem<T>(inputs);
       auto start = std::chrono::steady_clock::now();
@@ -31,8 +32,8 @@ void run_one(const RunArgs& a, bool force_reference) {
       return;
     }
     Evaluation ev = evaluate(e, inputs, opt);
-    fmt::print("{} [{}] n={} d={} dv={} gamma={} normalized={} eps={} lambda={} chunk={} threads={} seed={}\n", e.key(),
-               scalar_name<T>(), a.shape.n, a.shape.d, a.shape.dv, format_rational(opt.gamma), opt.normalized,
+    fmt::print("{} [{}] n={} d={} dv={} gamma={} gates={} normalized={} eps={} lambda={} chunk={} threads={} seed={}\n",
+               e.key(), scalar_name<T>(), a.shape.n, a.shape.d, a.shape.dv, format_rational(opt.gamma), a.gates, opt.normalized,
                format_rational(opt.eps), format_rational(opt.ridge), opt.chunk, opt.threads, a.seed);
     if constexpr (is_exact_v<T>)
       fmt::print("  vs reference: {}\n", ev.error.exact_equal ? "exact agreement"
@@ -45,12 +46,13 @@ void run_one(const RunArgs& a, bool force_reference) {
 }
 
 void list_forms() {
-  fmt::print("{:<36} {:<8} {:<6} {:<6} {:<6} {:<6}  {}\n", "operator/form/variant", "decay", "norm", "ridge", "state",
-             "chunk", "cites");
+  fmt::print("{:<36} {:<8} {:<6} {:<6} {:<6} {:<6} {:<6}  {}\n", "operator/form/variant", "decay", "gates", "norm", "ridge",
+             "state", "chunk", "cites");
   for (const auto& e : registry<double>().entries()) {
     auto yn = [](bool b) { return b ? "yes" : "-"; };
-    fmt::print("{:<36} {:<8} {:<6} {:<6} {:<6} {:<6}  {}\n", e.key(), yn(e.caps.decay), yn(e.caps.normalized),
-               yn(e.caps.ridge), yn(e.caps.state), yn(e.caps.chunk), e.cite);
+    fmt::print("{:<36} {:<8} {:<6} {:<6} {:<6} {:<6} {:<6}  {}\n", e.key(), yn(e.caps.decay), yn(e.caps.gates),
+               yn(e.caps.normalized), yn(e.caps.ridge), yn(e.caps.state), yn(e.caps.chunk),
+               e.caps.gates ? e.cite + "; gates: " + e.gated_cite : e.cite);
   }
 }
 

@@ -8,6 +8,7 @@
 #include <charconv>
 #include <memory>
 
+#include "core/gates.hpp"
 #include "core/inputs.hpp"
 #include "core/memory.hpp"
 #include "core/parse.hpp"
@@ -32,6 +33,7 @@ struct RunArgs {
   Shape shape{64, 8, 8};
   std::uint64_t seed = 1;
   std::string gamma = "1", eps = "0", ridge = "0";
+  std::string gates = "none";  // a core/gates.hpp GateSpec: none | range:LO,HI | strength:S
   bool normalized = false;
   int chunk = 16, threads = 1;
 
@@ -54,6 +56,10 @@ template <class T> const Entry<T>& checked_form(const RunArgs& a, const Options&
   if (a.shape.n < 1 || a.shape.d < 1 || a.shape.dv < 1) throw InputError("--n, --d and --dv must be >= 1");
   const Entry<T>& e = registry<T>().find(a.op, a.form, a.variant);
   validate_options(opt, e.caps, e.key());
+  if (parse_gate_spec(a.gates).any()) {
+    if (!e.caps.gates) throw InputError(e.key() + " does not take per-token gates (`hla list` marks the forms that do)");
+    if (opt.gamma != 1) throw InputError("--gates and --gamma together: with gates the decay is the gates'");
+  }
   const auto n = static_cast<std::uint64_t>(a.shape.n), d = static_cast<std::uint64_t>(a.shape.d),
              dv = static_cast<std::uint64_t>(a.shape.dv);
   const std::uint64_t inputs = saturating_mul(n, saturating_add(saturating_mul(2, d), dv)), outputs = saturating_mul(n, dv);
@@ -79,6 +85,8 @@ inline void add_run_options(CLI::App* sub, RunArgs& a) {
   sub->add_option("--dv", a.shape.dv, "value width");
   sub->add_option("--seed", a.seed, "input seed")->check(exact_uint64);
   sub->add_option("--gamma", a.gamma, "decay in (0, 1], e.g. 3/4 or 0.99");
+  sub->add_option("--gates", a.gates,
+                  "per-token gates: none | range:LO,HI (gamma_t uniform in [LO, HI]) | strength:S (-log gamma_t around S)");
   sub->add_option("--eps", a.eps, "normalizer stabilizer >= 0");
   sub->add_option("--lambda", a.ridge, "ridge >= 0 (hla2)");
   sub->add_flag("--normalized", a.normalized, "divide by den_t + eps");

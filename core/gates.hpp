@@ -1,9 +1,9 @@
 // Per-token gates (SPEC "Gated (data-dependent) decay"): γ_t ∈ (0, 1], t = 1..n, an input of the problem like
 // Q, K, V. Γ(t, s) = Π_{r=s+1..t} γ_r (empty product 1); a fixed γ is the case γ_t ≡ γ, Γ(t, s) = γ^{t−s}.
 //
-// The gated forms (reference/gated.hpp, fast/serial/gated.hpp, fast/scan/gated.hpp, reached by name through
-// fast/gated_forms.hpp) take a GatedProblem. The registry's forms still take a Problem and one scalar γ
-// (Options::gamma); docs/operators.md says which forms take gates so far.
+// A Problem carries its gates (Problem::gates); the registry runs a form's gated computation when they are
+// there (Entry::gated, Caps::gates). The gated computations themselves (reference/gated.hpp,
+// fast/serial/gated.hpp, fast/scan/gated.hpp) take a GatedProblem: the gates beside a gate-free problem.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +20,29 @@ template <class T> struct GatedProblem {
   ColVec<T> gamma;  // γ_t, one per token: gamma(t) belongs to row t of Q, K, V
   Eigen::Index n() const { return qkv.n(); }
 };
+
+// The registry's problem with gates, split for the gated computations, and joined back.
+template <class T> GatedProblem<T> split_gates(const Problem<T>& p) { return {Problem<T>{p.Q, p.K, p.V}, p.gates}; }
+template <class T> Problem<T> join_gates(const GatedProblem<T>& g) {
+  Problem<T> p = g.qkv;
+  p.gates = g.gamma;
+  return p;
+}
+
+// How `hla run`, `hla check` and sweeps draw a problem's gates (docs/operators.md "Gated decay"):
+//   none            no gates (the fixed decay Options::gamma applies)
+//   range:LO,HI     γ_t uniform in [LO, HI], 0 < LO <= HI <= 1
+//   strength:S      −log γ_t = S·u_t with u_t uniform in [1/2, 3/2]: gates that vary per token around a decay
+//                   rate S per token, 0 < S <= 50 (larger would leave float's normal range within one token)
+// Gates are rounded to float like the inputs (core/inputs.hpp), so every scalar sees the same gates.
+struct GateSpec {
+  enum class Kind { none, range, strength } kind = Kind::none;
+  double lo = 1, hi = 1, strength = 0;
+  std::string text = "none";  // as given, for file names and reports
+  bool any() const { return kind != Kind::none; }
+};
+GateSpec parse_gate_spec(const std::string& text);  // InputError naming the accepted forms
+ColVec<double> draw_gates(const GateSpec& spec, Eigen::Index n, std::uint64_t seed);  // empty for `none`
 
 // The fixed decay γ as gates γ_t ≡ γ.
 template <class T> GatedProblem<T> with_constant_gates(Problem<T> p, const T& gamma) {

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <random>
+#include <utility>
 
 #include "core/types.hpp"
 
@@ -30,7 +31,9 @@ template <class T> Mat<T> convert_matrix(const Mat<double>& m) {
   return out;
 }
 template <class T> Problem<T> convert_problem(const Problem<double>& p) {
-  return {convert_matrix<T>(p.Q), convert_matrix<T>(p.K), convert_matrix<T>(p.V)};
+  ColVec<T> gates(p.gates.size());
+  for (Eigen::Index t = 0; t < p.gates.size(); ++t) gates(t) = from_double<T>(p.gates(t));
+  return {convert_matrix<T>(p.Q), convert_matrix<T>(p.K), convert_matrix<T>(p.V), std::move(gates)};
 }
 template <class T> NamedState<T> convert_state(const NamedState<double>& s) {
   NamedState<T> out;
@@ -40,7 +43,9 @@ template <class T> NamedState<T> convert_state(const NamedState<double>& s) {
 
 // Rows [begin, end) of a problem: the two halves of a split-and-carry test.
 template <class T> Problem<T> slice_rows(const Problem<T>& p, Eigen::Index begin, Eigen::Index end) {
-  return {p.Q.middleRows(begin, end - begin), p.K.middleRows(begin, end - begin), p.V.middleRows(begin, end - begin)};
+  const Eigen::Index len = end - begin;
+  return {p.Q.middleRows(begin, len), p.K.middleRows(begin, len), p.V.middleRows(begin, len),
+          p.gates.size() ? ColVec<T>(p.gates.segment(begin, len)) : ColVec<T>()};
 }
 
 }  // namespace hla

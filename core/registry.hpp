@@ -29,6 +29,7 @@ struct Caps {
   bool state = false;       // initial state in / final state out
   bool chunk = false;       // uses Options::chunk
   bool threads = false;     // uses Options::threads
+  bool gates = false;       // per-token gates (Problem::gates): set by Registry::add_gates, never by hand
 };
 
 template <class T> using FormFn = std::function<Run<T>(const Problem<T>&, const Options&, const NamedState<T>*)>;
@@ -40,6 +41,10 @@ template <class T> struct Entry {
   std::string cite;     // where the formula is, e.g. "§3.1 online updates; Alg. 1"
   Caps caps;
   FormFn<T> fn;
+  // The same form with per-token gates γ_t (docs/operators.md "Gated decay"), side by side with its fixed-γ
+  // computation: run when the problem has gates. Empty for forms that do not take gates (they refuse them).
+  FormFn<T> gated = {};
+  std::string gated_cite = {};
 
   std::string key() const { return op + "/" + form + "/" + variant; }
   // Validates the inputs against the form's capabilities, runs it, and refuses a non-finite result.
@@ -49,6 +54,9 @@ template <class T> struct Entry {
 template <class T> class Registry {
  public:
   void add(Entry<T> e);
+  // Gives the registered (op, form, variant) its gated computation; a form is given gates once.
+  void add_gates(const std::string& op, const std::string& form, const std::string& variant, std::string cite,
+                 FormFn<T> gated);
   const std::vector<Entry<T>>& entries() const { return entries_; }
   // An empty variant means the paper's formula or the definition (try_find: only those); when (op, form)
   // has neither but a single variant, find takes that one. Throws InputError naming the variants of

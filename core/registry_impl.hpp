@@ -25,13 +25,25 @@ template <class T> void validate(const Problem<T>& p, const Options& opt, const 
   for (const Mat<T>* m : {&p.Q, &p.K, &p.V})
     for (Eigen::Index i = 0; i < m->size(); ++i)
       if (!is_finite((*m)(i))) fail("inputs contain NaN or Inf");
+  if (p.gates.size() == 0) return;
+  if (!caps.gates) fail("this form does not take per-token gates (`hla run --list` marks the forms that do)");
+  if (opt.gamma != 1) fail("per-token gates and a decay gamma != 1 together: the decay is the gates'");
+  if (p.gates.size() != p.Q.rows())
+    fail(std::to_string(p.gates.size()) + " gates for " + std::to_string(p.Q.rows()) + " tokens");
+  // With an order (every scalar but F_p) a gate lies in (0, 1]; in F_p a gate is any field element (the
+  // identities are polynomial in the gates, core/gates.hpp).
+  for (Eigen::Index t = 0; t < p.gates.size(); ++t) {
+    if (!is_finite(p.gates(t))) fail("gate " + std::to_string(t) + " is NaN or Inf");
+    if constexpr (has_order_v<T>)
+      if (!(p.gates(t) > T(0) && p.gates(t) <= T(1))) fail("gate " + std::to_string(t) + " lies outside (0, 1]");
+  }
 }
 
 template <class T>
 Run<T> Entry<T>::operator()(const Problem<T>& p, const Options& opt, const NamedState<T>* init) const {
   validate(p, opt, caps, key());
   if (init && !caps.state) throw InputError(key() + ": this form does not take an initial state");
-  Run<T> r = fn(p, opt, init);
+  Run<T> r = p.gates.size() ? gated(p, opt, init) : fn(p, opt, init);
   for (Eigen::Index i = 0; i < r.O.size(); ++i)
     if (!is_finite(r.O(i)))
       throw NumericalError(key() + ": output is not finite at token " + std::to_string(i % r.O.rows()) +
@@ -41,7 +53,20 @@ Run<T> Entry<T>::operator()(const Problem<T>& p, const Options& opt, const Named
 
 template <class T> void Registry<T>::add(Entry<T> e) {
   if (try_find(e.op, e.form, e.variant)) throw std::logic_error("registered twice: " + e.key());
+  if (e.caps.gates || e.gated) throw std::logic_error(e.key() + ": gates are given by add_gates");
   entries_.push_back(std::move(e));
+}
+
+template <class T>
+void Registry<T>::add_gates(const std::string& op, const std::string& form, const std::string& variant, std::string cite,
+                            FormFn<T> gated) {
+  auto it = std::find_if(entries_.begin(), entries_.end(),
+                         [&](const Entry<T>& e) { return e.op == op && e.form == form && e.variant == variant; });
+  if (it == entries_.end()) throw std::logic_error("gates for an unregistered form: " + op + "/" + form + "/" + variant);
+  if (it->gated) throw std::logic_error("gates registered twice: " + it->key());
+  it->caps.gates = true;
+  it->gated = std::move(gated);
+  it->gated_cite = std::move(cite);
 }
 
 // An empty variant means "the paper's formula, or the definition": the corrected variant is only

@@ -5,6 +5,8 @@
 //   p.Q  n×d   queries, row t is q_t          (rows are tokens, t = 1..n in the paper, 0..n-1 here)
 //   p.K  n×d   keys
 //   p.V  n×dv  values
+//   p.gates    n per-token gates γ_t ∈ (0, 1] (docs/operators.md "Gated decay"), or empty: no gates. Only the
+//              forms whose Caps say `gates` take them; the decay is then the gates' and Options::gamma stays 1
 //   opt        decay γ, stabilizer ε, ridge λ (exact rationals, converted once into T), normalize flag,
 //              chunk width and threads for the forms that use them
 //   initial_state  nullptr for the zero state, or a state returned by the same operator's form
@@ -40,6 +42,7 @@ struct NumericalError : std::runtime_error {
 
 template <class T> struct Problem {
   Mat<T> Q, K, V;
+  ColVec<T> gates = {};  // γ_t for row t, or empty (a default member, so `{Q, K, V}` stays a gate-free problem)
   Eigen::Index n() const { return Q.rows(); }
   Eigen::Index d() const { return Q.cols(); }
   Eigen::Index dv() const { return V.cols(); }

@@ -21,6 +21,7 @@ SWEEPS = [
     ("complexity", "Complexity: time and state against n, d, dv"),
     ("chunked", "Chunked, decoding and serial forms at d = dv = 64"),
     ("backward", "Backward passes"),
+    ("gated", "Per-token gates: the gated forms against MPFR-256 as the gates get stronger (make run)"),
     ("default", "The default sweep (make run)"),
 ]
 

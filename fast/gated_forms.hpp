@@ -1,8 +1,9 @@
-// The gated forms by name (SPEC "Gated (data-dependent) decay"): linear, hla2 and ahla as literal-sum
-// references, serial recurrences and scans, each taking per-token gates γ_t (core/gates.hpp). Until the
-// registry's calling convention carries gates (docs/operators.md), this is their one entry point: the ledger
-// (verify/claims_gated.cpp) and the tests reach them here, and they are compiled once, in fast/gated_forms.cpp,
-// for the exact scalars only (rational and fp61).
+// The gated forms by the names the ledger gives them (SPEC "Gated (data-dependent) decay"): linear, hla2 and
+// ahla as literal-sum references, serial recurrences and scans, each taking per-token gates γ_t
+// (core/gates.hpp). All but the proposal's recurrences are the registry's forms run with Problem::gates
+// (Entry::gated); this names them as the gated ledger (verify/claims_gated.cpp) holds them against each other,
+// and keeps the proposal's recurrences, which are not forms of the harness. Compiled in fast/gated_forms.cpp
+// for the exact scalars (rational and fp61).
 #pragma once
 
 #include <string>

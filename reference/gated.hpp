@@ -27,11 +27,12 @@ inline void require_no_scalar_decay(const Options& opt) {
 
 // hla2 (masked), SPEC gated: o_t = Σ_{j≤t} Σ_{i≤j} Γ(t,i) Γ(t,j) (q_t·k_i)(q_j·k_i) v_j;
 // ridge λ adds λ Σ_{j≤t} Γ(t,j) (q_t·q_j) v_j; normalized divides by the same sums with v_j → 1, plus ε.
-template <class T> Run<T> gated_hla2(const GatedProblem<T>& g, const Options& opt) {
+// masked = false: hla2-unmasked, the sum over every i, j ≤ t (the absolute operator of the masked one's bound).
+template <class T> Run<T> gated_hla2(const GatedProblem<T>& g, const Options& opt, bool masked = true) {
   require_no_scalar_decay(opt);
   const Mat<T> Gam = gate_products(g.gamma);
   return hla2_sum(
-      g.qkv, opt, true, [&](Eigen::Index t, Eigen::Index i, Eigen::Index j) { return T(Gam(t, i) * Gam(t, j)); },
+      g.qkv, opt, masked, [&](Eigen::Index t, Eigen::Index i, Eigen::Index j) { return T(Gam(t, i) * Gam(t, j)); },
       [&](Eigen::Index t, Eigen::Index j) -> const T& { return Gam(t, j); });
 }
 

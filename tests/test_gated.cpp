@@ -4,7 +4,9 @@
 // "proposal" form computes.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <random>
+#include <set>
 #include <stdexcept>
 
 #include "core/gates.hpp"
@@ -246,4 +248,143 @@ TEST_CASE("gated diagonal: the scalar rule stays exact where per-channel gates s
   Mat<rational> dependent(2, 3);
   dependent << 1, 2, 3, 2, 4, 6;
   CHECK(exact_rank(dependent) == 1);
+}
+
+// ---- the registry's forms take gates (Problem::gates, Entry::gated) ------------------------------------------------
+
+namespace {
+
+// The registered forms that take gates, as the registry reports them: a new one is added here on purpose.
+std::set<std::string> gated_keys() {
+  std::set<std::string> keys;
+  for (const auto& e : registry<rational>().entries())
+    if (e.caps.gates) keys.insert(e.key());
+  return keys;
+}
+
+// Alg. 1's rule with gates is registered (hla2's printed serial form run with gates) and is wrong there
+// (gated.hla2.algorithm1-rule); every other gated form computes its operator's gated definition.
+bool claims_definition(const Entry<rational>& e) { return e.key() != "hla2/serial/paper"; }
+
+template <class T> bool same_state(const NamedState<T>& a, const NamedState<T>& b) {
+  if (a.parts.size() != b.parts.size()) return false;
+  for (std::size_t i = 0; i < a.parts.size(); ++i) {
+    const Mat<T>&x = a.parts[i].second, &y = b.parts[i].second;
+    if (a.parts[i].first != b.parts[i].first || x.rows() != y.rows() || x.cols() != y.cols() || x != y) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("gated registry: exactly the forms with a gated computation take gates", "[gated]") {
+  const std::set<std::string> want{
+      "hla2/reference/spec",           "hla2-unmasked/reference/spec", "ahla/reference/spec",
+      "linear/reference/spec",         "hla2/serial/paper",            "hla2/serial/corrected",
+      "hla2-unmasked/serial/paper",    "ahla/serial/paper",            "linear/serial/paper",
+      "hla2/scan-fold/corrected",      "hla2/scan-blelloch/corrected", "hla2/scan-twolevel/corrected",
+      "ahla/scan-fold/corrected",      "ahla/scan-blelloch/corrected", "ahla/scan-twolevel/corrected",
+      "linear/scan-fold/paper",        "linear/scan-blelloch/paper",   "linear/scan-twolevel/paper"};
+  CHECK(gated_keys() == want);
+  // Every scalar registers the same gated forms (the sweeps run them in float, double and MPFR).
+  for (const auto& e : registry<double>().entries()) CHECK(e.caps.gates == (want.count(e.key()) > 0));
+}
+
+TEST_CASE("gated registry: every gated form equals its operator's gated reference (rational, F_p)", "[gated]") {
+  const GatedProblem<rational> gr = rational_case({9, 2, 3}, 21);
+  std::mt19937_64 rng(4);
+  const GatedProblem<fp61> gf = field_case({11, 3, 2}, 9);
+  for (const auto& e : registry<rational>().entries()) {
+    if (!e.caps.gates || e.form == "reference") continue;
+    for (const Options& base : {Options{}, normalized_options(e.op)}) {
+      Options o = base;
+      if (!e.caps.ridge) o.ridge = 0;
+      o.chunk = 2;
+      o.threads = 2;
+      INFO(e.key() << " normalized=" << o.normalized);
+      const bool same = e(join_gates(gr), o).O == registry<rational>().reference(e.op)(join_gates(gr), o).O;
+      CHECK(same == claims_definition(e));
+      const Entry<fp61>& ef = registry<fp61>().find(e.op, e.form, e.variant);
+      const bool same_f = ef(join_gates(gf), o).O == registry<fp61>().reference(e.op)(join_gates(gf), o).O;
+      CHECK(same_f == claims_definition(e));
+    }
+  }
+}
+
+TEST_CASE("gated registry: split-and-carry with gates gives one call's outputs and state", "[gated]") {
+  const Problem<rational> p = join_gates(rational_case({10, 2, 2}, 8));
+  for (const auto& e : registry<rational>().entries()) {
+    if (!e.caps.gates || !e.caps.state) continue;
+    Options o;
+    o.chunk = 3;
+    const Run<rational> whole = e(p, o);
+    for (Eigen::Index split : {1, 5, 9}) {
+      INFO(e.key() << " split at " << split);
+      const Run<rational> first = e(slice_rows(p, 0, split), o);
+      const Run<rational> second = e(slice_rows(p, split, p.n()), o, &first.state);
+      CHECK(second.O == whole.O.bottomRows(p.n() - split));
+      CHECK(same_state(second.state, whole.state));
+    }
+  }
+}
+
+TEST_CASE("gated registry: constant gates give the fixed-gamma form's results", "[gated]") {
+  // Exact scalars: equal. double: the same arithmetic (each step decays by its γ_t = γ), so bit-identical.
+  const Problem<double> in = gaussian_problem({17, 3, 2}, 5);
+  for (const auto& e : registry<double>().entries()) {
+    if (!e.caps.gates || e.form == "reference" || !e.caps.decay) continue;
+    Options fixed;
+    fixed.gamma = rational(3, 4);
+    fixed.chunk = 4;
+    Problem<double> gated_in = in;
+    gated_in.gates = ColVec<double>::Constant(in.n(), 0.75);
+    INFO(e.key());
+    Problem<rational> pr = convert_problem<rational>(in), gr = convert_problem<rational>(gated_in);
+    const Entry<rational>& er = registry<rational>().find(e.op, e.form, e.variant);
+    CHECK(er(gr, Options{.chunk = 4}).O == er(pr, fixed).O);
+    CHECK(same_state(er(gr, Options{.chunk = 4}).state, er(pr, fixed).state));
+    if (e.form == "serial") CHECK(e(gated_in, Options{.chunk = 4}).O == e(in, fixed).O);
+  }
+}
+
+TEST_CASE("gated registry: gates are refused where they mean nothing", "[gated]") {
+  Problem<double> p = gaussian_problem({6, 2, 2}, 1);
+  p.gates = ColVec<double>::Constant(6, 0.5);
+  // A form without a gated computation.
+  CHECK_THROWS_WITH(registry<double>().find("hla3", "serial", "corrected")(p, Options{}),
+                    Catch::Contains("does not take per-token gates"));
+  CHECK_THROWS_WITH(registry<double>().find("hla2", "decode", "corrected")(p, Options{}),
+                    Catch::Contains("does not take per-token gates"));
+  const Entry<double>& e = registry<double>().find("linear", "serial", "paper");
+  // Gates and a scalar decay together.
+  CHECK_THROWS_WITH(e(p, Options{.gamma = rational(1, 2)}), Catch::Contains("gates and a decay gamma"));
+  // A gate per token, each in (0, 1] and finite.
+  Problem<double> bad = p;
+  bad.gates = ColVec<double>::Constant(5, 0.5);
+  CHECK_THROWS_WITH(e(bad, Options{}), Catch::Contains("5 gates for 6 tokens"));
+  for (double g : {0.0, -0.5, 1.5, std::nan(""), double(INFINITY)}) {
+    bad.gates = ColVec<double>::Constant(6, 0.5);
+    bad.gates(3) = g;
+    INFO("gate " << g);
+    CHECK_THROWS_AS(e(bad, Options{}), InputError);
+  }
+}
+
+TEST_CASE("gated registry: gate specs are parsed strictly and drawn inside (0, 1]", "[gated]") {
+  for (const char* bad : {"", "range", "range:0,1", "range:0.9,0.8", "range:0.5,1.5", "strength:0", "strength:-1",
+                          "strength:51", "strength:nan", "sometimes:1", "range:1e400,1"})
+    CHECK_THROWS_AS(parse_gate_spec(bad), InputError);
+  CHECK(draw_gates(parse_gate_spec("none"), 9, 1).size() == 0);
+  for (const char* spec : {"range:0.8,1", "range:1,1", "strength:0.01", "strength:50"}) {
+    const GateSpec g = parse_gate_spec(spec);
+    const ColVec<double> a = draw_gates(g, 300, 7), b = draw_gates(g, 300, 7);
+    INFO(spec);
+    CHECK(a == b);  // the seed decides them
+    for (Eigen::Index t = 0; t < a.size(); ++t) {
+      CHECK(a(t) > 0);
+      CHECK(a(t) <= 1);
+      CHECK(static_cast<double>(static_cast<float>(a(t))) == a(t));  // float-representable: every scalar sees it
+    }
+    if (g.kind == GateSpec::Kind::strength) CHECK(a.maxCoeff() > a.minCoeff());  // they vary per token
+  }
 }

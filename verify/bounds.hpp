@@ -42,6 +42,7 @@ inline Problem<double> augmented(const Problem<double>& p, bool absolute) {
   a.V.resize(p.V.rows(), p.V.cols() + 1);
   a.V.leftCols(p.V.cols()) = absolute ? Mat<double>(p.V.cwiseAbs()) : p.V;
   a.V.col(p.V.cols()).setOnes();
+  a.gates = p.gates;  // gates are positive: the absolute computation decays by the same Γ
   return a;
 }
 

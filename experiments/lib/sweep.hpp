@@ -36,6 +36,7 @@ struct Axes {
   std::vector<std::string> operators, forms, variants, scalars;
   std::vector<long> n, d, dv;
   std::vector<rational> gamma, eps, lambda;
+  std::vector<std::string> gates;  // core/gates.hpp GateSpecs: none | range:LO,HI | strength:S
   std::vector<bool> normalized;
   std::vector<int> chunk, threads, repeats;
   std::vector<std::uint64_t> seeds;
@@ -54,12 +55,14 @@ struct Point {
   std::string op, form, variant, scalar;
   long n = 0, d = 0, dv = 0;
   rational gamma{1}, eps{0}, lambda{0};
+  std::string gates = "none";  // per-token gates drawn from this GateSpec (with the input seed), or none
   bool normalized = false;
   int chunk = 16, threads = 1, repeats = 1;
   std::uint64_t seed = 1;
   std::string backward = "none";  // a backward pass through the serial form (form = serial), or none
 
   bool is_backward() const { return backward != "none"; }
+  bool is_gated() const { return gates != "none"; }
   Options options() const;
   std::string key() const;  // identifies the point in a CSV (resume, merge)
 };

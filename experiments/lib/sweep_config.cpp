@@ -12,6 +12,7 @@
 #include <toml++/toml.h>
 
 #include "core/dispatch.hpp"
+#include "core/gates.hpp"
 #include "core/memory.hpp"
 #include "core/parse.hpp"
 #include "core/registry.hpp"
@@ -136,7 +137,8 @@ void check_nesting(const std::string& text, const std::string& source) {
 
 const std::set<std::string>& axis_keys() {
   static const std::set<std::string> k{"operator", "form",  "variant", "scalar", "n",      "d",       "dv",      "gamma",
-                                       "eps",      "lambda", "normalized", "chunk", "threads", "seeds", "repeats", "backward"};
+                                       "gates",    "eps",    "lambda", "normalized", "chunk", "threads", "seeds", "repeats",
+                                       "backward"};
   return k;
 }
 
@@ -144,7 +146,7 @@ Axes parse_axes(const Reader& r, const toml::table& axes) {
   Axes a;
   for (const auto& [k, v] : axes)
     if (!axis_keys().count(std::string(k.str())))
-      r.fail(r.prefix + "." + std::string(k.str()), "unknown axis (allowed: operator form variant scalar n d dv gamma eps lambda "
+      r.fail(r.prefix + "." + std::string(k.str()), "unknown axis (allowed: operator form variant scalar n d dv gamma gates eps lambda "
                                             "normalized chunk threads seeds repeats backward)");
   auto strs = [&](const char* key, std::vector<std::string> def) {
     return r.axis<std::string>(axes, key, def, [&](const toml::node& n, const std::string& k) { return r.str(n, k); });
@@ -166,6 +168,14 @@ Axes parse_axes(const Reader& r, const toml::table& axes) {
   a.d = ints("d", {8}, 1);
   a.dv = ints("dv", {8}, 1);
   a.gamma = nums("gamma", {rational(1)});
+  a.gates = strs("gates", {"none"});
+  for (const auto& g : a.gates) {
+    try {
+      (void)parse_gate_spec(g);
+    } catch (const InputError& e) {
+      r.fail(r.prefix + ".gates", e.what());
+    }
+  }
   a.eps = nums("eps", {rational(0)});
   a.lambda = nums("lambda", {rational(0)});
   a.normalized = r.axis<bool>(axes, "normalized", {false},
@@ -285,6 +295,7 @@ std::string Point::key() const {
     << "|g=" << format_rational(gamma) << "|eps=" << format_rational(eps) << "|lam=" << format_rational(lambda)
     << "|norm=" << (normalized ? 1 : 0) << "|w=" << chunk << "|thr=" << threads << "|seed=" << seed << "|rep=" << repeats;
   if (is_backward()) k << "|bw=" << backward;  // forward keys are those of versions before backward passes
+  if (is_gated()) k << "|gates=" << gates;    // and gate-free keys those of versions before gates
   return k.str();
 }
 
@@ -312,8 +323,8 @@ void check_combinations(const Config& c) {
   for (const Axes& a : c.blocks) {
     std::uint64_t k = 1;
     for (std::size_t size : {a.operators.size(), a.forms.size(), a.variants.size(), a.scalars.size(), a.n.size(), a.d.size(),
-                             a.dv.size(), a.gamma.size(), a.eps.size(), a.lambda.size(), a.normalized.size(), a.chunk.size(),
-                             a.threads.size(), a.seeds.size(), a.repeats.size(), a.backward.size()})
+                             a.dv.size(), a.gamma.size(), a.gates.size(), a.eps.size(), a.lambda.size(), a.normalized.size(),
+                             a.chunk.size(), a.threads.size(), a.seeds.size(), a.repeats.size(), a.backward.size()})
       k = saturating_mul(k, size);
     total = saturating_add(total, k);
   }
@@ -321,6 +332,20 @@ void check_combinations(const Config& c) {
     throw InputError(fmt::format("{}: the axes multiply out to {} combinations, more than the {} a sweep may have "
                                  "(split it into several configs)",
                                  c.source, total == UINT64_MAX ? "more than 2^64" : std::to_string(total), kMaxCombinations));
+}
+
+// Calls f(i) for every index vector i of the product of `sizes` (i[k] < sizes[k]), the last index varying
+// fastest, as nested loops would; nothing when a size is 0.
+template <class F> void for_each_combination(const std::vector<std::size_t>& sizes, F&& f) {
+  for (std::size_t s : sizes)
+    if (s == 0) return;
+  std::vector<std::size_t> i(sizes.size(), 0);
+  while (true) {
+    f(static_cast<const std::vector<std::size_t>&>(i));
+    std::size_t k = sizes.size();
+    while (k > 0 && ++i[k - 1] == sizes[k - 1]) i[--k] = 0;
+    if (k == 0) return;
+  }
 }
 
 }  // namespace
@@ -364,59 +389,64 @@ Enumeration enumerate(const Config& c) {
       for (const auto& op : a.operators) any = any || backward::has_pass(op, *pass);
       if (!any) fail("backward", "no configured operator has a " + b + " backward (serial, checkpointed: hla2 ahla linear; scan: hla2)");
     }
-    for (const auto& op : a.operators)
-      for (const auto& form : a.forms)
-        for (const auto& variant : a.variants)
-          for (const auto& scalar : a.scalars)
-            for (long n : a.n)
-              for (long d : a.d)
-                for (long dv : a.dv)
-                  for (const auto& gamma : a.gamma)
-                    for (const auto& eps : a.eps)
-                      for (const auto& lambda : a.lambda)
-                        for (bool normalized : a.normalized)
-                          for (int chunk : a.chunk)
-                            for (int threads : a.threads)
-                              for (auto seed : a.seeds)
-                                for (int repeats : a.repeats)
-                                for (const auto& bw : a.backward) {
-                                  ++out.combinations;
-                                  const Entry<double>* e = lookup(op, form, variant);
-                                  if (!e) { skip("no such operator/form/variant"); continue; }
-                                  const auto pass = backward::parse_pass(bw);
-                                  if (pass) {
-                                    if (form != "serial") { skip("backward passes run through the serial form only"); continue; }
-                                    if (!backward::has_pass(op, *pass)) { skip("no such backward for this operator"); continue; }
-                                    if (scalar == "mpfr256") { skip("backward passes are swept in float and double"); continue; }
-                                    if (*pass == backward::Pass::scan && e->variant == "paper" && gamma != 1) {
-                                      skip("scan backward needs the corrected rule when gamma < 1");
-                                      continue;
-                                    }
-                                    if (*pass == backward::Pass::serial && chunk != a.chunk.front()) { skip("chunk unused by the serial backward"); continue; }
-                                    if (threads != a.threads.front()) { skip("threads unused by backward passes"); continue; }
-                                  }
-                                  if (!registered_for(scalar, op, form, variant)) { skip("form not registered for this scalar"); continue; }
-                                  if (gamma != 1 && !e->caps.decay) { skip("form has no decay"); continue; }
-                                  if (normalized && !e->caps.normalized) { skip("form has no normalized output"); continue; }
-                                  if (lambda != 0 && !e->caps.ridge) { skip("form has no ridge"); continue; }
-                                  if (!normalized && eps != a.eps.front()) { skip("eps unused (not normalized)"); continue; }
-                                  if (!pass && !e->caps.chunk && chunk != a.chunk.front()) { skip("chunk unused by form"); continue; }
-                                  if (!pass && !e->caps.threads && threads != a.threads.front()) { skip("threads unused by form"); continue; }
-                                  if (form == "reference" && n > c.limits.form_reference_max_n) {
-                                    skip("reference form above form_reference_max_n");
-                                    continue;
-                                  }
-                                  Point p;
-                                  p.op = op; p.form = form; p.variant = e->variant; p.scalar = scalar;
-                                  p.n = n; p.d = d; p.dv = dv;
-                                  p.gamma = gamma; p.eps = normalized ? eps : rational(0); p.lambda = lambda;
-                                  p.normalized = normalized;
-                                  p.chunk = (pass ? *pass != backward::Pass::serial : e->caps.chunk) ? chunk : a.chunk.front();
-                                  p.threads = !pass && e->caps.threads ? threads : a.threads.front();
-                                  p.backward = bw;
-                                  p.seed = seed; p.repeats = repeats;
-                                  out.points.push_back(std::move(p));
-                                }
+    // The product of the axes, the last axis varying fastest (the order points have always had, so that
+    // indices, shards and resumed files stay as they were).
+    const std::vector<std::size_t> sizes{a.operators.size(), a.forms.size(), a.variants.size(), a.scalars.size(),
+                                         a.n.size(), a.d.size(), a.dv.size(), a.gamma.size(), a.gates.size(),
+                                         a.eps.size(), a.lambda.size(), a.normalized.size(), a.chunk.size(),
+                                         a.threads.size(), a.seeds.size(), a.repeats.size(), a.backward.size()};
+    for_each_combination(sizes, [&](const std::vector<std::size_t>& i) {
+      const std::string &op = a.operators[i[0]], &form = a.forms[i[1]], &variant = a.variants[i[2]], &scalar = a.scalars[i[3]];
+      const long n = a.n[i[4]], d = a.d[i[5]], dv = a.dv[i[6]];
+      const rational &gamma = a.gamma[i[7]], &eps = a.eps[i[9]], &lambda = a.lambda[i[10]];
+      const std::string& gates = a.gates[i[8]];
+      const bool normalized = a.normalized[i[11]];
+      const int chunk = a.chunk[i[12]], threads = a.threads[i[13]], repeats = a.repeats[i[15]];
+      const std::uint64_t seed = a.seeds[i[14]];
+      const std::string& bw = a.backward[i[16]];
+      ++out.combinations;
+      const Entry<double>* e = lookup(op, form, variant);
+      if (!e) { skip("no such operator/form/variant"); return; }
+      const auto pass = backward::parse_pass(bw);
+      if (pass) {
+        if (form != "serial") { skip("backward passes run through the serial form only"); return; }
+        if (!backward::has_pass(op, *pass)) { skip("no such backward for this operator"); return; }
+        if (scalar == "mpfr256") { skip("backward passes are swept in float and double"); return; }
+        if (*pass == backward::Pass::scan && e->variant == "paper" && gamma != 1) {
+          skip("scan backward needs the corrected rule when gamma < 1");
+          return;
+        }
+        if (*pass == backward::Pass::serial && chunk != a.chunk.front()) { skip("chunk unused by the serial backward"); return; }
+        if (threads != a.threads.front()) { skip("threads unused by backward passes"); return; }
+      }
+      if (!registered_for(scalar, op, form, variant)) { skip("form not registered for this scalar"); return; }
+      if (gamma != 1 && !e->caps.decay) { skip("form has no decay"); return; }
+      if (gates != "none") {
+        if (!e->caps.gates) { skip("form takes no gates"); return; }
+        if (gamma != 1) { skip("gates with a fixed decay (the decay is the gates')"); return; }
+        if (pass) { skip("backward passes take no gates yet"); return; }
+      }
+      if (normalized && !e->caps.normalized) { skip("form has no normalized output"); return; }
+      if (lambda != 0 && !e->caps.ridge) { skip("form has no ridge"); return; }
+      if (!normalized && eps != a.eps.front()) { skip("eps unused (not normalized)"); return; }
+      if (!pass && !e->caps.chunk && chunk != a.chunk.front()) { skip("chunk unused by form"); return; }
+      if (!pass && !e->caps.threads && threads != a.threads.front()) { skip("threads unused by form"); return; }
+      if (form == "reference" && n > c.limits.form_reference_max_n) {
+        skip("reference form above form_reference_max_n");
+        return;
+      }
+      Point p;
+      p.op = op; p.form = form; p.variant = e->variant; p.scalar = scalar;
+      p.n = n; p.d = d; p.dv = dv;
+      p.gamma = gamma; p.eps = normalized ? eps : rational(0); p.lambda = lambda;
+      p.gates = gates;
+      p.normalized = normalized;
+      p.chunk = (pass ? *pass != backward::Pass::serial : e->caps.chunk) ? chunk : a.chunk.front();
+      p.threads = !pass && e->caps.threads ? threads : a.threads.front();
+      p.backward = bw;
+      p.seed = seed; p.repeats = repeats;
+      out.points.push_back(std::move(p));
+    });
   }
   // Two config variants can name the same entry ("default" and "paper"), blocks can overlap: keep the first.
   std::set<std::string> keys;

@@ -14,7 +14,7 @@ namespace hla::sweep {
 
 const std::vector<std::string>& columns() {
   static const std::vector<std::string> c{
-      "index", "key", "config", "operator", "form", "variant", "scalar", "n", "d", "dv", "gamma", "eps", "lambda",
+      "index", "key", "config", "operator", "form", "variant", "scalar", "n", "d", "dv", "gamma", "gates", "eps", "lambda",
       "normalized", "chunk", "threads", "seed", "repeats", "backward",
       "status", "note",
       "time_median_s", "time_min_s", "time_max_s", "time_iqr_s", "tokens_per_s", "cpu_time_median_s",
@@ -122,8 +122,8 @@ CsvTable read_points(const std::filesystem::path& p, bool* upgraded) {
   for (const auto& h : t.header) subset = subset && std::find(cols.begin(), cols.end(), h) != cols.end();
   if (!subset)
     throw InputError(p.string() + ": its columns differ from this version's (written by another version of hla?)");
-  // Columns added since: empty, except that rows from before backward passes existed are forward passes.
-  static const std::map<std::string, std::string> added_default{{"backward", "none"}};
+  // Columns added since: empty, except that rows from before backward passes (gates) were forward (gate-free).
+  static const std::map<std::string, std::string> added_default{{"backward", "none"}, {"gates", "none"}};
   CsvTable out;
   out.header = cols;
   for (const auto& row : t.rows) {

@@ -18,6 +18,7 @@
 
 #include "core/dispatch.hpp"
 #include "core/files.hpp"
+#include "core/gates.hpp"
 #include "core/inputs.hpp"
 #include "core/parse.hpp"
 #include "core/registry.hpp"
@@ -83,6 +84,7 @@ class ReferenceStore {
     std::ostringstream k;
     k << pt.op << "_n" << pt.n << "_d" << pt.d << "_dv" << pt.dv << "_s" << pt.seed << "_g" << format_rational(pt.gamma)
       << "_l" << format_rational(pt.lambda);
+    if (pt.is_gated()) k << "_gates-" << pt.gates;  // gate-free keys as before, so earlier caches stay valid
     std::string key = k.str();
     std::replace(key.begin(), key.end(), '/', '_');
     if (auto it = mem_.find(key); it != mem_.end()) return it->second;
@@ -114,7 +116,7 @@ class ReferenceStore {
       r.num = registry<mpfr256>().reference(pt.op)(convert_problem<mpfr256>(aug), o).O;
       r.method = "literal";
     } else if (pt.n <= lim_.proxy_max_n) {
-      if (auto px = oracle_.proxy(pt.op, pt.gamma, pt.lambda)) {
+      if (auto px = oracle_.proxy(pt.op, pt.gamma, pt.lambda, pt.is_gated())) {
         r.num = registry<mpfr256>().find(pt.op, px->first, px->second)(convert_problem<mpfr256>(aug), o).O;
         r.method = "mpfr-proxy:" + px->first + "/" + px->second;
       } else {
@@ -128,7 +130,7 @@ class ReferenceStore {
     // which the 1e-9 inflation below covers for every n we sweep).
     const std::string aop = abs_operator(pt.op);
     const Problem<double> absin = augmented(inputs, true);
-    if (auto px = oracle_.proxy(aop, pt.gamma, pt.lambda)) {
+    if (auto px = oracle_.proxy(aop, pt.gamma, pt.lambda, pt.is_gated())) {
       r.abs = registry<double>().find(aop, px->first, px->second)(absin, o).O;
       r.abs_method = aop + "/" + px->first + "/" + px->second;
     } else if (pt.n <= 4 * lim_.direct_max_n) {
@@ -185,8 +187,10 @@ class ReferenceStore {
 // ---- the rounding-error bound --------------------------------------------------------------------------------
 // The bound's depth h for a registered form (verify/bounds.hpp): its own accumulation depth.
 template <class T> long bound_depth(const Point& pt) {
+  // Gates are drawn float-representable (core/gates.hpp): exact in every swept scalar, but they decay like γ.
   const bool inexact = pt.gamma != 1 && to_mpfr(from_rational<T>(pt.gamma)) != from_rational<mpfr256>(pt.gamma);
-  return bounds::rounding_depth(pt.op, bounds::accumulation_depth(pt.form, pt.n, pt.chunk), pt.gamma != 1, inexact, pt.n,
+  return bounds::rounding_depth(pt.op, bounds::accumulation_depth(pt.form, pt.n, pt.chunk), pt.gamma != 1 || pt.is_gated(),
+                                inexact, pt.n,
                                 pt.d);
 }
 
@@ -438,6 +442,7 @@ SweepSummary run_sweep(const Config& c, const SweepOptions& o) {
     f["d"] = std::to_string(pt.d);
     f["dv"] = std::to_string(pt.dv);
     f["gamma"] = format_rational(pt.gamma);
+    f["gates"] = pt.gates;
     f["eps"] = format_rational(pt.eps);
     f["lambda"] = format_rational(pt.lambda);
     f["normalized"] = pt.normalized ? "1" : "0";
@@ -455,12 +460,14 @@ SweepSummary run_sweep(const Config& c, const SweepOptions& o) {
     f["rank"] = rank;
     f["ranks_on_host"] = on_host;
     try {
-      const std::string ik = std::to_string(pt.n) + "/" + std::to_string(pt.d) + "/" + std::to_string(pt.dv) + "/" + std::to_string(pt.seed);
+      const std::string ik = std::to_string(pt.n) + "/" + std::to_string(pt.d) + "/" + std::to_string(pt.dv) + "/" +
+                             std::to_string(pt.seed) + "/" + pt.gates;
       if (ik != inputs_key) {
         inputs = gaussian_problem(Shape{pt.n, pt.d, pt.dv}, pt.seed);
+        inputs.gates = draw_gates(parse_gate_spec(pt.gates), pt.n, pt.seed);
         inputs_key = ik;
       }
-      const std::string exact = oracle.check(pt.op, pt.form, pt.variant, pt.options(), pt.d, pt.dv);
+      const std::string exact = oracle.check(pt.op, pt.form, pt.variant, pt.options(), pt.d, pt.dv, pt.is_gated());
       if (pt.is_backward()) {
         backward.evaluate(pt, inputs, exact, f);
       } else {
@@ -502,7 +509,7 @@ SweepSummary run_sweep(const Config& c, const SweepOptions& o) {
       const std::string& ratio = field(fields, "err_over_bound");
       *progress << "[" << (sum.already_done + delivered) << "/" << mine.size() << "] " << pt.op << "/" << pt.form << "/"
                 << pt.variant << (pt.is_backward() ? " backward:" + pt.backward : "") << " " << pt.scalar << " n=" << pt.n << " d=" << pt.d << " dv=" << pt.dv
-                << " g=" << field(fields, "gamma") << (pt.normalized ? " norm eps=" + field(fields, "eps") : "")
+                << " g=" << field(fields, "gamma") << (pt.is_gated() ? " gates=" + pt.gates : "") << (pt.normalized ? " norm eps=" + field(fields, "eps") : "")
                 << (pt.lambda != 0 ? " lam=" + field(fields, "lambda") : "") << " w=" << pt.chunk << " thr=" << pt.threads
                 << (ranks > 1 ? " rank=" + field(fields, "rank") : "")
                 << ": " << field(fields, "time_median_s") << " s, err " << (err.empty() ? "-" : err)

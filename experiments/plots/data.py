@@ -44,15 +44,28 @@ def gamma(r):
     return frac(r["gamma"])
 
 
+def gates(r):
+    """The point's gate spec ("none" for points of sweeps from before gates)."""
+    return r.get("gates") or "none"
+
+
+def gate_strength(r):
+    """S of a "strength:S" gate spec (−log γ_t around S per token), else None."""
+    g = gates(r)
+    return float(frac(g.split(":", 1)[1])) if g.startswith("strength:") else None
+
+
 def plain(r):
-    """γ = 1, unnormalized, no ridge."""
-    return gamma(r) == 1 and r["normalized"] != "1" and frac(r["lambda"]) == 0
+    """γ = 1, no gates, unnormalized, no ridge."""
+    return gamma(r) == 1 and gates(r) == "none" and r["normalized"] != "1" and frac(r["lambda"]) == 0
 
 
 def options_label(r):
     parts = []
     if gamma(r) != 1:
         parts.append(f"γ={float(gamma(r)):g}")
+    if gates(r) != "none":
+        parts.append(f"gates {gates(r)}")
     if r["normalized"] == "1":
         parts.append(f"normalized ε={float(frac(r['eps'])):g}")
     if frac(r["lambda"]) != 0:

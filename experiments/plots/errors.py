@@ -4,6 +4,9 @@
                         operator, one line per form family × precision, the bound at 1)
   error_growth_vs_n     How fast does the rounding error grow with n?  (hla2, γ = 1: error in units of u)
   error_normalized_vs_n What does normalization with a small ε cost?  (hla2 normalized, per ε)
+  error_vs_gate_strength  Which formulations stay accurate as per-token gates get stronger?  (gated points with
+                        gates "strength:S": error against MPFR vs S, one line per form × precision; non-finite
+                        outputs marked where they happened)
   paper_vs_corrected    Where does the paper's formula leave the operator?  (variant paper vs corrected where
                         fp61 says the paper's differs; the gap in exact arithmetic marked)
 """
@@ -14,7 +17,7 @@ import numpy as np
 from matplotlib.lines import Line2D
 
 from . import style
-from .data import frac, fit_slope, fmt, gamma, is_backward, num, options_label, plain
+from .data import frac, fit_slope, fmt, gamma, gate_strength, is_backward, num, options_label, plain
 
 DIFFERS = "differs in exact arithmetic"
 OPS_ORDER = ["hla2", "ahla", "linear", "hla3", "hla2-unmasked", "hla3-unmasked", "softmax"]
@@ -259,8 +262,56 @@ def paper_vs_corrected(rows, outdir):
     style.save(fig, outdir, "paper_vs_corrected", "Where does the paper's formula leave the operator?", reading, key=True)
 
 
+def error_vs_gate_strength(rows, outdir):
+    gated = [r for r in rows if not is_backward(r) and gate_strength(r) is not None]
+    if not gated:
+        return
+    ops = _ops(gated)
+    fig, axes = style.figure(len(ops), sharey=True)
+    families, broken = set(), []
+    for ax, op in zip(axes, ops):
+        mine = [r for r in gated if r["operator"] == op]
+        n_max = max(int(r["n"]) for r in mine)  # the longest sequence: where strong gates span the most
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        series = defaultdict(dict)
+        for r in mine:
+            if int(r["n"]) != n_max:
+                continue
+            key = (r["form"] + ("" if r["variant"] in ("spec", "paper", "corrected") else "/" + r["variant"]), r["scalar"])
+            s = gate_strength(r)
+            if r["status"] == "non-finite":
+                series[key][s] = math.inf
+            elif num(r["err_normwise_rel"]) >= 0:
+                series[key][s] = max(series[key].get(s, 0.0), num(r["err_normwise_rel"]))
+        finite = [v for s in series.values() for v in s.values() if math.isfinite(v) and v > 0]
+        top = max(finite) * 10 if finite else 1.0
+        for (form, scalar), s in sorted(series.items()):
+            fam = style.family(form.split("/")[0])
+            families.add(fam)
+            xs = sorted(s)
+            kw = style.line_kw(fam, scalar)
+            if "/" in form:  # a named formulation beside the form (e.g. a naive one): its own colour
+                kw["color"] = style.PAPER_COLOR
+            ax.plot(xs, [s[x] if math.isfinite(s[x]) and s[x] > 0 else np.nan for x in xs], **kw)
+            bad = [x for x in xs if not math.isfinite(s[x])]
+            if bad:
+                ax.plot(bad, [top] * len(bad), ls="none", marker="x", color=kw.get("color", "k"), ms=6)
+                broken.append(f"{op} {form} {scalar} from S={min(bad):g}")
+        ax.set_title(f"{op}, n={n_max}")
+        ax.set_xlabel("gate strength S (−log γ_t per token)")
+    style.ylabel(axes, "normwise relative error vs MPFR")
+    style.legend_below(fig, style.family_handles(families) + style.precision_handles(), ncol=4)
+    reading = (f"{len(gated)} gated points; "
+               + ("non-finite outputs (x, at the top): " + "; ".join(broken) if broken else "every output finite")
+               + ".")
+    style.save(fig, outdir, "error_vs_gate_strength", "Which formulations stay accurate as the gates get stronger?",
+               reading, key=True)
+
+
 def draw(rows, outdir):
     error_bound_vs_n(rows, outdir)
     error_growth_vs_n(rows, outdir)
     error_normalized_vs_n(rows, outdir)
+    error_vs_gate_strength(rows, outdir)
     paper_vs_corrected(rows, outdir)

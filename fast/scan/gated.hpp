@@ -10,7 +10,10 @@
 
 #include <utility>
 
+#include "fast/scan/ahla.hpp"
 #include "fast/scan/common.hpp"
+#include "fast/scan/hla2.hpp"
+#include "fast/scan/linear.hpp"
 
 namespace hla::scan {
 
@@ -30,5 +33,23 @@ template <class Op> class GatedOp : public Op {
  private:
   const ColVec<T>* gates_;
 };
+
+// The registered variant whose operator is exact for every ρ, so that it takes gates: hla2 and ahla's
+// corrected combines (the printed ones fail with decay), linear's one operator. Empty: no gated scan.
+inline std::string gated_scan_variant(const std::string& op) {
+  if (op == "hla2" || op == "ahla") return "corrected";
+  if (op == "linear") return "paper";
+  return "";
+}
+
+// Calls f with the gated scan operator of `op` (the operator of gated_scan_variant(op), its tokens carrying
+// their own gates); `o` holds the read-out options (ε, λ, normalized).
+template <class T, class F>
+decltype(auto) with_gated_scan_op(const std::string& op, const Options& o, const ColVec<T>& gates, F&& f) {
+  if (op == "hla2") return f(GatedOp<Hla2Op<T, true>>({o, Variant::corrected}, gates));
+  if (op == "ahla") return f(GatedOp<AhlaOp<T>>({o, Variant::corrected}, gates));
+  if (op == "linear") return f(GatedOp<LinearOp<T>>(LinearOp<T>(o), gates));
+  throw InputError("no gated scan operator for '" + op + "'");
+}
 
 }  // namespace hla::scan

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "core/registry.hpp"
+#include "fast/scan/gated.hpp"
 #include "fast/scan/operators.hpp"
 
 namespace hla {
@@ -22,6 +23,24 @@ void add_scan_forms(Registry<T>& r, const std::string& op, Variant v, const std:
   par.chunk = true;
   r.add({op, "scan-twolevel", variant_name(v), cite + "; scan within chunks, scan across chunk summaries (§4)", par,
          [make](const P& p, const Options& o, const S* s) { return scan_twolevel(make(o), p, s, o.chunk, o.threads); }});
+}
+
+// Gives op's three scan forms of gated_scan_variant(op) their gated computation: the same drivers over the
+// operator whose single-token segment carries ρ = γ_t (gated.hpp).
+template <class T> void add_gated_scan_forms(Registry<T>& r, const std::string& op) {
+  using P = Problem<T>;
+  using S = NamedState<T>;
+  const std::string v = gated_scan_variant(op), cite = "segment decay ρ = Π γ_t over the segment (gated.hpp)";
+  r.add_gates(op, "scan-fold", v, cite, [op](const P& p, const Options& o, const S* s) {
+    return with_gated_scan_op<T>(op, o, p.gates, [&](const auto& alg) { return scan_fold(alg, p, s); });
+  });
+  r.add_gates(op, "scan-blelloch", v, cite, [op](const P& p, const Options& o, const S* s) {
+    return with_gated_scan_op<T>(op, o, p.gates, [&](const auto& alg) { return scan_blelloch(alg, p, s, o.threads); });
+  });
+  r.add_gates(op, "scan-twolevel", v, cite, [op](const P& p, const Options& o, const S* s) {
+    return with_gated_scan_op<T>(op, o, p.gates,
+                                 [&](const auto& alg) { return scan_twolevel(alg, p, s, o.chunk, o.threads); });
+  });
 }
 }  // namespace scan
 
@@ -46,6 +65,7 @@ template <class T> void register_scan(Registry<T>& r) {
                  third, [](const Options& o) { return Hla3MinimalOp<T>(o); });
   add_scan_forms(r, "linear", Variant::paper, "first-order (S, z, ρ) decayed monoid (§4 connection to linear attention)",
                  first, [](const Options& o) { return LinearOp<T>(o); });
+  for (const char* op : {"hla2", "ahla", "linear"}) add_gated_scan_forms(r, op);
 }
 
 }  // namespace hla

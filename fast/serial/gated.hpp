@@ -48,9 +48,10 @@ template <class T> auto hla2_read_out(const Options& opt) {
 // with the previous C, then S_t = γ_t S_{t−1} + k_t k_tᵀ, C_t = γ_t C_{t−1} + q_t v_tᵀ (h, m likewise);
 // o_t = q_tᵀ(S_t C_t − G_t) (Alg. 1 lines 7–15: ridge λ, normalized). DecayRule::paper is Algorithm 1's
 // rule G_t = γ_t G_{t−1} + k_t k_tᵀ C_{t−1} applied with gates.
-template <class T>
+// Unmasked (Masked = false): S, C, m only, o_t = q_tᵀ S_t C_t — the absolute operator of the masked one's bound.
+template <class T, bool Masked = true>
 Run<T> gated_hla2_serial(const GatedProblem<T>& g, const Options& opt, const NamedState<T>* init, DecayRule rule) {
-  return gated_serial<Hla2State<T, true>>(
+  return gated_serial<Hla2State<T, Masked>>(
       g, init,
       [rule](auto& st, const auto& q, const auto& k, const auto& v, const T& gamma) {
         hla2_step(st, q, k, v, gamma, rule);

@@ -4,6 +4,7 @@
 #include "core/registry.hpp"
 #include "fast/serial/ahla.hpp"
 #include "fast/serial/decode.hpp"
+#include "fast/serial/gated.hpp"
 #include "fast/serial/hla2.hpp"
 #include "fast/serial/hla2_variants.hpp"
 #include "fast/serial/hla3.hpp"
@@ -47,6 +48,24 @@ template <class T> void register_serial(Registry<T>& r) {
   r.add({"linear", "decode", "paper", "§2.2 running sums S_t = γS_{t−1} + k_t v_tᵀ, z_t (normalize); cache layout",
          {.decay = true, .normalized = true, .state = true},
          [](const P& p, const Options& o, const S* s) { return f::linear_decode<T>(p, o, s); }});
+
+  // Per-token gates (gated.hpp): each token's step decayed by its own γ_t. Alg. 1 as printed keeps its rule
+  // G_t = γ_t G_{t−1} + …, which the ledger holds against the gated definition (gated.hla2.algorithm1-rule).
+  r.add_gates("hla2", "serial", "paper", "Alg. 1's rule with γ_t per token", [](const P& p, const Options& o, const S* s) {
+    return f::gated_hla2_serial<T>(split_gates(p), o, s, f::DecayRule::paper);
+  });
+  r.add_gates("hla2", "serial", "corrected", "SPEC gated: G_t = γ_t² G_{t−1} + γ_t k_t k_tᵀ C_{t−1}",
+              [](const P& p, const Options& o, const S* s) {
+                return f::gated_hla2_serial<T>(split_gates(p), o, s, f::DecayRule::corrected);
+              });
+  r.add_gates("hla2-unmasked", "serial", "paper", "S_t = γ_t S_{t−1} + k_t k_tᵀ, C_t likewise; o_t = q_tᵀ S_t C_t",
+              [](const P& p, const Options& o, const S* s) {
+                return f::gated_hla2_serial<T, false>(split_gates(p), o, s, f::DecayRule::corrected);
+              });
+  r.add_gates("ahla", "serial", "paper", "SPEC gated ahla: Alg. 2 with γ_t per token",
+              [](const P& p, const Options& o, const S* s) { return f::gated_ahla_serial<T>(split_gates(p), o, s); });
+  r.add_gates("linear", "serial", "paper", "SPEC gated linear: S_t = γ_t S_{t−1} + k_t v_tᵀ",
+              [](const P& p, const Options& o, const S* s) { return f::gated_linear_serial<T>(split_gates(p), o, s); });
 }
 
 }  // namespace hla
