@@ -26,8 +26,6 @@ using Clock = std::chrono::steady_clock;
 // A random case whose error exceeds the bound by a normwise relative error above this is not a precision
 // problem: no float32-or-better arithmetic loses 5% of every output.
 constexpr double kNotRounding = 0.05;
-// The catalogue's candidates and mistakes take a fixed γ: a gated implementation is judged, not diagnosed.
-constexpr const char* kNoGatedDiagnosis = "--gates: the catalogue of mistakes has no gated candidates yet: no diagnosis";
 
 // Exact cases up to this n take part in the diagnosis of every candidate; longer ones only in that of
 // chunk-dependent candidates (the short ones decide the rest, and rationals at n = 300 are slow).
@@ -461,6 +459,24 @@ json merge_chunk_widths(std::vector<json>& found) {
   return matches;
 }
 
+// A candidate's output r on case c against what the implementation returned (rows [0, rows)): equal stays true while
+// every entry is within the case's bound (plus a float32-level margin), distinguishable becomes true where the
+// candidate is beyond it from the operator itself.
+void compare_candidate(const Case& c, const Outcome& out, const Mat<double>& r, bool in_rationals, Eigen::Index rows, bool& equal,
+                       bool& distinguishable) {
+  const Mat<double>& got = out.O;
+  const double u = 1e3 * std::numeric_limits<float>::epsilon();
+  // float64 candidates carry their own rounding, at most 2^-29 of the float32-level bound (diagnosis.hpp).
+  const double own = in_rationals ? 1 : 1 + std::ldexp(1.0, -20);
+  for (Eigen::Index t = 0; t < std::min(rows, got.rows()) && equal; ++t)
+    for (Eigen::Index j = 0; j < got.cols() && equal; ++j) {
+      const double want = r(t, j);
+      const double tol = (std::isfinite(c.bound(t, j)) ? c.bound(t, j) + u * std::fabs(want) : u * std::fabs(want)) * own;
+      if (!(std::fabs(got(t, j) - want) <= tol)) equal = false;  // NaN is never equal
+      if (std::fabs(c.expected(t, j).convert_to<double>() - want) > tol) distinguishable = true;
+    }
+}
+
 json diagnose(const std::string& op, const std::vector<const Case*>& cases, const std::vector<const Outcome*>& outs,
               const std::vector<bool>& spec_fails, Eigen::Index max_n = kDiagnosisMaxN) {
   const std::vector<Candidate<rational>> exact_cands = diagnosis_candidates<rational>(op);
@@ -496,22 +512,51 @@ json diagnose(const std::string& op, const std::vector<const Case*>& cases, cons
       if (!r) continue;
       ++applied;
       if (spec_fails[i]) explains_a_failure = true;
-      const Mat<double>& got = outs[i]->O;
-      const double u = 1e3 * std::numeric_limits<float>::epsilon();
-      // float64 candidates carry their own rounding, at most 2^-29 of the float32-level bound (diagnosis.hpp).
-      const double own = in_rationals ? 1 : 1 + std::ldexp(1.0, -20);
-      for (Eigen::Index t = 0; t < got.rows() && equal; ++t)
-        for (Eigen::Index j = 0; j < got.cols() && equal; ++j) {
-          const double want = (*r)(t, j);
-          const double tol = (std::isfinite(c.bound(t, j)) ? c.bound(t, j) + u * std::fabs(want) : u * std::fabs(want)) * own;
-          if (!(std::fabs(got(t, j) - want) <= tol)) equal = false;  // NaN is never equal
-          if (std::fabs(c.expected(t, j).convert_to<double>() - want) > tol) distinguishable = true;
-        }
+      compare_candidate(c, *outs[i], *r, in_rationals, c.n(), equal, distinguishable);
     }
     // A mistake or another operator that coincides with the operator on every case it was tried on says
     // nothing (a correct implementation would "match" it); registered forms equal to it are listed.
     const bool registered = cand.key.rfind("mistake:", 0) != 0 && cand.key.rfind("operator:", 0) != 0;
     if (equal && applied > 0 && (explains_a_failure || !any_failure) && (registered || distinguishable))
+      found[ci] = {{"key", cand.key}, {"description", cand.description}, {"claim", cand.claim}, {"cases", applied}};
+  }
+  return merge_chunk_widths(found);
+}
+
+// The gated catalogue (diagnosis.hpp, gated_diagnosis_candidates) on the exact cases, in exact rationals on every case
+// small enough for them (the chunk-width candidates on all of those, the others up to max_n tokens): listed as
+// diagnose() lists the mistakes — equal on every case evaluated, reproducing a failure, distinguishable from SPEC.
+json diagnose_gated(const std::string& op, const std::vector<const Case*>& cases, const std::vector<const Outcome*>& outs,
+                    const std::vector<bool>& spec_fails, Eigen::Index max_n = kDiagnosisMaxN) {
+  const std::vector<GatedCandidate> cands = gated_diagnosis_candidates(op);
+  std::vector<std::optional<GatedProblem<rational>>> exact(cases.size());
+  for (std::size_t i = 0; i < cases.size(); ++i)
+    if (diagnose_in_rationals(*cases[i]))
+      exact[i] = GatedProblem<rational>{exact_inputs(cases[i]->in), cases[i]->gamma.unaryExpr([](double x) { return rational(x); })};
+  std::vector<json> found(cands.size());
+  const bool any_failure = std::find(spec_fails.begin(), spec_fails.end(), true) != spec_fails.end();
+#pragma omp parallel for schedule(dynamic)
+  for (std::size_t ci = 0; ci < cands.size(); ++ci) {
+    const GatedCandidate& cand = cands[ci];
+    const bool by_width = cand.key.find("@w=") != std::string::npos;
+    int applied = 0;
+    bool equal = true, explains_a_failure = false, distinguishable = false;
+    for (std::size_t i = 0; i < cases.size() && equal; ++i) {
+      const Case& c = *cases[i];
+      if (!exact[i] || (!by_width && c.n() > max_n)) continue;
+      std::optional<Mat<rational>> r;
+      try {
+        r = cand.eval(*exact[i], c.opt);
+      } catch (const std::exception&) {
+        r.reset();
+      }
+      if (!r) continue;
+      ++applied;
+      if (spec_fails[i]) explains_a_failure = true;
+      compare_candidate(c, *outs[i], Mat<double>(r->unaryExpr([](const rational& v) { return to_double(v); })), true,
+                        cand.last_row_undefined ? c.n() - 1 : c.n(), equal, distinguishable);
+    }
+    if (equal && applied > 0 && (explains_a_failure || !any_failure) && distinguishable)
       found[ci] = {{"key", cand.key}, {"description", cand.description}, {"claim", cand.claim}, {"cases", applied}};
   }
   return merge_chunk_widths(found);
@@ -869,9 +914,7 @@ json run_battery(Implementation& impl, const Request& req, const BatteryOptions&
   // Diagnosis on the exact cases the implementation answered.
   json matches = json::array(), gradient_matches = json::object();
   std::string diagnosis_note;
-  if (opts.diagnose && req.gates) {
-    diagnosis_note = kNoGatedDiagnosis;
-  } else if (opts.diagnose && !exact_idx.empty()) {
+  if (opts.diagnose && !exact_idx.empty()) {
     std::vector<const Case*> dc;
     std::vector<const Outcome*> doo;
     std::vector<const CaseCheck*> dk;
@@ -891,7 +934,9 @@ json run_battery(Implementation& impl, const Request& req, const BatteryOptions&
     if (verdict == "error") {
       diagnosis_note = "the protocol failed (see the findings): no diagnosis";
     } else if (verdict == "differs" && !exact_failed) {
-      const std::optional<int> w = first_carry_failure != cases.size() ? padding_width(req.op, cases, outs, checks) : std::nullopt;
+      // (the padding mistake is decided on fixed-γ streaming forms: not with gates)
+      const std::optional<int> w =
+          first_carry_failure != cases.size() && !req.gates ? padding_width(req.op, cases, outs, checks) : std::nullopt;
       if (w)
         matches.push_back({{"key", fmt::format("mistake:padding-decays-state@w={}", *w)},
                            {"description", fmt::format("zero padding to a multiple of {} tokens that decays the returned state "
@@ -905,7 +950,8 @@ json run_battery(Implementation& impl, const Request& req, const BatteryOptions&
       if (!o_failed) matches.push_back({{"key", req.op + "/reference/spec"}, {"description", "SPEC's " + req.op}, {"claim", ""},
                                         {"cases", static_cast<int>(dc.size())}});
       // Under a length constraint the smallest exact cases are longer: the diagnosis follows them.
-      json more = diagnose(req.op, dc, doo, fails, std::max<Eigen::Index>(kDiagnosisMaxN, req.fit_n(1)));
+      const Eigen::Index max_n = std::max<Eigen::Index>(kDiagnosisMaxN, req.fit_n(1));
+      json more = req.gates ? diagnose_gated(req.op, dc, doo, fails, max_n) : diagnose(req.op, dc, doo, fails, max_n);
       for (auto& m : more) matches.push_back(m);
     }
   }
@@ -1129,10 +1175,11 @@ json judge_given(const Request& req, const Problem<double>& in, const Mat<double
   json precision_diagnosis = nullptr;
   if (verdict == "lower-precision") precision_diagnosis = precision_diagnosis_json(explaining_format({c}, {o}, {k}, req));
   json matches = json::array();
-  if (k.answered && verdict != "computes" && c.n() <= kGivenDiagnosisMaxN && !req.gates) {
+  if (k.answered && verdict != "computes" && c.n() <= kGivenDiagnosisMaxN) {
     std::vector<const Case*> dc{&c};
     std::vector<const Outcome*> doo{&o};
-    matches = diagnose(req.op, dc, doo, {true}, kGivenDiagnosisMaxN);
+    matches = req.gates ? diagnose_gated(req.op, dc, doo, {true}, kGivenDiagnosisMaxN)
+                        : diagnose(req.op, dc, doo, {true}, kGivenDiagnosisMaxN);
   }
   json findings = json::array();
   if (!k.answered) findings.push_back({{"case", "given"}, {"error", k.error}});
