@@ -13,6 +13,7 @@ import numpy as np
 from test_verify import HLA, PY, QUICK, ROOT, run_with_report  # the build, the interpreter, the quick battery
 
 GATED = os.path.join(ROOT, "tests", "verify_impls", "gated_impls.py")
+GATED_GRAD = os.path.join(ROOT, "tests", "verify_impls", "gated_grad_impls.py")
 
 import gated_impls  # noqa: E402  (tests/verify_impls, on the path through test_verify)
 
@@ -184,6 +185,64 @@ class GatedDiagnosis(unittest.TestCase):
                 self.assertTrue(named(r, key), [m["key"] for m in r["matches"]])
 
 
+class GatedGrad(unittest.TestCase):
+    """--gates --grad: dq, dk, dv as without gates, dgamma (∂L/∂γ) judged when returned; a torch implementation
+    differentiated by autograd (tests/verify_impls/gated_grad_impls.py)."""
+
+    def grad(self, name, *args):
+        return run(["--gates", "--grad", "--exec", f"{PY} {GATED_GRAD} {name}", *QUICK, *args])
+
+    def test_autograd_computes_with_dgamma(self):
+        for name, op, more in [("hla2", "hla2", ["--normalized", "--eps", "1/4", "--lambda", "1/2"]), ("linear", "linear", []),
+                               ("ahla", "ahla", [])]:
+            with self.subTest(name=name):
+                code, report, out = self.grad(name, "--op", op, *more)
+                self.assertEqual((code, report["verdict"]), (0, "computes"), out)
+                self.assertEqual(report["outputs"].get("dgamma"), "computes", report["outputs"])
+        # dgamma is optional: not written, not judged
+        code, report, out = self.grad("hla2-no-dgamma", "--op", "hla2")
+        self.assertEqual((code, report["verdict"]), (0, "computes"), out)
+        self.assertNotIn("dgamma", report["outputs"])
+
+    def test_wrong_dgamma_differs(self):
+        # ∂L/∂log γ returned as dgamma: the forward and dq, dk, dv right, dgamma wrong on an exact case
+        for name, op in [("hla2-dloggamma", "hla2"), ("linear-dloggamma", "linear")]:
+            with self.subTest(name=name):
+                code, report, out = self.grad(name, "--op", op)
+                self.assertEqual((code, report["verdict"]), (1, "differs"), out)
+                self.assertEqual(report["outputs"]["dgamma"], "differs", report["outputs"])
+                for part in ("o", "dq", "dk", "dv"):
+                    self.assertEqual(report["outputs"][part], "computes", report["outputs"])
+                self.assertEqual(report["counterexample"]["gradient"]["output"], "dgamma", out)
+
+    def test_module(self):
+        import gated_grad_impls
+        import hla_harness
+        r = hla_harness.verify(gated_grad_impls.IMPLS["hla2"], "hla2", gates=True, grad=True, max_n=33, d=3, dv=2)
+        self.assertEqual(r["verdict"], "computes", r["summary"])
+        self.assertEqual(r["outputs"]["dgamma"], "computes")
+        r = hla_harness.verify(gated_grad_impls.IMPLS["hla2-dloggamma"], "hla2", gates=True, grad=True, max_n=33, d=3, dv=2)
+        self.assertEqual(r["verdict"], "differs", r["summary"])
+        self.assertEqual(r["outputs"]["dgamma"], "differs")
+
+
+class GatedPrecision(unittest.TestCase):
+    """--gates with a narrow --precision: the bounds calibrated on the emulated gated kernels (precision.hpp)."""
+
+    def test_bf16_kernel(self):
+        f32 = ["--op", "hla2", "--dtype", "float32"]
+        code, report, out = verify_gated("hla2-bf16", *f32, "--precision", "bf16")
+        self.assertEqual((code, report["verdict"]), (0, "computes"), out)
+        self.assertTrue(any(r["bound"] == "calibrated" for r in report["random"]), report["random"])
+        # declared fp32, the same kernel is a lower precision, and the format that explains it is named
+        code, report, out = verify_gated("hla2-bf16", *f32)
+        self.assertEqual((code, report["verdict"]), (1, "lower-precision"), out)
+        self.assertIn("bf16", report["precision_diagnosis"]["format"], out)
+        # a wrong rule stays wrong in the format
+        code, report, out = verify_gated("hla2-algorithm1-rule-bf16", *f32, "--precision", "bf16")
+        self.assertEqual((code, report["verdict"]), (1, "differs"), out)
+
+
 class GatedRefusals(unittest.TestCase):
     def assert_refused(self, args, words):
         code, _, out = run(args)
@@ -193,7 +252,6 @@ class GatedRefusals(unittest.TestCase):
     def test_refusals(self):
         ex = ["--exec", "true", *QUICK]
         self.assert_refused(["--gates", "--gamma", "0.9", *ex], "--gamma means nothing")
-        self.assert_refused(["--gates", "--grad", *ex], "--gates with --grad is not supported yet")
         self.assert_refused(["--gates", "--op", "hla3", *ex], "no gated definition")
         self.assert_refused(["--gates", "--gate-range", "0.9,0.5", *ex], "--gate-range")
         self.assert_refused(["--gates", "--gate-range", "0,1", *ex], "--gate-range")
@@ -243,7 +301,7 @@ class GatedModule(unittest.TestCase):
         self.assertTrue(seen and all(len(s) == 1 for s in seen))
         r = hla_harness.verify(gated_impls.IMPLS["hla2-gates-shifted"], "hla2", gates=True, max_n=33, d=3, dv=2)
         self.assertEqual(r["verdict"], "differs")
-        for bad in (dict(gamma=0.9), dict(gate_range=(0.9, 0.5)), dict(gate_range=(0.0, 1.0)), dict(grad=True)):
+        for bad in (dict(gamma=0.9), dict(gate_range=(0.9, 0.5)), dict(gate_range=(0.0, 1.0))):
             with self.subTest(**bad), self.assertRaises(ValueError):
                 hla_harness.verify(fn, "hla2", gates=True, **bad)
 

@@ -149,6 +149,24 @@ def hla2_chunked(q, k, v, gamma, normalized, eps, ridge, initial_state=None, mis
     return out
 
 
+def bf16(x):
+    """x rounded to bfloat16 (to nearest, ties to even), as float32."""
+    b = np.asarray(x, dtype=np.float32).view(np.uint32)
+    b = (b + np.uint32(0x7FFF) + ((b >> np.uint32(16)) & np.uint32(1))) & np.uint32(0xFFFF0000)
+    return b.view(np.float32)
+
+
+def in_bf16(f):
+    """A kernel whose inputs are bfloat16 (the gates stay float32) and which computes in float32, outputs rounded to
+    bfloat16: `--precision bf16`'s model."""
+    def fn(q, k, v, gamma, normalized, eps, ridge, initial_state=None, **kw):
+        out = f(bf16(q), bf16(k), bf16(v), np.asarray(gamma, np.float32), normalized, eps, ridge, initial_state, **kw)
+        o, st = out if isinstance(out, tuple) else (out, None)
+        o = bf16(o).astype(q.dtype)
+        return (o, st) if st is not None else o
+    return fn
+
+
 IMPLS = {
     "hla2": hla2,
     "hla2-algorithm1-rule": lambda *a, **kw: hla2(*a, **kw, mistake="algorithm1"),
@@ -169,6 +187,8 @@ IMPLS = {
     "hla2-chunked-carry-extra-gate": lambda *a, **kw: hla2_chunked(*a, **kw, mistake="carry-extra-gate"),
     "hla2-chunked-carry-first-gate-power": lambda *a, **kw: hla2_chunked(*a, **kw, mistake="carry-first-gate-power"),
     "hla2-undecayed-carry": lambda *a, **kw: hla2(*a, **kw, mistake="undecayed-carry"),
+    "hla2-bf16": in_bf16(hla2),
+    "hla2-algorithm1-rule-bf16": in_bf16(lambda *a, **kw: hla2(*a, **kw, mistake="algorithm1")),
     "linear-undecayed-carry": lambda *a, **kw: linear(*a, **kw, mistake="undecayed-carry"),
 }
 # The serial ones, which take an initial state and can return their final state.

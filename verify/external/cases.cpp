@@ -253,7 +253,8 @@ Problem<double> exact_problem(const Request& r, const Shape& s, const Options& o
     Mat<double> up;
     if (ok && r.grad) {
       up = ternary_problem({s.n, 1, s.dv}, draw ^ 0x9e3779b97f4a7c15ULL, std::max(density, 0.5)).V;
-      ok = gradient_magnitude(op, p, opt, up) <= exact_magnitude(r);
+      const ColVec<double> g = r.gates ? (gates ? *gates : exact_gates(s.n)) : ColVec<double>();
+      ok = gradient_magnitude(op, p, opt, up, r.gates ? &g : nullptr) <= exact_magnitude(r);
     }
     if (ok) {
       if (dO) *dO = up;
@@ -363,9 +364,6 @@ void validate_request(const Request& r) {
       throw InputError("--gates: operator '" + r.op + "' has no gated definition (hla2, ahla and linear have one)");
     if (r.opt.gamma != 1)
       throw InputError("--gates takes the decay from the per-token gates (gamma.npy); --gamma means nothing with it");
-    if (r.grad) throw InputError("--gates with --grad is not supported yet");
-    if (precision_model(r.declared(), r.dtype).significand_bits < 24)
-      throw InputError("--gates with --precision " + precision_name(r.declared()) + " is not supported yet (fp64, fp32)");
     if (!(r.gate_lo > 0 && r.gate_lo <= r.gate_hi && r.gate_hi <= 1) || round_to(r.dtype, r.gate_lo) <= 0)
       throw InputError(fmt::format("--gate-range LO,HI needs 0 < LO <= HI <= 1 (LO > 0 in {}); got {},{}", dtype_name(r.dtype),
                                    r.gate_lo, r.gate_hi));
@@ -642,8 +640,9 @@ void set_bounds(Case& c, const Request& r, const EmulatedFormat& f) {
   // Γ(t, s), γ̄ ≥ every gate (abs_options): the abs operator A at the fixed γ̄ dominates every term of the gated
   // sums (each is the γ = 1 term times a product of t − s gates, each ≤ γ̄); the depth is that of a decaying
   // operator (each Γ a product of gates, each held exactly by the dtype, as a dyadic γ is), so the same γ_h as a
-  // fixed γ < 1. No emulated kernel takes gates yet: no calibrated level, and the format bound is the proven one
-  // at the format's roundoff.
+  // fixed γ < 1. The emulated kernels (precision.hpp) run the gated scan operator's fold over the same gates, so the
+  // calibrated levels (fp32 on random cases, tf32/bf16/fp16) and the format bound are set as without gates; an exact
+  // gated case is never sharp for a narrow format (its gate products are not the format's).
   const bool gated = c.gamma.size() > 0;
   const PrecisionModel pm = precision_model(f.precision, r.dtype);
   const double u_acc = exact ? std::max(pm.u_accumulate, hla::unit_roundoff<float>()) : pm.u_accumulate;
@@ -669,10 +668,10 @@ void set_bounds(Case& c, const Request& r, const EmulatedFormat& f) {
   // The largest error of an emulated kernel on this case (its output rows are the last n of `all`), and of
   // its final state per part; nullopt where the emulation cannot run (no scan operator, a normalizer that
   // vanishes in fp32).
+  const ColVec<double> gates_all = all_gates(c);  // the emulation runs from the zero state over prefix and case
   auto emulated_error = [&](const EmulatedFormat& e, std::map<std::string, double>* state_error) -> std::optional<double> {
-    if (gated) return std::nullopt;
     try {
-      const Run<double> em = emulate_format(r.op, all, c.opt, e);
+      const Run<double> em = emulate_format(r.op, all, c.opt, e, gated ? &gates_all : nullptr);
       double err = 0;
       for (Eigen::Index t = 0; t < n; ++t)
         for (Eigen::Index k = 0; k < dv; ++k)
@@ -740,9 +739,11 @@ void set_bounds(Case& c, const Request& r, const EmulatedFormat& f) {
     Mat<double> forward_bound = 2 * gam * A;
     forward_bound.col(dv).array() += 2 * u_acc * eps_d;
     const double u_grad = c.sharp ? u_acc : std::max(pm.u_accumulate, pm.u_operand);
-    c.grad_bound = gradient_bounds(r.op, c.in, c.opt, init, c.dO, u_grad, h, &c.forward, &forward_bound);
+    const ColVec<double>* gates = gated ? &c.gamma : nullptr;  // the case's own tokens' (the state summarizes the prefix)
+    c.grad_bound = gradient_bounds(r.op, c.in, c.opt, init, c.dO, u_grad, h, &c.forward, &forward_bound, gates, &A);
     const double u_coarse = std::max(u_grad, precision_model(Precision::bf16, r.dtype).u_format);
-    c.grad_format_bound = c.sharp ? c.grad_bound : gradient_bounds(r.op, c.in, c.opt, init, c.dO, u_coarse, h, &c.forward, &forward_bound);
+    c.grad_format_bound =
+        c.sharp ? c.grad_bound : gradient_bounds(r.op, c.in, c.opt, init, c.dO, u_coarse, h, &c.forward, &forward_bound, gates, &A);
   }
   if (c.want_state) {
     c.state_bound = abs_state;
@@ -781,7 +782,7 @@ void compute_expected(Case& c, const Request& r) {
   if (c.want_state) c.expected_state = state;
   if (r.grad && c.dO.size()) {
     const NamedState<double>* init = c.state_in.parts.empty() ? nullptr : &c.state_in;
-    c.expected_grad = expected_gradients(r.op, c.in, c.opt, init, c.dO, exact);
+    c.expected_grad = expected_gradients(r.op, c.in, c.opt, init, c.dO, exact, c.gamma.size() ? &c.gamma : nullptr);
   }
   set_bounds(c, r, {r.declared(), false});
 }
