@@ -274,6 +274,37 @@ TEST_CASE("--gates --state: carry cases hand in the gated state of their prefix,
   CHECK(carries >= 3);
 }
 
+TEST_CASE("--gates --grad --state: every case has its gradients, dgamma included, each within a finite bound", "[verify]") {
+  for (const bool normalized : {false, true}) {
+    Request req;
+    req.op = "hla2";
+    req.gates = true;
+    req.state = true;
+    req.grad = true;
+    req.opt.normalized = normalized;
+    req.opt.eps = rational(1, 4);
+    req.max_n = 12;
+    req.d = 3;
+    req.dv = 2;
+    std::vector<Case> cases = make_cases(req);
+    int carried = 0;
+    for (Case& c : cases) {
+      if (!c.dO.size()) continue;
+      compute_expected(c, req);
+      INFO(c.name);
+      REQUIRE(c.expected_grad.dgamma.rows() == c.n());
+      REQUIRE(c.grad_bound.dgamma.rows() == c.n());
+      CHECK(c.grad_bound.dgamma.allFinite());
+      CHECK((c.grad_bound.dgamma.array() >= 0).all());
+      if (!c.state_in.parts.empty()) {
+        ++carried;
+        CHECK_FALSE(c.expected_grad.dstate.parts.empty());
+      }
+    }
+    CHECK(carried >= 3);
+  }
+}
+
 TEST_CASE("--gates: every gated catalogue entry is defined on the exact gates and differs from SPEC there", "[verify]") {
   for (const std::string op : {"hla2", "linear", "ahla"}) {
     Request req;

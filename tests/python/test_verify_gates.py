@@ -278,6 +278,10 @@ class GatedFileMode(unittest.TestCase):
             self.assertEqual((code, report["verdict"]), (0, "computes"), out)
             code, report, out = run(files(gated_impls.IMPLS["hla2-algorithm1-rule"](q, k, v, gamma, False, 0, 0)))
             self.assertEqual((code, report["verdict"]), (1, "differs"), out)
+            self.assertIn("gated:hla2/serial/algorithm1-rule", [m["key"] for m in report["matches"]], out)  # named here too
+            code, report, out = run(files(gated_impls.IMPLS["hla2-gates-shifted"](q, k, v, gamma, False, 0, 0)))
+            self.assertEqual((code, report["verdict"]), (1, "differs"), out)
+            self.assertIn("mistake:gates-late", [m["key"] for m in report["matches"]], out)
             right = gated_impls.hla2(q, k, v, gamma, False, 0, 0)
             for bad, words in ((gamma[:-1], "gates for"), (np.where(np.arange(n) == 5, 1.5, gamma), "outside (0, 1]"),
                                (np.where(np.arange(n) == 5, np.nan, gamma), "outside (0, 1]"),
