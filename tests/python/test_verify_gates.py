@@ -215,6 +215,18 @@ class GatedGrad(unittest.TestCase):
                     self.assertEqual(report["outputs"][part], "computes", report["outputs"])
                 self.assertEqual(report["counterexample"]["gradient"]["output"], "dgamma", out)
 
+    def test_state(self):
+        # from a state handed in: dstate_in with gates, from a torch loop over tokens
+        more = ["--op", "hla2", "--state", "--normalized", "--eps", "1/4", "--lambda", "1/2"]
+        code, report, out = self.grad("hla2-serial", *more)
+        self.assertEqual((code, report["verdict"]), (0, "computes"), out)
+        for part in ("dgamma", "dstate_in.S", "dstate_in.G"):
+            self.assertEqual(report["outputs"].get(part), "computes", report["outputs"])
+        code, report, out = self.grad("hla2-serial-state-detached", *more)
+        self.assertEqual((code, report["verdict"]), (1, "differs"), out)
+        self.assertEqual(report["outputs"]["dstate_in.C"], "differs", report["outputs"])
+        self.assertEqual(report["outputs"]["dgamma"], "computes", report["outputs"])
+
     def test_module(self):
         import gated_grad_impls
         import hla_harness

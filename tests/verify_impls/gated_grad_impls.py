@@ -1,7 +1,9 @@
 """Gated backward passes for `hla verify --gates --grad`, written as a PyTorch user would: the gated operator in
 matrix form with Γ(t, s) = exp(Σ_{r=s+1..t} log γ_r) from cumulative log-gates, differentiated by autograd, which
 also gives dgamma = ∂L/∂γ — and one wrong in the way gated backward passes go wrong: the gradient with respect to
-the log-gates returned as dgamma (∂L/∂log γ_t = γ_t ∂L/∂γ_t).
+the log-gates returned as dgamma (∂L/∂log γ_t = γ_t ∂L/∂γ_t). hla2-serial runs the gated serial recurrence token by
+token from an initial state (also returning the final state and ∂L/∂state_in); hla2-serial-state-detached returns
+∂L/∂state_in as zeros.
 
 As a command (the black-box protocol):   python3 gated_grad_impls.py <name> DIR
 As callables (hla_harness.verify):       gated_grad_impls.IMPLS[<name>]   fn(q, k, v, do, gamma, **options)
@@ -63,6 +65,37 @@ def gated_grad(op, mistake=""):
     return fn
 
 
+def hla2_serial(q, k, v, do, gamma, normalized, eps, ridge, initial_state=None):
+    """SPEC's gated serial hla2 (G ← γ² G + γ k (kᵀ C), h likewise, then S, C, m ← γ · + ...) in torch, token by token
+    from initial_state, differentiated by autograd: (o, dq, dk, dv, dgamma, final_state, dstate_in)."""
+    dtype = q.dtype
+    n, d = q.shape
+    dv_ = v.shape[1]
+    f64 = lambda x: torch.tensor(np.asarray(x, dtype=np.float64), requires_grad=True)  # noqa: E731
+    Q, K, V, g = f64(q), f64(k), f64(v), f64(gamma)
+    shapes = {"S": (d, d), "C": (d, dv_), "m": (d,), "G": (d, dv_), "h": (d,)}
+    init = {p: f64(np.zeros(s) if initial_state is None else np.reshape(initial_state[p], s)) for p, s in shapes.items()}
+    S, C, m, G, h = (init[p] for p in shapes)
+    rows = []
+    for t in range(n):
+        qt, kt, vt, gt = Q[t], K[t], V[t], g[t]
+        G = gt * gt * G + gt * torch.outer(kt, kt @ C)
+        h = gt * gt * h + gt * kt * (kt @ m)
+        S = gt * S + torch.outer(kt, kt)
+        C = gt * C + torch.outer(qt, vt)
+        m = gt * m + qt
+        u = qt @ S + ridge * qt
+        num = u @ C - qt @ G
+        rows.append(num / (u @ m - qt @ h + eps) if normalized else num)
+    o = torch.stack(rows)
+    (o * torch.tensor(np.asarray(do, dtype=np.float64))).sum().backward()
+    cast = lambda x: np.asarray(x.detach().numpy(), dtype=dtype)  # noqa: E731
+    final = {p: cast(x) for p, x in zip(shapes, (S, C, m, G, h))}
+    dstate = ({p: cast(x.grad if x.grad is not None else torch.zeros_like(x)) for p, x in init.items()}
+              if initial_state is not None else None)
+    return cast(o), cast(Q.grad), cast(K.grad), cast(V.grad), cast(g.grad), final, dstate
+
+
 def without_dgamma(f):
     """The same backward returning (o, dq, dk, dv) only: dgamma is optional."""
     return lambda *a, **kw: f(*a, **kw)[:4]
@@ -75,6 +108,10 @@ IMPLS = {
     "hla2-no-dgamma": without_dgamma(gated_grad("hla2")),
     "hla2-dloggamma": gated_grad("hla2", "dloggamma"),
     "linear-dloggamma": gated_grad("linear", "dloggamma"),
+    "hla2-serial": hla2_serial,
+    # the state handed in treated as a constant: dstate_in zeros (the forward and the other gradients right)
+    "hla2-serial-state-detached": lambda *a, **kw: (lambda r: r[:6] + ({p: np.zeros_like(x) for p, x in r[6].items()}
+                                                                      if r[6] is not None else None,))(hla2_serial(*a, **kw)),
 }
 
 
