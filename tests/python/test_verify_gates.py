@@ -92,6 +92,7 @@ class GatedState(unittest.TestCase):
                 kinds = {c["kind"] for c in report["carry"]}
                 self.assertTrue({"carry", "whole", "split-a", "split-b"} <= kinds, kinds)
                 self.assertTrue(all(c["result"] == "ok" for c in report["carry"]), report["carry"])
+                self.assertFalse([m for m in report["matches"] if m["key"].startswith("mistake:")], out)
 
     def test_carry_cases_hold_gates(self):
         with tempfile.TemporaryDirectory() as tmp:
@@ -117,6 +118,7 @@ class GatedState(unittest.TestCase):
                 self.assertEqual((code, report["verdict"]), (1, "differs"), out)
                 self.assertEqual(report["exact"]["failed"], 0, out)
                 self.assertTrue(any(c["result"] == "differs" and c["kind"] == "carry" for c in report["carry"]), report["carry"])
+                self.assertIn("mistake:state-in-undecayed", [m["key"] for m in report["matches"]], out)
         # without --state the same implementation computes the operator
         code, report, out = verify_gated("linear-undecayed-carry", "--op", "linear")
         self.assertEqual((code, report["verdict"]), (0, "computes"), out)

@@ -939,12 +939,21 @@ json run_battery(Implementation& impl, const Request& req, const BatteryOptions&
       diagnosis_note = "the protocol failed (see the findings): no diagnosis";
     } else if (verdict == "differs" && !exact_failed) {
       // (the padding mistake is decided on fixed-γ streaming forms: not with gates)
-      const std::optional<int> w =
-          first_carry_failure != cases.size() && !req.gates ? padding_width(req.op, cases, outs, checks) : std::nullopt;
-      if (w)
-        matches.push_back({{"key", fmt::format("mistake:padding-decays-state@w={}", *w)},
+      const int w = first_carry_failure != cases.size() && !req.gates ? padding_width(req.op, cases, outs, checks).value_or(0) : 0;
+      // with gates: the state handed in not decayed by the first token's gate
+      std::vector<CarriedOutputs> carried;
+      for (std::size_t i = 0; req.gates && i < cases.size(); ++i)
+        if (!cases[i].state_in.parts.empty() && checks[i].answered)
+          carried.push_back({cases[i].opt, cases[i].in, cases[i].gamma, cases[i].state_in, outs[i].O, cases[i].bound, cases[i].expected});
+      if (!carried.empty() && state_in_undecayed(req.op, carried))
+        matches.push_back({{"key", "mistake:state-in-undecayed"},
+                           {"description", "the state handed in is not decayed by the first token's gate (gamma_0 taken as 1 "
+                                           "for it): right from the zero state"},
+                           {"claim", ""}, {"cases", static_cast<int>(carried.size())}});
+      else if (w > 0)
+        matches.push_back({{"key", fmt::format("mistake:padding-decays-state@w={}", w)},
                            {"description", fmt::format("zero padding to a multiple of {} tokens that decays the returned state "
-                                                       "(every wrong state is the true one after the padding's zero tokens)", *w)},
+                                                       "(every wrong state is the true one after the padding's zero tokens)", w)},
                            {"claim", ""}, {"cases", 0}});
       else
         diagnosis_note = "every exact case is right; the difference shows only on " +

@@ -3,6 +3,9 @@
 
 #include <fmt/core.h>
 
+#include <cmath>
+#include <limits>
+
 #include "core/inputs.hpp"
 #include "core/parse.hpp"
 #include "fast/gated_forms.hpp"
@@ -482,6 +485,29 @@ std::vector<GatedCandidate> gated_diagnosis_candidates(const std::string& op) {
           });
   }
   return out;
+}
+
+bool state_in_undecayed(const std::string& op, const std::vector<CarriedOutputs>& cases) {
+  bool distinguishable = false;
+  for (const CarriedOutputs& c : cases) {
+    if (c.gamma.size() == 0 || c.state_in.parts.empty()) return false;
+    ColVec<mpfr256> g = c.gamma.unaryExpr([](double x) { return mpfr256(x); });
+    g(0) = 1;
+    NamedState<mpfr256> init;
+    for (const auto& [name, m] : c.state_in.parts) init.parts.emplace_back(name, m.unaryExpr([](double x) { return mpfr256(x); }));
+    Mat<mpfr256> want;
+    try {
+      want = gated::run<mpfr256>({op, "serial"}, {convert_problem<mpfr256>(c.in), g}, c.opt, &init).O;
+    } catch (const std::exception&) {
+      return false;
+    }
+    for (Eigen::Index i = 0; i < want.size(); ++i) {
+      const double w = want(i).convert_to<double>(), tol = c.bound(i) + 1e3 * std::numeric_limits<float>::epsilon() * std::fabs(w);
+      if (!(std::fabs(c.got(i) - w) <= tol)) return false;
+      if (std::fabs(c.expected(i).convert_to<double>() - w) > tol) distinguishable = true;
+    }
+  }
+  return distinguishable;
 }
 
 std::optional<int> padding_decay_width(const std::string& op, const std::vector<ReturnedState>& states) {

@@ -51,6 +51,20 @@ struct GatedCandidate {
 };
 std::vector<GatedCandidate> gated_diagnosis_candidates(const std::string& op);
 
+// The gated state mistake (--gates --state), matched on the cases that start from a given state: the state handed in
+// not decayed by the first token's gate (γ_0 taken as 1 for it; right from the zero state, and whenever γ_0 = 1). True
+// when every such case's outputs are SPEC's gated serial form from its state_in with that gate 1 (MPFR-256; within the
+// case's bound) and at least one of them differs from SPEC there.
+struct CarriedOutputs {
+  Options opt;
+  Problem<double> in;
+  ColVec<double> gamma;
+  NamedState<double> state_in;
+  Mat<double> got, bound;
+  Mat<mpfr256> expected;
+};
+bool state_in_undecayed(const std::string& op, const std::vector<CarriedOutputs>& cases);
+
 // The state mistake of the catalogue: a chunked kernel's zero padding to a multiple of w tokens, which still decays
 // the state it returns. A returned state (got) of a case of n tokens against the true one (truth), with its bound:
 // the smallest w at which every given state is the true one advanced by (−n mod w) zero tokens, if any.
