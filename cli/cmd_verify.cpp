@@ -60,6 +60,7 @@ Request request_of(const VerifyArgs& a) {
   r.gates = a.gates;
   if (!a.gates && a.given.count("--gate-range")) throw InputError("--gate-range goes with --gates");
   if (a.gates && a.given.count("--gamma")) throw InputError("--gates takes the decay from the per-token gates; --gamma means nothing with it");
+  if (a.gates && a.calibrate) throw InputError("--calibrate runs the fixed-gamma calibration; it does not take --gates");
   const auto comma = a.gate_range.find(',');
   if (comma == std::string::npos) throw InputError("--gate-range takes LO,HI (e.g. 0.8,1); got '" + a.gate_range + "'");
   r.gate_lo = from_rational<double>(parse_rational(a.gate_range.substr(0, comma), "--gate-range"));

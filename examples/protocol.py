@@ -10,7 +10,9 @@ With `hla verify --gates`, gamma= is the case's per-token gates (gamma.npy, an a
 serve_grad(fn) is the same for `hla verify --grad`: every case also holds do.npy (the upstream gradient dO), and
 fn(q, k, v, do, gamma=, normalized=, eps=, ridge=, initial_state=) returns (o, dq, dk, dv), or
 (o, dq, dk, dv, final_state), or (o, dq, dk, dv, final_state, dstate_in) with dstate_in the gradient with respect
-to the initial state, part by part (a part left out is not judged).
+to the initial state, part by part (a part left out is not judged). With `hla verify --gates --grad` it may also
+return dgamma, the gradient with respect to the gates (shape (n,), written as dgamma.npy and judged when given),
+right after dv: (o, dq, dk, dv, dgamma[, final_state[, dstate_in]]).
 
 serve_combine(segment, combine) is the same for `hla verify --combine`: a "segment" case gives q, k, v of n >= 0
 tokens to segment(q, k, v, gamma=) -> {part: array}; a "combine" case gives the parts of segments a and b (a
@@ -70,6 +72,9 @@ def serve_grad(fn, root=None):
         out = tuple(fn(q, k, v, do, **_options(cdir, meta)))
         for name, x in zip(("o", "dq", "dk", "dv"), out):
             np.save(os.path.join(cdir, name + ".npy"), np.asarray(x, dtype=q.dtype))
+        if meta.get("gates") and len(out) > 4 and out[4] is not None and not isinstance(out[4], dict):
+            np.save(os.path.join(cdir, "dgamma.npy"), np.asarray(out[4], dtype=q.dtype).reshape(-1))  # ∂L/∂γ
+            out = out[:4] + out[5:]
         if meta["state"] and len(out) > 4:
             _save_parts(os.path.join(cdir, "state_out"), out[4], q.dtype)
         if meta["state_in"] and len(out) > 5:

@@ -1,27 +1,7 @@
-// The gated forms by name, for the exact scalars (rational, fp61): see gated_forms.hpp.
-#include "fast/gated_forms.hpp"
-
-#include <algorithm>
-
-#include "core/registry.hpp"
-#include "fast/scan/drivers.hpp"
-#include "fast/scan/gated.hpp"
-#include "fast/serial/gated.hpp"
+// The gated forms, instantiated for the exact scalars (rational, fp61) in this one unit: see gated_forms.hpp.
+#include "fast/gated_forms_impl.hpp"
 
 namespace hla::gated {
-namespace {
-
-const std::vector<std::string> kOperators{"linear", "hla2", "ahla"};
-const std::vector<std::string> kScanForms{"scan-fold", "scan-blelloch", "scan-twolevel"};
-
-// The roots a_t of the gates, for the proposal's recurrence written in a_t = √γ_t.
-template <class T> GatedProblem<T> with_root_gates(const GatedProblem<T>& g) {
-  GatedProblem<T> roots = g;
-  for (Eigen::Index t = 0; t < g.n(); ++t) roots.gamma(t) = exact_square_root(g.gamma(t));
-  return roots;
-}
-
-}  // namespace
 
 const std::vector<FormRef>& forms() {
   static const std::vector<FormRef> all = [] {
@@ -37,64 +17,6 @@ const std::vector<FormRef>& forms() {
   return all;
 }
 
-template <class T> T exact_square_root(const T& x) {
-  if constexpr (std::is_same_v<T, fp61>) {
-    const Fp root = x.pow((Fp::P + 1) / 4);  // p ≡ 3 (mod 4): a square's root is x^((p+1)/4)
-    if (root * root != x)
-      throw InputError("gates: a gate is not a square in F_p (the proposal needs a_t = sqrt(gamma_t))");
-    return root;
-  } else {
-    const bmp::mpz_int num = bmp::numerator(x), den = bmp::denominator(x);
-    const bmp::mpz_int rn = bmp::sqrt(num), rd = bmp::sqrt(den);
-    if (rn * rn != num || rd * rd != den)
-      throw InputError("gates: a gate is not the square of a rational (the proposal needs a_t = sqrt(gamma_t))");
-    return T(rn, rd);
-  }
-}
-
-// The registered form that computes f with gates (Entry::gated): the definitions are the references, SPEC's
-// serial rules are linear's and ahla's serial forms and hla2's corrected one, Algorithm 1's rule with gates is
-// hla2's printed serial form, and the scans are the operators of scan::gated_scan_variant.
-template <class T> const Entry<T>* registered(const FormRef& f) {
-  if (f.form == "reference") return registry<T>().try_find(f.op, f.form, "spec");
-  if (f.form == "serial" && f.variant == "spec")
-    return registry<T>().try_find(f.op, f.form, f.op == "hla2" ? "corrected" : "paper");
-  if (f.form == "serial" && f.op == "hla2" && f.variant == "algorithm1-rule") return registry<T>().try_find("hla2", "serial", "paper");
-  if (f.form.rfind("scan-", 0) == 0 && f.variant == "spec") return registry<T>().try_find(f.op, f.form, scan::gated_scan_variant(f.op));
-  return nullptr;
-}
-
-template <class T>
-Run<T> run(const FormRef& f, const GatedProblem<T>& g, const Options& opt, const NamedState<T>* init) {
-  const bool known = std::any_of(forms().begin(), forms().end(), [&](const FormRef& x) {
-    return x.op == f.op && x.form == f.form && x.variant == f.variant;
-  });
-  if (!known) throw InputError("no gated form " + f.name());
-  if (g.qkv.gates.size()) throw InputError(f.name() + ": the gates go in GatedProblem::gamma");
-  if (const Entry<T>* e = registered<T>(f)) {
-    if (!e->caps.gates) throw std::logic_error(e->key() + " is registered without gates");
-    // validate_gates first: its message names gates outside (0, 1] as the gated ledger expects.
-    validate_gates(g);
-    return (*e)(join_gates(g), opt, init);
-  }
-  // The proposal's recurrences, kept out of the registry: they are only ever held against the gated definition.
-  validate(g.qkv, opt, Caps{.normalized = true, .ridge = true, .state = true}, f.name() + " (the decay is the gates')");
-  validate_gates(g);
-  return fast::proposal_hla2_serial(with_root_gates(g), opt, init, f.variant == "proposal" ? 1 : 4);
-}
-
-template <class T> std::pair<Mat<T>, Mat<T>> associativity_sides(const std::string& op, const GatedProblem<T>& g) {
-  validate_gates(g);
-  return scan::with_gated_scan_op<T>(op, Options{}, g.gamma,
-                               [&](const auto& alg) { return scan::associativity_sides(alg, g.qkv); });
-}
-
-#define HLA_GATED_INSTANTIATE(T)                                                                      \
-  template Run<T> run(const FormRef&, const GatedProblem<T>&, const Options&, const NamedState<T>*);  \
-  template std::pair<Mat<T>, Mat<T>> associativity_sides(const std::string&, const GatedProblem<T>&); \
-  template T exact_square_root(const T&);
 HLA_GATED_INSTANTIATE(rational)
 HLA_GATED_INSTANTIATE(fp61)
-#undef HLA_GATED_INSTANTIATE
-
 }  // namespace hla::gated

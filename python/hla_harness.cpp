@@ -238,14 +238,20 @@ class CallableImplementation : public Implementation {
         for (std::size_t i = 0; i < args.size(); ++i) a[i] = args[i];
         return fn_(*a, **kw);
       };
-      // With grad=True the function returns (o, dq, dk, dv[, final_state]); the gradients follow o.
-      const std::size_t lead = req.grad ? 4 : 1;
+      // With grad=True the function returns (o, dq, dk, dv[, final_state]); the gradients follow o. With gates=True
+      // too it may return dgamma (∂L/∂γ, shape (n,)) after dv: (o, dq, dk, dv, dgamma[, final_state]).
+      std::size_t lead = req.grad ? 4 : 1;
       auto read_gradients = [&](const py::tuple& t) {
         if (!req.grad) return;
         const Eigen::Index n = c.n(), d = c.in.Q.cols(), dv = c.in.V.cols();
         o.dQ = read_array(t[1], req, n, d, "dq", false);
         o.dK = read_array(t[2], req, n, d, "dk", false);
         o.dV = read_array(t[3], req, n, dv, "dv", false);
+        if (lead == 5) o.dgamma = read_array(t[4], req, n, 1, "dgamma", true);
+      };
+      // the tuple's length says whether dgamma is there: one more than without it
+      auto with_dgamma = [&](const py::tuple& t, std::size_t without) {
+        if (req.grad && req.gates && t.size() == without + 1) lead = 5;
       };
       if (req.state) {
         py::object init = py::none();
@@ -262,8 +268,10 @@ class CallableImplementation : public Implementation {
         keywords_.pass(kw, "initial_state", init, false);
         result = call();
         py::tuple t = result.cast<py::tuple>();
+        with_dgamma(t, lead + 1);
         if (t.size() != lead + 1)
-          throw InputError(req.grad ? "with state=True, grad=True the function must return (o, dq, dk, dv, final_state)"
+          throw InputError(req.grad ? req.gates ? "with state=True, grad=True, gates=True the function must return (o, dq, dk, dv[, dgamma], final_state)"
+                                                : "with state=True, grad=True the function must return (o, dq, dk, dv, final_state)"
                                     : "with state=True the function must return (o, final_state)");
         o.O = read_array(t[0], req, c.n(), c.in.V.cols(), "o", false);
         read_gradients(t);
@@ -278,7 +286,10 @@ class CallableImplementation : public Implementation {
         result = call();
         if (req.grad) {
           py::tuple t = result.cast<py::tuple>();
-          if (t.size() != 4) throw InputError("with grad=True the function must return (o, dq, dk, dv)");
+          with_dgamma(t, 4);
+          if (t.size() != lead)
+            throw InputError(req.gates ? "with grad=True, gates=True the function must return (o, dq, dk, dv[, dgamma])"
+                                       : "with grad=True the function must return (o, dq, dk, dv)");
           o.O = read_array(t[0], req, c.n(), c.in.V.cols(), "o", false);
           read_gradients(t);
         } else {
@@ -494,7 +505,8 @@ PYBIND11_MODULE(hla_harness, m) {
         "Runs the `hla verify` battery on fn(q, k, v, gamma=, normalized=, eps=, ridge=) -> o (NumPy in and out; "
         "with state=True: fn(q, k, v, initial_state=dict|None, **options) -> (o, final_state dict); with grad=True "
         "fn(q, k, v, do, **options) -> (o, dq, dk, dv), with both (o, dq, dk, dv, final_state); with gates=True "
-        "gamma= is the per-token gates, an array of shape (n,), the random cases' drawn from gate_range). Returns the "
+        "gamma= is the per-token gates, an array of shape (n,), the random cases' drawn from gate_range, and with grad=True "
+        "fn may return dgamma (shape (n,)) after dv: (o, dq, dk, dv, dgamma[, final_state])). Returns the "
         "report as a dict with the keys of `hla verify --json` ('verdict', 'matches', 'counterexample', ...). timeout: seconds per "
         "round, as the CLI's --timeout: past it TimeoutError is raised inside fn and the round's remaining cases carry the "
         "time-out. KeyboardInterrupt (Ctrl-C) inside fn stops the battery.");

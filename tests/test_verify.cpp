@@ -11,7 +11,9 @@
 #include "temp_dir.hpp"
 #include "verify/bounds.hpp"
 #include "verify/exactness.hpp"
+#include "fast/gated_forms.hpp"
 #include "verify/external/battery.hpp"
+#include "verify/external/diagnosis.hpp"
 #include "verify/external/exec.hpp"
 #include "verify/external/precision.hpp"
 
@@ -241,7 +243,101 @@ TEST_CASE("the formats that may explain a difference are the coarser ones, fines
     CHECK(std::fabs(tf32(i) - c.expected(i).convert_to<double>()) <= c.bound(i));
 }
 
-TEST_CASE("--gates: exact gates vary and differ from 1 at every plausible chunk boundary; given gates are checked", "[verify]") {
+TEST_CASE("--gates --state: carry cases hand in the gated state of their prefix, decayed by the case's first gate", "[verify]") {
+  Request req;
+  req.op = "hla2";
+  req.gates = true;
+  req.state = true;
+  req.max_n = 16;
+  req.d = 3;
+  req.dv = 2;
+  std::vector<Case> cases = make_cases(req);
+  int carries = 0;
+  for (Case& c : cases) {
+    REQUIRE(c.gamma.size() == c.n());
+    if (c.state_in.parts.empty()) continue;
+    ++carries;
+    REQUIRE(c.prefix_gamma.size() == c.prefix.Q.rows());
+    CHECK(c.gamma(0) != 1);
+    compute_expected(c, req);
+    // the expected outputs and state: SPEC's gated serial form from the state handed in, over the case's own gates
+    // (exact cases: the state is the prefix's exact one)
+    if (c.group == "user") continue;
+    NamedState<rational> init;
+    for (const auto& [name, m] : c.state_in.parts) init.parts.emplace_back(name, m.unaryExpr([](double x) { return rational(x); }));
+    const GatedProblem<rational> g{exact_inputs(c.in), c.gamma.unaryExpr([](double x) { return rational(x); })};
+    const Run<rational> r = gated::run<rational>({"hla2", "serial"}, g, c.opt, &init);
+    for (Eigen::Index i = 0; i < r.O.size(); ++i) CHECK(to_mpfr(r.O(i)) == c.expected(i));
+    for (const auto& [name, m] : r.state.parts)
+      for (Eigen::Index i = 0; i < m.size(); ++i) CHECK(to_mpfr(m(i)) == c.expected_state.at(name)(i));
+  }
+  CHECK(carries >= 3);
+}
+
+TEST_CASE("--gates --grad --state: every case has its gradients, dgamma included, each within a finite bound", "[verify]") {
+  for (const bool normalized : {false, true}) {
+    Request req;
+    req.op = "hla2";
+    req.gates = true;
+    req.state = true;
+    req.grad = true;
+    req.opt.normalized = normalized;
+    req.opt.eps = rational(1, 4);
+    req.max_n = 12;
+    req.d = 3;
+    req.dv = 2;
+    std::vector<Case> cases = make_cases(req);
+    int carried = 0;
+    for (Case& c : cases) {
+      if (!c.dO.size()) continue;
+      compute_expected(c, req);
+      INFO(c.name);
+      REQUIRE(c.expected_grad.dgamma.rows() == c.n());
+      REQUIRE(c.grad_bound.dgamma.rows() == c.n());
+      CHECK(c.grad_bound.dgamma.allFinite());
+      CHECK((c.grad_bound.dgamma.array() >= 0).all());
+      if (!c.state_in.parts.empty()) {
+        ++carried;
+        CHECK_FALSE(c.expected_grad.dstate.parts.empty());
+      }
+    }
+    CHECK(carried >= 3);
+  }
+}
+
+TEST_CASE("--gates: every gated catalogue entry is defined on the exact gates and differs from SPEC there", "[verify]") {
+  for (const std::string op : {"hla2", "linear", "ahla"}) {
+    Request req;
+    req.op = op;
+    req.gates = true;
+    req.max_n = 16;
+    req.d = 3;
+    req.dv = 2;
+    const std::vector<Case> cases = make_cases(req);
+    auto pick = [&](Eigen::Index n) {
+      auto it = std::find_if(cases.begin(), cases.end(), [&](const Case& c) { return c.kind == "exact" && c.n() == n; });
+      REQUIRE(it != cases.end());
+      return GatedProblem<rational>{exact_inputs(it->in), it->gamma.unaryExpr([](double x) { return rational(x); })};
+    };
+    const GatedProblem<rational> small = pick(11), long_case = pick(67);
+    const std::vector<GatedCandidate> cands = gated_diagnosis_candidates(op);
+    CHECK(cands.size() >= (op == "hla2" ? 40u : op == "linear" ? 38u : 26u));
+    for (const GatedCandidate& cand : cands) {
+      const auto at = cand.key.find("@w=");
+      if (at != std::string::npos && std::stoi(cand.key.substr(at + 3)) > 64) continue;  // longer than the case
+      const GatedProblem<rational>& g = at == std::string::npos ? small : long_case;
+      const Options opt;
+      const auto got = cand.eval(g, opt);
+      INFO(op << " " << cand.key);
+      REQUIRE(got);
+      const Mat<rational> spec = gated::run<rational>({op, "serial"}, g, opt).O;
+      const Eigen::Index rows = cand.last_row_undefined ? g.n() - 1 : g.n();
+      CHECK(got->topRows(rows) != spec.topRows(rows));
+    }
+  }
+}
+
+TEST_CASE("--gates: exact gates are dyadic squares that vary and differ from 1 at every plausible chunk boundary; given gates are checked", "[verify]") {
   const Eigen::Index n = 8192;
   const ColVec<double> g = exact_gates(n);
   std::vector<Eigen::Index> widths;
@@ -255,6 +351,23 @@ TEST_CASE("--gates: exact gates vary and differ from 1 at every plausible chunk 
     REQUIRE(static_cast<double>(static_cast<float>(g(t))) == g(t));  // exact in float32
   }
   for (Eigen::Index t = 0; t + 2 < 64; ++t) REQUIRE((g(t) != g(t + 1) || g(t + 1) != g(t + 2)));  // no constant run
+  // Dyadic squares (the proposal's a_t = √γ_t is exact), and in short cases a gate 1 amid them, only where no chunk of
+  // an even width starts and past the first tokens.
+  for (Eigen::Index m : {Eigen::Index(8), Eigen::Index(11), Eigen::Index(16), Eigen::Index(17), n}) {
+    const ColVec<double> s = exact_gates(m);
+    bool has_one = false;
+    for (Eigen::Index t = 0; t < m; ++t) {
+      const double a = std::sqrt(s(t));
+      REQUIRE(a * a == s(t));
+      REQUIRE(std::ldexp(a, 3) == std::floor(std::ldexp(a, 3)));  // a_t a multiple of 1/8: γ_t dyadic
+      if (s(t) == 1) {
+        has_one = true;
+        REQUIRE(t % 2 == 1);
+        REQUIRE(t >= 3);
+      }
+    }
+    CHECK(has_one == (m <= 16));
+  }
   check_gates(g, n);
   REQUIRE_THROWS_AS(check_gates(g, n - 1), InputError);
   ColVec<double> bad = exact_gates(5);

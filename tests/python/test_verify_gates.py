@@ -13,6 +13,7 @@ import numpy as np
 from test_verify import HLA, PY, QUICK, ROOT, run_with_report  # the build, the interpreter, the quick battery
 
 GATED = os.path.join(ROOT, "tests", "verify_impls", "gated_impls.py")
+GATED_GRAD = os.path.join(ROOT, "tests", "verify_impls", "gated_grad_impls.py")
 
 import gated_impls  # noqa: E402  (tests/verify_impls, on the path through test_verify)
 
@@ -69,8 +70,191 @@ class GatedExecVerdicts(unittest.TestCase):
                 self.assertEqual(gamma.shape, (meta["n"],))
                 self.assertTrue(np.all((gamma > 0) & (gamma <= 1)))
                 if meta["kind"] == "exact":
-                    self.assertTrue(np.all(gamma != 1), case)  # ≠ 1 at every chunk boundary of every width
+                    # ≠ 1 on the first tokens and at every chunk boundary of every even width (t a multiple of 2)
+                    t = np.arange(meta["n"])
+                    self.assertTrue(np.all(gamma[(t % 2 == 0) | (t < 3)] != 1), case)
                     self.assertTrue(meta["n"] < 3 or len(set(gamma.tolist())) > 1, case)
+                    # dyadic squares (the proposal's a_t = √γ_t is exact): 1/4, 9/16, 49/64, and 1 amid them
+                    self.assertTrue(set(gamma.tolist()) <= {0.25, 0.5625, 0.765625, 1.0}, case)
+                    if meta["n"] >= 8:
+                        self.assertIn(1.0, gamma.tolist()) if meta["n"] <= 16 else self.assertNotIn(1.0, gamma.tolist())
+
+
+class GatedState(unittest.TestCase):
+    """--gates --state: state_in/state_out with gates (the parts of fast/serial/gated.hpp), carry and split cases."""
+
+    def test_right_serial_forms_compute_with_state(self):
+        for name, op, more in [("hla2", "hla2", ["--normalized", "--eps", "1/4", "--lambda", "1/2"]), ("linear", "linear", []),
+                               ("ahla", "ahla", ["--normalized", "--eps", "1/4"])]:
+            with self.subTest(name=name):
+                code, report, out = verify_gated(name, "--op", op, "--state", *more)
+                self.assertEqual((code, report["verdict"]), (0, "computes"), out)
+                kinds = {c["kind"] for c in report["carry"]}
+                self.assertTrue({"carry", "whole", "split-a", "split-b"} <= kinds, kinds)
+                self.assertTrue(all(c["result"] == "ok" for c in report["carry"]), report["carry"])
+                self.assertFalse([m for m in report["matches"] if m["key"].startswith("mistake:")], out)
+
+    def test_carry_cases_hold_gates(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            keep = os.path.join(tmp, "seen")
+            code, _, out = run(["--gates", "--state", "--op", "hla2", "--exec", f"sh -c 'cp -r \"$0\" {keep}; exit 1'", *QUICK])
+            self.assertEqual(code, 2, out)
+            carried = 0
+            for case in sorted(os.listdir(keep)):
+                meta = json.load(open(os.path.join(keep, case, "case.json")))
+                gamma = np.load(os.path.join(keep, case, "gamma.npy"))
+                self.assertEqual(gamma.shape, (meta["n"],))
+                if meta["state_in"]:
+                    carried += 1
+                    self.assertEqual(sorted(meta["state_in"]), ["C", "G", "S", "h", "m"])
+                    self.assertNotEqual(gamma[0], 1, case)  # the state handed in is decayed by the first gate
+            self.assertGreater(carried, 0)
+
+    def test_state_mistakes_differ(self):
+        # the state handed in enters without the first token's gate: right from the zero state, wrong on a carry
+        for name, op in [("hla2-undecayed-carry", "hla2"), ("linear-undecayed-carry", "linear")]:
+            with self.subTest(name=name):
+                code, report, out = verify_gated(name, "--op", op, "--state")
+                self.assertEqual((code, report["verdict"]), (1, "differs"), out)
+                self.assertEqual(report["exact"]["failed"], 0, out)
+                self.assertTrue(any(c["result"] == "differs" and c["kind"] == "carry" for c in report["carry"]), report["carry"])
+                self.assertIn("mistake:state-in-undecayed", [m["key"] for m in report["matches"]], out)
+        # without --state the same implementation computes the operator
+        code, report, out = verify_gated("linear-undecayed-carry", "--op", "linear")
+        self.assertEqual((code, report["verdict"]), (0, "computes"), out)
+
+    def test_module_state(self):
+        import hla_harness
+        seen = []
+
+        def fn(q, k, v, gamma, normalized, eps, ridge, initial_state=None):
+            seen.append(initial_state is not None)
+            return gated_impls.with_state("hla2")(q, k, v, gamma, normalized, eps, ridge, initial_state=initial_state)
+
+        r = hla_harness.verify(fn, "hla2", gates=True, state=True, max_n=33, d=3, dv=2)
+        self.assertEqual(r["verdict"], "computes", r["summary"])
+        self.assertTrue(any(seen) and not all(seen))
+        r = hla_harness.verify(gated_impls.with_state("hla2-undecayed-carry"), "hla2", gates=True, state=True, max_n=33, d=3, dv=2)
+        self.assertEqual(r["verdict"], "differs", r["summary"])
+
+
+# The gated catalogue: each wrong implementation, the key (up to its widths) the diagnosis must name.
+NAMED = [("hla2-algorithm1-rule", "hla2", "gated:hla2/serial/algorithm1-rule"),
+         ("hla2-proposal", "hla2", "gated:hla2/serial/proposal"),
+         ("hla2-gates-shifted", "hla2", "mistake:gates-late"),
+         ("linear-gates-shifted", "linear", "mistake:gates-late"),
+         ("linear-gates-early", "linear", "mistake:gates-early"),
+         ("linear-chunked-carry-product", "linear", "mistake:carry-without-first-gate@w=16"),
+         ("hla2-chunked-carry-product", "hla2", "mistake:carry-without-first-gate@w=16"),
+         ("linear-chunked-carry-extra-gate", "linear", "mistake:carry-extra-gate@w=16"),
+         ("hla2-chunked-carry-extra-gate", "hla2", "mistake:carry-extra-gate@w=16"),
+         ("linear-chunked-carry-first-gate-power", "linear", "mistake:carry-first-gate-power@w=16"),
+         ("hla2-chunked-carry-first-gate-power", "hla2", "mistake:carry-first-gate-power@w=16")]
+
+
+def named(report, key):
+    """Does the report's diagnosis name key (a chunk key: at that width among others)?"""
+    base, _, width = key.partition("@w=")
+    for m in report["matches"]:
+        if width:
+            if m["key"].startswith(base + "@w=") and int(width) in m.get("widths", []):
+                return True
+        elif m["key"] == key:
+            return True
+    return False
+
+
+class GatedDiagnosis(unittest.TestCase):
+    def test_cli_names_the_mistake(self):
+        for name, op, key in NAMED:
+            with self.subTest(name=name):
+                code, report, out = verify_gated(name, "--op", op)
+                self.assertEqual((code, report["verdict"]), (1, "differs"), out)
+                self.assertTrue(named(report, key), (key, [m["key"] for m in report["matches"]], out))
+                self.assertIn(key.split("@")[0], out)  # the summary names it too
+
+    def test_right_implementations_match_nothing_wrong(self):
+        code, report, out = verify_gated("hla2-chunked", "--op", "hla2")
+        self.assertEqual(report["verdict"], "computes", out)
+        self.assertFalse([m for m in report["matches"] if m["key"].startswith(("mistake:", "gated:"))], out)
+
+    def test_module_names_the_mistake(self):
+        import hla_harness
+        for name, op, key in [NAMED[0], NAMED[1], NAMED[4], NAMED[6], NAMED[10]]:
+            with self.subTest(name=name):
+                r = hla_harness.verify(gated_impls.IMPLS[name], op, gates=True, max_n=64, d=4, dv=3)
+                self.assertEqual(r["verdict"], "differs", r["summary"])
+                self.assertTrue(named(r, key), [m["key"] for m in r["matches"]])
+
+
+class GatedGrad(unittest.TestCase):
+    """--gates --grad: dq, dk, dv as without gates, dgamma (∂L/∂γ) judged when returned; a torch implementation
+    differentiated by autograd (tests/verify_impls/gated_grad_impls.py)."""
+
+    def grad(self, name, *args):
+        return run(["--gates", "--grad", "--exec", f"{PY} {GATED_GRAD} {name}", *QUICK, *args])
+
+    def test_autograd_computes_with_dgamma(self):
+        for name, op, more in [("hla2", "hla2", ["--normalized", "--eps", "1/4", "--lambda", "1/2"]), ("linear", "linear", []),
+                               ("ahla", "ahla", [])]:
+            with self.subTest(name=name):
+                code, report, out = self.grad(name, "--op", op, *more)
+                self.assertEqual((code, report["verdict"]), (0, "computes"), out)
+                self.assertEqual(report["outputs"].get("dgamma"), "computes", report["outputs"])
+        # dgamma is optional: not written, not judged
+        code, report, out = self.grad("hla2-no-dgamma", "--op", "hla2")
+        self.assertEqual((code, report["verdict"]), (0, "computes"), out)
+        self.assertNotIn("dgamma", report["outputs"])
+
+    def test_wrong_dgamma_differs(self):
+        # ∂L/∂log γ returned as dgamma: the forward and dq, dk, dv right, dgamma wrong on an exact case
+        for name, op in [("hla2-dloggamma", "hla2"), ("linear-dloggamma", "linear")]:
+            with self.subTest(name=name):
+                code, report, out = self.grad(name, "--op", op)
+                self.assertEqual((code, report["verdict"]), (1, "differs"), out)
+                self.assertEqual(report["outputs"]["dgamma"], "differs", report["outputs"])
+                for part in ("o", "dq", "dk", "dv"):
+                    self.assertEqual(report["outputs"][part], "computes", report["outputs"])
+                self.assertEqual(report["counterexample"]["gradient"]["output"], "dgamma", out)
+
+    def test_state(self):
+        # from a state handed in: dstate_in with gates, from a torch loop over tokens
+        more = ["--op", "hla2", "--state", "--normalized", "--eps", "1/4", "--lambda", "1/2"]
+        code, report, out = self.grad("hla2-serial", *more)
+        self.assertEqual((code, report["verdict"]), (0, "computes"), out)
+        for part in ("dgamma", "dstate_in.S", "dstate_in.G"):
+            self.assertEqual(report["outputs"].get(part), "computes", report["outputs"])
+        code, report, out = self.grad("hla2-serial-state-detached", *more)
+        self.assertEqual((code, report["verdict"]), (1, "differs"), out)
+        self.assertEqual(report["outputs"]["dstate_in.C"], "differs", report["outputs"])
+        self.assertEqual(report["outputs"]["dgamma"], "computes", report["outputs"])
+
+    def test_module(self):
+        import gated_grad_impls
+        import hla_harness
+        r = hla_harness.verify(gated_grad_impls.IMPLS["hla2"], "hla2", gates=True, grad=True, max_n=33, d=3, dv=2)
+        self.assertEqual(r["verdict"], "computes", r["summary"])
+        self.assertEqual(r["outputs"]["dgamma"], "computes")
+        r = hla_harness.verify(gated_grad_impls.IMPLS["hla2-dloggamma"], "hla2", gates=True, grad=True, max_n=33, d=3, dv=2)
+        self.assertEqual(r["verdict"], "differs", r["summary"])
+        self.assertEqual(r["outputs"]["dgamma"], "differs")
+
+
+class GatedPrecision(unittest.TestCase):
+    """--gates with a narrow --precision: the bounds calibrated on the emulated gated kernels (precision.hpp)."""
+
+    def test_bf16_kernel(self):
+        f32 = ["--op", "hla2", "--dtype", "float32"]
+        code, report, out = verify_gated("hla2-bf16", *f32, "--precision", "bf16")
+        self.assertEqual((code, report["verdict"]), (0, "computes"), out)
+        self.assertTrue(any(r["bound"] == "calibrated" for r in report["random"]), report["random"])
+        # declared fp32, the same kernel is a lower precision, and the format that explains it is named
+        code, report, out = verify_gated("hla2-bf16", *f32)
+        self.assertEqual((code, report["verdict"]), (1, "lower-precision"), out)
+        self.assertIn("bf16", report["precision_diagnosis"]["format"], out)
+        # a wrong rule stays wrong in the format
+        code, report, out = verify_gated("hla2-algorithm1-rule-bf16", *f32, "--precision", "bf16")
+        self.assertEqual((code, report["verdict"]), (1, "differs"), out)
 
 
 class GatedRefusals(unittest.TestCase):
@@ -82,8 +266,6 @@ class GatedRefusals(unittest.TestCase):
     def test_refusals(self):
         ex = ["--exec", "true", *QUICK]
         self.assert_refused(["--gates", "--gamma", "0.9", *ex], "--gamma means nothing")
-        self.assert_refused(["--gates", "--grad", *ex], "--gates with --grad is not supported yet")
-        self.assert_refused(["--gates", "--state", *ex], "--gates with --state is not supported yet")
         self.assert_refused(["--gates", "--op", "hla3", *ex], "no gated definition")
         self.assert_refused(["--gates", "--gate-range", "0.9,0.5", *ex], "--gate-range")
         self.assert_refused(["--gates", "--gate-range", "0,1", *ex], "--gate-range")
@@ -110,6 +292,10 @@ class GatedFileMode(unittest.TestCase):
             self.assertEqual((code, report["verdict"]), (0, "computes"), out)
             code, report, out = run(files(gated_impls.IMPLS["hla2-algorithm1-rule"](q, k, v, gamma, False, 0, 0)))
             self.assertEqual((code, report["verdict"]), (1, "differs"), out)
+            self.assertIn("gated:hla2/serial/algorithm1-rule", [m["key"] for m in report["matches"]], out)  # named here too
+            code, report, out = run(files(gated_impls.IMPLS["hla2-gates-shifted"](q, k, v, gamma, False, 0, 0)))
+            self.assertEqual((code, report["verdict"]), (1, "differs"), out)
+            self.assertIn("mistake:gates-late", [m["key"] for m in report["matches"]], out)
             right = gated_impls.hla2(q, k, v, gamma, False, 0, 0)
             for bad, words in ((gamma[:-1], "gates for"), (np.where(np.arange(n) == 5, 1.5, gamma), "outside (0, 1]"),
                                (np.where(np.arange(n) == 5, np.nan, gamma), "outside (0, 1]"),
@@ -133,7 +319,7 @@ class GatedModule(unittest.TestCase):
         self.assertTrue(seen and all(len(s) == 1 for s in seen))
         r = hla_harness.verify(gated_impls.IMPLS["hla2-gates-shifted"], "hla2", gates=True, max_n=33, d=3, dv=2)
         self.assertEqual(r["verdict"], "differs")
-        for bad in (dict(gamma=0.9), dict(gate_range=(0.9, 0.5)), dict(gate_range=(0.0, 1.0)), dict(grad=True)):
+        for bad in (dict(gamma=0.9), dict(gate_range=(0.9, 0.5)), dict(gate_range=(0.0, 1.0))):
             with self.subTest(**bad), self.assertRaises(ValueError):
                 hla_harness.verify(fn, "hla2", gates=True, **bad)
 

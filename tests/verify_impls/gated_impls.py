@@ -1,6 +1,8 @@
 """Gated implementations (per-token gates γ_t, `hla verify --gates`) for the tests: right ones, and ones wrong in
 the ways gated kernels go wrong. NumPy only; each fn(q, k, v, gamma, normalized, eps, ridge, initial_state=None)
--> o, with gamma the gates, an array of shape (n,). They speak the protocol through examples/protocol.py.
+-> o, with gamma the gates, an array of shape (n,); the serial ones (hla2, linear, ahla and their mistakes) start
+from initial_state ({part: array}, SPEC's parts) and, with return_state=True, return (o, final_state). They speak
+the protocol through examples/protocol.py (as commands, the serial ones always return their state).
 
 As a command:                        python3 gated_impls.py <name> DIR
 As callables (hla_harness.verify):   gated_impls.IMPLS[<name>]
@@ -18,26 +20,47 @@ import protocol  # noqa: E402
 
 def gates_as_used(gamma, mistake):
     """The gate each token's step uses: γ_t, or a mistake's: "shift" (γ_{t−1}, misaligned by one token, γ_0 for
-    the first), "mean" (one fixed γ, the mean of the gates: right only when the gates are constant)."""
+    the first), "early" (γ_{t+1}, misaligned the other way, the last token's own for the last), "mean" (one fixed
+    γ, the mean of the gates: right only when the gates are constant)."""
     gamma = np.asarray(gamma)
     if mistake == "shift":
         return np.concatenate([gamma[:1], gamma[:-1]])
+    if mistake == "early":
+        return np.concatenate([gamma[1:], gamma[-1:]])
     if mistake == "mean":
         return np.full_like(gamma, gamma.mean())
     return gamma
 
 
-def hla2(q, k, v, gamma, normalized, eps, ridge, initial_state=None, mistake=""):
+def initial(parts, shapes, initial_state, dtype):
+    """The state's parts from initial_state (vectors as 1-D), or zeros."""
+    if initial_state is None:
+        return [np.zeros(s, dtype=dtype) for s in shapes]
+    return [np.asarray(initial_state[p], dtype=dtype).reshape(s).copy() for p, s in zip(parts, shapes)]
+
+
+def first_gate_dropped(g, mistake, t):
+    """mistake "undecayed-carry": the state handed in enters without the first token's gate (γ_0 taken as 1
+    when there is an initial state): right from the zero state, and whenever γ_0 = 1."""
+    return g.dtype.type(1) if mistake == "undecayed-carry" and t == 0 else g
+
+
+def hla2(q, k, v, gamma, normalized, eps, ridge, initial_state=None, mistake="", return_state=False):
     """SPEC's gated serial hla2: G_t = γ_t² G_{t−1} + γ_t k_t (k_tᵀ C_{t−1}), S, C, m decayed by γ_t. mistake
-    "algorithm1" keeps Algorithm 1's rule G_t = γ_t G_{t−1} + k_t k_tᵀ C_{t−1} with gates."""
+    "algorithm1" keeps Algorithm 1's rule G_t = γ_t G_{t−1} + k_t k_tᵀ C_{t−1} with gates; "proposal" the gated-HLA
+    proposal's G_t = √γ_t G_{t−1} + γ_t k_t (k_tᵀ C_{t−1})."""
     dt = q.dtype.type
     n, d = q.shape
     dv = v.shape[1]
-    S, C, m, G, h = (np.zeros(s, dtype=q.dtype) for s in ((d, d), (d, dv), (d,), (d, dv), (d,)))
+    parts = ("S", "C", "m", "G", "h")
+    S, C, m, G, h = initial(parts, ((d, d), (d, dv), (d,), (d, dv), (d,)), initial_state, q.dtype)
     o = np.empty((n, dv), dtype=q.dtype)
     for t, g in enumerate(gates_as_used(gamma, mistake).astype(q.dtype)):
+        g = first_gate_dropped(g, mistake, t) if initial_state is not None else g
         qt, kt, vt = q[t], k[t], v[t]
         keep, carry = (g, dt(1)) if mistake == "algorithm1" else (g * g, g)
+        if mistake == "proposal":  # the gated-HLA proposal: G <- a_t G + k kᵀ (γ_t C), a_t = √γ_t
+            keep, carry = np.sqrt(g), g
         G = keep * G + carry * np.outer(kt, kt @ C)
         h = keep * h + carry * kt * (kt @ m)
         S = g * S + np.outer(kt, kt)
@@ -46,28 +69,29 @@ def hla2(q, k, v, gamma, normalized, eps, ridge, initial_state=None, mistake="")
         u = qt @ S + dt(ridge) * qt
         num = u @ C - qt @ G
         o[t] = num / (u @ m - qt @ h + dt(eps)) if normalized else num
-    return o
+    return (o, dict(zip(parts, (S, C, m, G, h)))) if return_state else o
 
 
-def linear(q, k, v, gamma, normalized, eps, ridge, initial_state=None, mistake=""):
+def linear(q, k, v, gamma, normalized, eps, ridge, initial_state=None, mistake="", return_state=False):
     """Gated linear attention, serial: S_t = γ_t S_{t−1} + k_t v_tᵀ, z likewise."""
     dt = q.dtype.type
     n, d = q.shape
-    S, z = np.zeros((d, v.shape[1]), dtype=q.dtype), np.zeros(d, dtype=q.dtype)
+    S, z = initial(("S", "z"), ((d, v.shape[1]), (d,)), initial_state, q.dtype)
     o = np.empty((n, v.shape[1]), dtype=q.dtype)
     for t, g in enumerate(gates_as_used(gamma, mistake).astype(q.dtype)):
+        g = first_gate_dropped(g, mistake, t) if initial_state is not None else g
         S = g * S + np.outer(k[t], v[t])
         z = g * z + k[t]
         o[t] = q[t] @ S / (q[t] @ z + dt(eps)) if normalized else q[t] @ S
-    return o
+    return (o, {"S": S, "z": z}) if return_state else o
 
 
-def ahla(q, k, v, gamma, normalized, eps, ridge, initial_state=None):
+def ahla(q, k, v, gamma, normalized, eps, ridge, initial_state=None, return_state=False):
     """Gated ahla (Algorithm 2 with γ_t): P_t = γ_t P_{t−1} + k_t v_tᵀ, E_t = γ_t E_{t−1} + k_t (q_tᵀ P_t)."""
     dt = q.dtype.type
     n, d = q.shape
     dv = v.shape[1]
-    P, m, E, nn = (np.zeros(s, dtype=q.dtype) for s in ((d, dv), (d,), (d, dv), (d,)))
+    P, m, E, nn = initial(("P", "m", "E", "n"), ((d, dv), (d,), (d, dv), (d,)), initial_state, q.dtype)
     o = np.empty((n, dv), dtype=q.dtype)
     for t, g in enumerate(np.asarray(gamma, dtype=q.dtype)):
         qt, kt, vt = q[t], k[t], v[t]
@@ -76,13 +100,15 @@ def ahla(q, k, v, gamma, normalized, eps, ridge, initial_state=None):
         E = g * E + np.outer(kt, qt @ P)
         nn = g * nn + kt * (qt @ m)
         o[t] = qt @ E / (qt @ nn + dt(eps)) if normalized else qt @ E
-    return o
+    return (o, {"P": P, "m": m, "E": E, "n": nn}) if return_state else o
 
 
 def linear_chunked(q, k, v, gamma, normalized, eps, ridge, initial_state=None, chunk=16, mistake=""):
     """Gated linear attention chunk by chunk: within a chunk starting at s, c_a = Π_{r=s..s+a} γ_r; the carried
-    state enters row a decayed by c_a and leaves decayed by c_{L−1}. mistake "carry-product" decays the carry by
-    the product without the chunk's first gate (c_a / γ_s): right whenever that gate is 1."""
+    state enters row a decayed by c_a and leaves decayed by c_{L−1}. The carry decayed by the wrong product: mistake
+    "carry-product" without the chunk's first gate (c_a / γ_s: right whenever that gate is 1), "carry-extra-gate" with
+    the previous chunk's last gate too (c_a γ_{s−1}), "carry-first-gate-power" by the chunk's first gate alone
+    (γ_s^(a+1): right whenever the gates are constant)."""
     n = q.shape[0]
     if normalized:  # a column of ones gives the denominators from the same products
         v = np.concatenate([v, np.ones((n, 1), v.dtype)], axis=1)
@@ -93,7 +119,13 @@ def linear_chunked(q, k, v, gamma, normalized, eps, ridge, initial_state=None, c
         c = np.cumprod(gc)
         a = np.arange(len(gc))
         D = np.where(a[:, None] >= a[None, :], c[:, None] / c[None, :], 0).astype(q.dtype)  # Γ(s+a, s+b)
-        carry = c / gc[0] if mistake == "carry-product" else c
+        carry = c
+        if mistake == "carry-product":
+            carry = c / gc[0]
+        elif mistake == "carry-extra-gate" and s > 0:
+            carry = c * q.dtype.type(gamma[s - 1])
+        elif mistake == "carry-first-gate-power":
+            carry = gc[0] ** (a + 1).astype(q.dtype)
         out[s:s + chunk] = carry[:, None] * (Qc @ S) + (D * (Qc @ Kc.T)) @ Vc
         S = carry[-1] * S + Kc.T @ ((c[-1] / c)[:, None] * Vc)
     if normalized:
@@ -104,7 +136,7 @@ def linear_chunked(q, k, v, gamma, normalized, eps, ridge, initial_state=None, c
 def hla2_chunked(q, k, v, gamma, normalized, eps, ridge, initial_state=None, mistake=""):
     """Gated hla2 in SPEC's u-form, chunk by chunk: o_t = Σ_j Γ(t,j)² (q_t·u_j) v_j with u_j = S_j q_j, i.e. two
     gated linear attentions (u with gates γ_t over (q, k, k), then o with gates γ_t² over (q, u, v)), plus ridge
-    λ Σ_j Γ(t,j) (q_t·q_j) v_j. mistake "carry-product" as in linear_chunked, in both passes."""
+    λ Σ_j Γ(t,j) (q_t·q_j) v_j. The carry mistakes as in linear_chunked, in every pass."""
     g = np.asarray(gamma, dtype=q.dtype)
     if normalized:
         v = np.concatenate([v, np.ones((q.shape[0], 1), v.dtype)], axis=1)
@@ -115,6 +147,24 @@ def hla2_chunked(q, k, v, gamma, normalized, eps, ridge, initial_state=None, mis
     if normalized:
         out = out[:, :-1] / (out[:, -1:] + q.dtype.type(eps))
     return out
+
+
+def bf16(x):
+    """x rounded to bfloat16 (to nearest, ties to even), as float32."""
+    b = np.asarray(x, dtype=np.float32).view(np.uint32)
+    b = (b + np.uint32(0x7FFF) + ((b >> np.uint32(16)) & np.uint32(1))) & np.uint32(0xFFFF0000)
+    return b.view(np.float32)
+
+
+def in_bf16(f):
+    """A kernel whose inputs are bfloat16 (the gates stay float32) and which computes in float32, outputs rounded to
+    bfloat16: `--precision bf16`'s model."""
+    def fn(q, k, v, gamma, normalized, eps, ridge, initial_state=None, **kw):
+        out = f(bf16(q), bf16(k), bf16(v), np.asarray(gamma, np.float32), normalized, eps, ridge, initial_state, **kw)
+        o, st = out if isinstance(out, tuple) else (out, None)
+        o = bf16(o).astype(q.dtype)
+        return (o, st) if st is not None else o
+    return fn
 
 
 IMPLS = {
@@ -130,8 +180,28 @@ IMPLS = {
     "hla2-chunked": hla2_chunked,
     "hla2-chunked-carry-product": lambda *a, **kw: hla2_chunked(*a, **kw, mistake="carry-product"),
     "ahla": ahla,
+    "hla2-proposal": lambda *a, **kw: hla2(*a, **kw, mistake="proposal"),
+    "linear-gates-early": lambda *a, **kw: linear(*a, **kw, mistake="early"),
+    "linear-chunked-carry-extra-gate": lambda *a, **kw: linear_chunked(*a, **kw, mistake="carry-extra-gate"),
+    "linear-chunked-carry-first-gate-power": lambda *a, **kw: linear_chunked(*a, **kw, mistake="carry-first-gate-power"),
+    "hla2-chunked-carry-extra-gate": lambda *a, **kw: hla2_chunked(*a, **kw, mistake="carry-extra-gate"),
+    "hla2-chunked-carry-first-gate-power": lambda *a, **kw: hla2_chunked(*a, **kw, mistake="carry-first-gate-power"),
+    "hla2-undecayed-carry": lambda *a, **kw: hla2(*a, **kw, mistake="undecayed-carry"),
+    "hla2-bf16": in_bf16(hla2),
+    "hla2-algorithm1-rule-bf16": in_bf16(lambda *a, **kw: hla2(*a, **kw, mistake="algorithm1")),
+    "linear-undecayed-carry": lambda *a, **kw: linear(*a, **kw, mistake="undecayed-carry"),
 }
+# The serial ones, which take an initial state and can return their final state.
+STATEFUL = {"hla2", "hla2-algorithm1-rule", "hla2-gates-shifted", "hla2-mean-gate", "linear", "linear-gates-shifted",
+            "linear-mean-gate", "ahla", "hla2-undecayed-carry", "linear-undecayed-carry", "hla2-proposal",
+            "linear-gates-early"}
+
+
+def with_state(name):
+    """IMPLS[name] returning (o, final_state) (hla_harness.verify(..., state=True) and the command)."""
+    return lambda *a, **kw: IMPLS[name](*a, **kw, return_state=True)
 
 
 if __name__ == "__main__":
-    protocol.serve(IMPLS[sys.argv[1]], sys.argv[2])
+    name = sys.argv[1]
+    protocol.serve(with_state(name) if name in STATEFUL else IMPLS[name], sys.argv[2])

@@ -26,8 +26,6 @@ using Clock = std::chrono::steady_clock;
 // A random case whose error exceeds the bound by a normwise relative error above this is not a precision
 // problem: no float32-or-better arithmetic loses 5% of every output.
 constexpr double kNotRounding = 0.05;
-// The catalogue's candidates and mistakes take a fixed γ: a gated implementation is judged, not diagnosed.
-constexpr const char* kNoGatedDiagnosis = "--gates: the catalogue of mistakes has no gated candidates yet: no diagnosis";
 
 // Exact cases up to this n take part in the diagnosis of every candidate; longer ones only in that of
 // chunk-dependent candidates (the short ones decide the rest, and rationals at n = 300 are slow).
@@ -122,6 +120,8 @@ CaseCheck check_case(const Case& c, const Outcome& o, const Request& req) {
     k.parts.emplace_back("dq", check_matrix(e.dQ, b.dQ, f.dQ, o.dQ));
     k.parts.emplace_back("dk", check_matrix(e.dK, b.dK, f.dK, o.dK));
     k.parts.emplace_back("dv", check_matrix(e.dV, b.dV, f.dV, o.dV));
+    // ∂L/∂γ with --gates, when the implementation gave it (dgamma.npy is optional)
+    if (o.dgamma.size() && e.dgamma.size()) k.parts.emplace_back("dgamma", check_matrix(e.dgamma, b.dgamma, f.dgamma, o.dgamma));
     // ∂L/∂state_in, when the implementation gave it and a bound exists (unnormalized options)
     for (const auto& [name, got] : o.dstate_in.parts)
       for (const auto& [bn, bm] : b.dstate.parts)
@@ -400,6 +400,7 @@ json counterexample_json(const Case& c, const Outcome& o, const CaseCheck& k, in
     const auto pick = [&]() -> std::pair<const Mat<mpfr256>*, const Mat<double>*> {
       if (k.which == "dk") return {&c.expected_grad.dK, &o.dK};
       if (k.which == "dv") return {&c.expected_grad.dV, &o.dV};
+      if (k.which == "dgamma") return {&c.expected_grad.dgamma, &o.dgamma};
       if (!part.empty()) return {&c.expected_grad.dstate.at(part), &o.dstate_in.at(part)};
       return {&c.expected_grad.dQ, &o.dQ};
     }();
@@ -461,6 +462,24 @@ json merge_chunk_widths(std::vector<json>& found) {
   return matches;
 }
 
+// A candidate's output r on case c against what the implementation returned (rows [0, rows)): equal stays true while
+// every entry is within the case's bound (plus a float32-level margin), distinguishable becomes true where the
+// candidate is beyond it from the operator itself.
+void compare_candidate(const Case& c, const Outcome& out, const Mat<double>& r, bool in_rationals, Eigen::Index rows, bool& equal,
+                       bool& distinguishable) {
+  const Mat<double>& got = out.O;
+  const double u = 1e3 * std::numeric_limits<float>::epsilon();
+  // float64 candidates carry their own rounding, at most 2^-29 of the float32-level bound (diagnosis.hpp).
+  const double own = in_rationals ? 1 : 1 + std::ldexp(1.0, -20);
+  for (Eigen::Index t = 0; t < std::min(rows, got.rows()) && equal; ++t)
+    for (Eigen::Index j = 0; j < got.cols() && equal; ++j) {
+      const double want = r(t, j);
+      const double tol = (std::isfinite(c.bound(t, j)) ? c.bound(t, j) + u * std::fabs(want) : u * std::fabs(want)) * own;
+      if (!(std::fabs(got(t, j) - want) <= tol)) equal = false;  // NaN is never equal
+      if (std::fabs(c.expected(t, j).convert_to<double>() - want) > tol) distinguishable = true;
+    }
+}
+
 json diagnose(const std::string& op, const std::vector<const Case*>& cases, const std::vector<const Outcome*>& outs,
               const std::vector<bool>& spec_fails, Eigen::Index max_n = kDiagnosisMaxN) {
   const std::vector<Candidate<rational>> exact_cands = diagnosis_candidates<rational>(op);
@@ -496,22 +515,51 @@ json diagnose(const std::string& op, const std::vector<const Case*>& cases, cons
       if (!r) continue;
       ++applied;
       if (spec_fails[i]) explains_a_failure = true;
-      const Mat<double>& got = outs[i]->O;
-      const double u = 1e3 * std::numeric_limits<float>::epsilon();
-      // float64 candidates carry their own rounding, at most 2^-29 of the float32-level bound (diagnosis.hpp).
-      const double own = in_rationals ? 1 : 1 + std::ldexp(1.0, -20);
-      for (Eigen::Index t = 0; t < got.rows() && equal; ++t)
-        for (Eigen::Index j = 0; j < got.cols() && equal; ++j) {
-          const double want = (*r)(t, j);
-          const double tol = (std::isfinite(c.bound(t, j)) ? c.bound(t, j) + u * std::fabs(want) : u * std::fabs(want)) * own;
-          if (!(std::fabs(got(t, j) - want) <= tol)) equal = false;  // NaN is never equal
-          if (std::fabs(c.expected(t, j).convert_to<double>() - want) > tol) distinguishable = true;
-        }
+      compare_candidate(c, *outs[i], *r, in_rationals, c.n(), equal, distinguishable);
     }
     // A mistake or another operator that coincides with the operator on every case it was tried on says
     // nothing (a correct implementation would "match" it); registered forms equal to it are listed.
     const bool registered = cand.key.rfind("mistake:", 0) != 0 && cand.key.rfind("operator:", 0) != 0;
     if (equal && applied > 0 && (explains_a_failure || !any_failure) && (registered || distinguishable))
+      found[ci] = {{"key", cand.key}, {"description", cand.description}, {"claim", cand.claim}, {"cases", applied}};
+  }
+  return merge_chunk_widths(found);
+}
+
+// The gated catalogue (diagnosis.hpp, gated_diagnosis_candidates) on the exact cases, in exact rationals on every case
+// small enough for them (the chunk-width candidates on all of those, the others up to max_n tokens): listed as
+// diagnose() lists the mistakes — equal on every case evaluated, reproducing a failure, distinguishable from SPEC.
+json diagnose_gated(const std::string& op, const std::vector<const Case*>& cases, const std::vector<const Outcome*>& outs,
+                    const std::vector<bool>& spec_fails, Eigen::Index max_n = kDiagnosisMaxN) {
+  const std::vector<GatedCandidate> cands = gated_diagnosis_candidates(op);
+  std::vector<std::optional<GatedProblem<rational>>> exact(cases.size());
+  for (std::size_t i = 0; i < cases.size(); ++i)
+    if (diagnose_in_rationals(*cases[i]))
+      exact[i] = GatedProblem<rational>{exact_inputs(cases[i]->in), cases[i]->gamma.unaryExpr([](double x) { return rational(x); })};
+  std::vector<json> found(cands.size());
+  const bool any_failure = std::find(spec_fails.begin(), spec_fails.end(), true) != spec_fails.end();
+#pragma omp parallel for schedule(dynamic)
+  for (std::size_t ci = 0; ci < cands.size(); ++ci) {
+    const GatedCandidate& cand = cands[ci];
+    const bool by_width = cand.key.find("@w=") != std::string::npos;
+    int applied = 0;
+    bool equal = true, explains_a_failure = false, distinguishable = false;
+    for (std::size_t i = 0; i < cases.size() && equal; ++i) {
+      const Case& c = *cases[i];
+      if (!exact[i] || (!by_width && c.n() > max_n)) continue;
+      std::optional<Mat<rational>> r;
+      try {
+        r = cand.eval(*exact[i], c.opt);
+      } catch (const std::exception&) {
+        r.reset();
+      }
+      if (!r) continue;
+      ++applied;
+      if (spec_fails[i]) explains_a_failure = true;
+      compare_candidate(c, *outs[i], Mat<double>(r->unaryExpr([](const rational& v) { return to_double(v); })), true,
+                        cand.last_row_undefined ? c.n() - 1 : c.n(), equal, distinguishable);
+    }
+    if (equal && applied > 0 && (explains_a_failure || !any_failure) && distinguishable)
       found[ci] = {{"key", cand.key}, {"description", cand.description}, {"claim", cand.claim}, {"cases", applied}};
   }
   return merge_chunk_widths(found);
@@ -869,9 +917,7 @@ json run_battery(Implementation& impl, const Request& req, const BatteryOptions&
   // Diagnosis on the exact cases the implementation answered.
   json matches = json::array(), gradient_matches = json::object();
   std::string diagnosis_note;
-  if (opts.diagnose && req.gates) {
-    diagnosis_note = kNoGatedDiagnosis;
-  } else if (opts.diagnose && !exact_idx.empty()) {
+  if (opts.diagnose && !exact_idx.empty()) {
     std::vector<const Case*> dc;
     std::vector<const Outcome*> doo;
     std::vector<const CaseCheck*> dk;
@@ -885,17 +931,29 @@ json run_battery(Implementation& impl, const Request& req, const BatteryOptions&
       fails.push_back(!explained && part_proves_difference(cases[i], *checks[i].part("o")));
       o_failed = o_failed || fails.back();
     }
-    if (req.grad && exact_failed && verdict != "error") gradient_matches = diagnose_gradients(req.op, dc, doo, dk);
+    // (the gradient catalogue's candidates take a fixed γ: with gates a wrong backward is judged, not named)
+    if (req.grad && exact_failed && verdict != "error" && !req.gates) gradient_matches = diagnose_gradients(req.op, dc, doo, dk);
     // A difference that no exact case shows (random or carry cases only) is not explained by what the
     // exact cases match: the report says so instead of listing the operator's own forms.
     if (verdict == "error") {
       diagnosis_note = "the protocol failed (see the findings): no diagnosis";
     } else if (verdict == "differs" && !exact_failed) {
-      const std::optional<int> w = first_carry_failure != cases.size() ? padding_width(req.op, cases, outs, checks) : std::nullopt;
-      if (w)
-        matches.push_back({{"key", fmt::format("mistake:padding-decays-state@w={}", *w)},
+      // (the padding mistake is decided on fixed-γ streaming forms: not with gates)
+      const int w = first_carry_failure != cases.size() && !req.gates ? padding_width(req.op, cases, outs, checks).value_or(0) : 0;
+      // with gates: the state handed in not decayed by the first token's gate
+      std::vector<CarriedOutputs> carried;
+      for (std::size_t i = 0; req.gates && i < cases.size(); ++i)
+        if (!cases[i].state_in.parts.empty() && checks[i].answered)
+          carried.push_back({cases[i].opt, cases[i].in, cases[i].gamma, cases[i].state_in, outs[i].O, cases[i].bound, cases[i].expected});
+      if (!carried.empty() && state_in_undecayed(req.op, carried))
+        matches.push_back({{"key", "mistake:state-in-undecayed"},
+                           {"description", "the state handed in is not decayed by the first token's gate (gamma_0 taken as 1 "
+                                           "for it): right from the zero state"},
+                           {"claim", ""}, {"cases", static_cast<int>(carried.size())}});
+      else if (w > 0)
+        matches.push_back({{"key", fmt::format("mistake:padding-decays-state@w={}", w)},
                            {"description", fmt::format("zero padding to a multiple of {} tokens that decays the returned state "
-                                                       "(every wrong state is the true one after the padding's zero tokens)", *w)},
+                                                       "(every wrong state is the true one after the padding's zero tokens)", w)},
                            {"claim", ""}, {"cases", 0}});
       else
         diagnosis_note = "every exact case is right; the difference shows only on " +
@@ -905,7 +963,8 @@ json run_battery(Implementation& impl, const Request& req, const BatteryOptions&
       if (!o_failed) matches.push_back({{"key", req.op + "/reference/spec"}, {"description", "SPEC's " + req.op}, {"claim", ""},
                                         {"cases", static_cast<int>(dc.size())}});
       // Under a length constraint the smallest exact cases are longer: the diagnosis follows them.
-      json more = diagnose(req.op, dc, doo, fails, std::max<Eigen::Index>(kDiagnosisMaxN, req.fit_n(1)));
+      const Eigen::Index max_n = std::max<Eigen::Index>(kDiagnosisMaxN, req.fit_n(1));
+      json more = req.gates ? diagnose_gated(req.op, dc, doo, fails, max_n) : diagnose(req.op, dc, doo, fails, max_n);
       for (auto& m : more) matches.push_back(m);
     }
   }
@@ -1009,7 +1068,7 @@ std::string summary_text(const json& r) {
   }
   if (r.contains("outputs") && !r["outputs"].empty()) {
     s << "  by output:";
-    for (const std::string name : {"o", "dq", "dk", "dv"})
+    for (const std::string name : {"o", "dq", "dk", "dv", "dgamma"})
       if (r["outputs"].contains(name)) s << " " << name << "=" << r["outputs"][name].get<std::string>();
     for (auto& [name, v] : r["outputs"].items())
       if (name.rfind("dstate_in.", 0) == 0) s << " " << name << "=" << v.get<std::string>();
@@ -1129,10 +1188,11 @@ json judge_given(const Request& req, const Problem<double>& in, const Mat<double
   json precision_diagnosis = nullptr;
   if (verdict == "lower-precision") precision_diagnosis = precision_diagnosis_json(explaining_format({c}, {o}, {k}, req));
   json matches = json::array();
-  if (k.answered && verdict != "computes" && c.n() <= kGivenDiagnosisMaxN && !req.gates) {
+  if (k.answered && verdict != "computes" && c.n() <= kGivenDiagnosisMaxN) {
     std::vector<const Case*> dc{&c};
     std::vector<const Outcome*> doo{&o};
-    matches = diagnose(req.op, dc, doo, {true}, kGivenDiagnosisMaxN);
+    matches = req.gates ? diagnose_gated(req.op, dc, doo, {true}, kGivenDiagnosisMaxN)
+                        : diagnose(req.op, dc, doo, {true}, kGivenDiagnosisMaxN);
   }
   json findings = json::array();
   if (!k.answered) findings.push_back({{"case", "given"}, {"error", k.error}});

@@ -79,9 +79,12 @@ std::vector<Shape> constrained(const Request& r, std::vector<Shape> shapes);
 // Refuses operators without a battery (softmax) and options the operator does not define.
 void validate_request(const Request& r);
 
-// The gates of an exact --gates case of n tokens: dyadic (1/2, 3/4, 7/8), varying per token, never 1 (so ≠ 1 on
-// every token that starts a chunk of any width; see cases.cpp).
+// The gates of an exact --gates case of n tokens: dyadic squares (1/4, 9/16, 49/64), varying per token, and 1 only at
+// t = 7 and 13 of short cases (so ≠ 1 on the first tokens and on every token that starts a chunk of an even width;
+// see cases.cpp).
 ColVec<double> exact_gates(Eigen::Index n);
+// The gates of the prefix that a carry case's state_in summarizes (1/2 each: the state stays exact in the dtype).
+ColVec<double> prefix_gates(Eigen::Index n);
 // Refuses given gates (file mode) that are not one per token, each in (0, 1].
 void check_gates(const ColVec<double>& gamma, Eigen::Index n);
 
@@ -101,6 +104,7 @@ struct Case {
   Problem<double> in;          // entries exactly representable in the dtype
   ColVec<double> gamma;        // --gates: γ_t per token of `in`, in (0, 1] and in the dtype; empty: the fixed γ of opt
   Problem<double> prefix;      // carry cases: the tokens the state_in summarizes (not sent)
+  ColVec<double> prefix_gamma; // --gates with a prefix: its gates (not sent; the state_in is decayed by them)
   NamedState<double> state_in; // no parts = none
   bool want_state = false;
   std::string pair;            // split cases: the name of the whole-sequence case they are checked against

@@ -3,8 +3,13 @@
 
 #include <fmt/core.h>
 
+#include <cmath>
+#include <limits>
+
 #include "core/inputs.hpp"
 #include "core/parse.hpp"
+#include "fast/gated_forms.hpp"
+#include "reference/second_order.hpp"
 #include "verify/exactness.hpp"
 #include "verify/external/cases.hpp"
 
@@ -349,7 +354,161 @@ template <class T> void add_mistakes(std::vector<Candidate<T>>& out, const std::
   }
 }
 
+
+// ---- the gated catalogue ----------------------------------------------------------------------------------------
+using GP = GatedProblem<rational>;
+
+// A gated serial form of fast/gated_forms (SPEC's, or a variant the ledger holds against it), nullopt where it is
+// not defined (a vanishing normalizer, gates that are not squares for the proposal).
+Out<rational> gated_form(const std::string& op, const std::string& variant, const GP& g, const Options& o) {
+  try {
+    return gated::run<rational>({op, "serial", variant}, g, o).O;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+// SPEC's gated operator at other gates: the mistakes that amount to using the wrong gate somewhere.
+Out<rational> with_gates(const std::string& op, const GP& g, ColVec<rational> gates, const Options& o) {
+  return gated_form(op, "spec", {g.qkv, std::move(gates)}, o);
+}
+
+// The decays a chunk form computes when its carry into row a of a chunk starting at s is decayed by γ_s^(a+1) (the
+// chunk's first gate taken for every token of the chunk) in place of Π_{r=s..s+a} γ_r, and the state it hands on
+// likewise by γ_s^L: D(t, j), the weight of token j at t (the true Γ(t, j) within a chunk). `square`: the gates
+// squared (the second pass of hla2's u-form).
+Mat<rational> first_gate_power_decays(const ColVec<rational>& gamma, long w, bool square) {
+  const long n = gamma.size();
+  ColVec<rational> g = gamma;
+  if (square) g = g.cwiseProduct(gamma);
+  Mat<rational> D = Mat<rational>::Zero(n, n);
+  ColVec<rational> end = ColVec<rational>::Zero(n);  // X(j): token j's weight in the state at the previous chunk's end
+  for (long s = 0; s < n; s += w) {
+    const long L = std::min<long>(w, n - s);
+    for (long a = 0; a < L; ++a) {
+      const long t = s + a;
+      rational carry = 1, inside = 1;
+      for (long b = 0; b <= a; ++b) carry *= g(s);
+      for (long j = t; j >= s; --j) {  // Γ(t, j) = Π_{r=j+1..t} γ_r
+        D(t, j) = inside;
+        inside *= g(j);
+      }
+      for (long j = 0; j < s; ++j) D(t, j) = carry * end(j);
+    }
+    rational out = 1;
+    for (long b = 0; b < L; ++b) out *= g(s);
+    for (long j = 0; j < s; ++j) end(j) *= out;
+    rational inside = 1;
+    for (long j = s + L - 1; j >= s; --j) {
+      end(j) = inside;
+      inside *= g(j);
+    }
+  }
+  return D;
+}
+
+// linear and hla2 with the decays D in place of Γ: linear o_t = Σ_j D(t,j)(q_t·k_j)v_j; hla2 in SPEC's u-form
+// (two gated linear passes, the second at the squared gates): o_t = Σ_{i≤j≤t} D²(t,j) D(j,i) (q_t·k_i)(q_j·k_i) v_j
+// + λ Σ_j D(t,j)(q_t·q_j) v_j, D² the decays of the squared gates.
+Out<rational> with_decays(const std::string& op, const GP& g, long w, const Options& o) {
+  if (g.n() > 72) return std::nullopt;  // the literal sums are cubic: the short exact cases, across every width ≤ 64
+  const Mat<rational> D = first_gate_power_decays(g.gamma, w, false);
+  try {
+    if (op == "linear")
+      return reference::linear_sum(g.qkv, o, [&](Eigen::Index t, Eigen::Index j) -> const rational& { return D(t, j); }).O;
+    const Mat<rational> D2 = first_gate_power_decays(g.gamma, w, true);
+    return reference::hla2_sum(
+               g.qkv, o, true, [&](Eigen::Index t, Eigen::Index i, Eigen::Index j) { return rational(D2(t, j) * D(j, i)); },
+               [&](Eigen::Index t, Eigen::Index j) -> const rational& { return D(t, j); })
+        .O;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
 }  // namespace
+
+std::vector<GatedCandidate> gated_diagnosis_candidates(const std::string& op) {
+  std::vector<GatedCandidate> out;
+  auto add = [&](std::string key, std::string what, std::string claim,
+                 std::function<Out<rational>(const GP&, const Options&)> f, bool last_row_undefined = false) {
+    out.push_back({std::move(key), std::move(what), std::move(claim), last_row_undefined, std::move(f)});
+  };
+  if (op == "hla2") {
+    add("gated:hla2/serial/algorithm1-rule",
+        "Algorithm 1's decay rule with gates: G_t = gamma_t G_{t-1} + k_t k_t^T C_{t-1} (SPEC's keeps gamma_t^2 G_{t-1} + "
+        "gamma_t k_t (k_t^T C_{t-1}))", "gated.hla2.algorithm1-rule",
+        [](const GP& g, const Options& o) { return gated_form("hla2", "algorithm1-rule", g, o); });
+    add("gated:hla2/serial/proposal",
+        "the gated-HLA proposal's recurrence: G <- a_t G + k k^T (gamma_t C), a_t = sqrt(gamma_t) (G must keep gamma_t^2)",
+        "gated.hla2.proposal", [](const GP& g, const Options& o) { return gated_form("hla2", "proposal", g, o); });
+  }
+  add("mistake:gates-late", "gates misaligned by one token: gamma_{t-1} used for token t (a shift of the gates by one)", "",
+      [op](const GP& g, const Options& o) -> Out<rational> {
+        if (g.n() < 3) return std::nullopt;
+        ColVec<rational> late = g.gamma;
+        for (Eigen::Index t = 1; t < g.n(); ++t) late(t) = g.gamma(t - 1);
+        return with_gates(op, g, late, o);
+      });
+  add("mistake:gates-early", "gates misaligned by one token: gamma_{t+1} used for token t (the last row not compared)", "",
+      [op](const GP& g, const Options& o) -> Out<rational> {
+        if (g.n() < 3) return std::nullopt;
+        ColVec<rational> early = g.gamma;
+        for (Eigen::Index t = 0; t + 1 < g.n(); ++t) early(t) = g.gamma(t + 1);
+        early(g.n() - 1) = 1;  // any value: it reaches only the last row, which is not compared
+        return with_gates(op, g, early, o);
+      }, true);
+  for (int w : kChunkWidths) {
+    if (w == 1) continue;
+    // Each boundary gate changed: the carry into a chunk starting at s decayed without γ_s, or with γ_{s−1} too.
+    auto at_boundaries = [op, w](const GP& g, const Options& o, bool extra) -> Out<rational> {
+      if (g.n() <= w) return std::nullopt;
+      ColVec<rational> changed = g.gamma;
+      for (Eigen::Index s = w; s < g.n(); s += w) changed(s) = extra ? rational(g.gamma(s) * g.gamma(s - 1)) : rational(1);
+      return with_gates(op, g, changed, o);
+    };
+    add(fmt::format("mistake:carry-without-first-gate@w={}", w),
+        fmt::format("a chunk form whose carry is decayed by the product without the chunk's first gate (Pi_{{r=s+1..t}} "
+                    "for Pi_{{r=s..t}}, chunk width {})", w), "",
+        [at_boundaries](const GP& g, const Options& o) { return at_boundaries(g, o, false); });
+    add(fmt::format("mistake:carry-extra-gate@w={}", w),
+        fmt::format("a chunk form whose carry is decayed by one gate too many (Pi_{{r=s-1..t}}: the previous chunk's last "
+                    "gate too, chunk width {})", w), "",
+        [at_boundaries](const GP& g, const Options& o) { return at_boundaries(g, o, true); });
+    if (op == "linear" || op == "hla2")
+      add(fmt::format("mistake:carry-first-gate-power@w={}", w),
+          fmt::format("a chunk form whose carry is decayed by the chunk's first gate to a power (gamma_s^(a+1) at offset a, "
+                      "for Pi_{{r=s..s+a}} gamma_r; chunk width {})", w), "",
+          [op, w](const GP& g, const Options& o) -> Out<rational> {
+            if (g.n() <= w) return std::nullopt;
+            return with_decays(op, g, w, o);
+          });
+  }
+  return out;
+}
+
+bool state_in_undecayed(const std::string& op, const std::vector<CarriedOutputs>& cases) {
+  bool distinguishable = false;
+  for (const CarriedOutputs& c : cases) {
+    if (c.gamma.size() == 0 || c.state_in.parts.empty()) return false;
+    ColVec<mpfr256> g = c.gamma.unaryExpr([](double x) { return mpfr256(x); });
+    g(0) = 1;
+    NamedState<mpfr256> init;
+    for (const auto& [name, m] : c.state_in.parts) init.parts.emplace_back(name, m.unaryExpr([](double x) { return mpfr256(x); }));
+    Mat<mpfr256> want;
+    try {
+      want = gated::run<mpfr256>({op, "serial"}, {convert_problem<mpfr256>(c.in), g}, c.opt, &init).O;
+    } catch (const std::exception&) {
+      return false;
+    }
+    for (Eigen::Index i = 0; i < want.size(); ++i) {
+      const double w = want(i).convert_to<double>(), tol = c.bound(i) + 1e3 * std::numeric_limits<float>::epsilon() * std::fabs(w);
+      if (!(std::fabs(c.got(i) - w) <= tol)) return false;
+      if (std::fabs(c.expected(i).convert_to<double>() - w) > tol) distinguishable = true;
+    }
+  }
+  return distinguishable;
+}
 
 std::optional<int> padding_decay_width(const std::string& op, const std::vector<ReturnedState>& states) {
   if (states.empty()) return std::nullopt;

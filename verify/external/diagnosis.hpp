@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "core/gates.hpp"
 #include "core/registry.hpp"
 
 namespace hla::verify::ext {
@@ -36,6 +37,33 @@ template <class T> struct Candidate {
 template <class T> std::vector<Candidate<T>> diagnosis_candidates(const std::string& op);
 extern template std::vector<Candidate<rational>> diagnosis_candidates<rational>(const std::string&);
 extern template std::vector<Candidate<double>> diagnosis_candidates<double>(const std::string&);
+
+// The gated catalogue (--gates): what a gated implementation computes instead, evaluated like the candidates above
+// but on the case's tokens and gates, in exact rationals only (the exact cases' gates are dyadic squares, so the
+// gated-HLA proposal's a_t = √γ_t is exact too). Named mistakes: Algorithm 1's rule with gates, the proposal's
+// recurrence, gates misaligned by one token (late: γ_{t−1} for token t; early: γ_{t+1}), and a chunk form whose
+// cross-chunk carry is decayed by the wrong product (without the chunk's first gate, with the previous chunk's last
+// gate too, or by the chunk's first gate to the power of the offset + 1), at the chunk widths above.
+struct GatedCandidate {
+  std::string key, description, claim;
+  bool last_row_undefined = false;  // the candidate needs γ_{t+1}: its last row depends on a gate that does not exist
+  std::function<std::optional<Mat<rational>>(const GatedProblem<rational>&, const Options&)> eval;
+};
+std::vector<GatedCandidate> gated_diagnosis_candidates(const std::string& op);
+
+// The gated state mistake (--gates --state), matched on the cases that start from a given state: the state handed in
+// not decayed by the first token's gate (γ_0 taken as 1 for it; right from the zero state, and whenever γ_0 = 1). True
+// when every such case's outputs are SPEC's gated serial form from its state_in with that gate 1 (MPFR-256; within the
+// case's bound) and at least one of them differs from SPEC there.
+struct CarriedOutputs {
+  Options opt;
+  Problem<double> in;
+  ColVec<double> gamma;
+  NamedState<double> state_in;
+  Mat<double> got, bound;
+  Mat<mpfr256> expected;
+};
+bool state_in_undecayed(const std::string& op, const std::vector<CarriedOutputs>& cases);
 
 // The state mistake of the catalogue: a chunked kernel's zero padding to a multiple of w tokens, which still decays
 // the state it returns. A returned state (got) of a case of n tokens against the true one (truth), with its bound:

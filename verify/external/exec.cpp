@@ -342,6 +342,9 @@ Outcome read_outcome(const fs::path& dir, const Case& c, const Request& req) {
         if (!o.error.empty()) return o;
         o.dstate_in.parts.emplace_back(p.name, std::move(m));
       }
+    // ∂L/∂γ with --gates: optional, judged when written (shape (n,))
+    if (o.error.empty() && req.gates && type_of(cd / "dgamma.npy") != fs::file_type::not_found)
+      o.dgamma = read_matrix(cd / "dgamma.npy", "dgamma.npy", n, 1, true, req, o.error);
     if (o.error.empty()) o.error = check_returned_gradients(c, o, req);
   }
   if (!o.error.empty() || !c.want_state || !req.state) return o;

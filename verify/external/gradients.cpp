@@ -4,6 +4,7 @@
 #include "fast/backward/magnitude.hpp"  // likewise
 #include "verify/external/gradients.hpp"
 #include "fast/backward/passes.hpp"
+#include "fast/backward/gated.hpp"
 #include "verify/gradients.hpp"
 // clang-format on
 
@@ -14,6 +15,17 @@
 #include "core/inputs.hpp"
 #include "core/registry.hpp"
 #include "verify/bounds.hpp"
+
+// The gated backward is instantiated once, in verify/external/gated_backward.cpp.
+namespace hla::backward {
+#define HLA_GATED_BACKWARD(T)                                                                                            \
+  extern template GatedGradients<T> gated_backward<T>(const std::string&, const GatedProblem<T>&, const Options&, \
+                                                      const NamedState<T>*, const Mat<T>&);
+HLA_GATED_BACKWARD(rational)
+HLA_GATED_BACKWARD(mpfr256)
+HLA_GATED_BACKWARD(Magnitude)
+#undef HLA_GATED_BACKWARD
+}  // namespace hla::backward
 
 namespace hla::verify::ext {
 namespace {
@@ -38,13 +50,20 @@ template <class T> Mat<mpfr256> to_mpfr_matrix(const Mat<T>& m) {
 
 template <class T>
 GradientValues exact_gradients(const std::string& op, const Problem<double>& in, const Options& opt,
-                               const NamedState<double>* init, const Mat<double>& dO) {
+                               const NamedState<double>* init, const Mat<double>& dO, const ColVec<double>* gates) {
   const Problem<T> p{exactly<T>(in.Q), exactly<T>(in.K), exactly<T>(in.V)};
   std::optional<NamedState<T>> s;
   if (init) s = map_state<T>(*init, [](const Mat<double>& m) { return exactly<T>(m); });
+  if (gates) {
+    const backward::GatedGradients<T> g =
+        backward::gated_backward<T>(op, {p, exactly<T>(Mat<double>(*gates))}, opt, s ? &*s : nullptr, exactly<T>(dO));
+    GradientValues v{to_mpfr_matrix(g.dQ), to_mpfr_matrix(g.dK), to_mpfr_matrix(g.dV), to_mpfr_matrix(Mat<T>(g.dgamma)), {}};
+    for (const auto& [name, m] : g.dstate.parts) v.dstate.parts.emplace_back(name, to_mpfr_matrix(m));
+    return v;
+  }
   const Gradients<T> g =
       backward::run_pass<T>(op, Pass::serial, p, opt, s ? &*s : nullptr, exactly<T>(dO), fast::DecayRule::corrected, 0);
-  GradientValues v{to_mpfr_matrix(g.dQ), to_mpfr_matrix(g.dK), to_mpfr_matrix(g.dV), {}};
+  GradientValues v{to_mpfr_matrix(g.dQ), to_mpfr_matrix(g.dK), to_mpfr_matrix(g.dV), {}, {}};
   for (const auto& [name, m] : g.dstate.parts) v.dstate.parts.emplace_back(name, to_mpfr_matrix(m));
   return v;
 }
@@ -74,15 +93,21 @@ Problem<double> with_ones(const Problem<double>& in) {
   return a;
 }
 
-Gradients<Magnitude> magnitude_run(const std::string& op, const Problem<double>& in, const Options& opt,
-                                   const NamedState<double>* init, const Mat<double>& upstream) {
+// The serial backward on magnitudes (with gates: the gated one, which also bounds ∂L/∂γ; dgamma is empty without).
+backward::GatedGradients<Magnitude> magnitude_run(const std::string& op, const Problem<double>& in, const Options& opt,
+                                                  const NamedState<double>* init, const Mat<double>& upstream,
+                                                  const ColVec<double>* gates) {
   const Problem<Magnitude> p{magnitudes_of(in.Q), magnitudes_of(in.K), magnitudes_of(in.V)};
   std::optional<NamedState<Magnitude>> s;
   if (init) s = map_state<Magnitude>(*init, [](const Mat<double>& m) { return magnitudes_of(m); });
   Options un = opt;
   un.normalized = false;
-  return backward::run_pass<Magnitude>(op, Pass::serial, p, un, s ? &*s : nullptr, magnitudes_of(upstream),
-                                       fast::DecayRule::corrected, 0);
+  if (gates)
+    return backward::gated_backward<Magnitude>(op, {p, magnitudes_of(Mat<double>(*gates))}, un, s ? &*s : nullptr,
+                                               magnitudes_of(upstream));
+  Gradients<Magnitude> g = backward::run_pass<Magnitude>(op, Pass::serial, p, un, s ? &*s : nullptr, magnitudes_of(upstream),
+                                                         fast::DecayRule::corrected, 0);
+  return {std::move(g.dQ), std::move(g.dK), std::move(g.dV), {}, std::move(g.dstate)};
 }
 
 // 2·γ_h·M per entry, h the larger of the magnitude run's depth and `h_min`; plus `extra` (same shape) if given.
@@ -101,20 +126,41 @@ Mat<double> entry_bounds(const Mat<Magnitude>& m, double u, long h_min, const Ma
 bool has_gradient_battery(const std::string& op) { return backward::has_pass(op, Pass::serial); }
 
 GradientValues expected_gradients(const std::string& op, const Problem<double>& in, const Options& opt,
-                                  const NamedState<double>* init, const Mat<double>& dO, bool exact) {
-  return exact ? exact_gradients<rational>(op, in, opt, init, dO) : exact_gradients<mpfr256>(op, in, opt, init, dO);
+                                  const NamedState<double>* init, const Mat<double>& dO, bool exact, const ColVec<double>* gates) {
+  return exact ? exact_gradients<rational>(op, in, opt, init, dO, gates) : exact_gradients<mpfr256>(op, in, opt, init, dO, gates);
 }
 
 GradientBounds gradient_bounds(const std::string& op, const Problem<double>& in, const Options& opt,
                                const NamedState<double>* init, const Mat<double>& dO, double u, long h,
-                               const Mat<mpfr256>* forward, const Mat<double>* forward_bound) {
+                               const Mat<mpfr256>* forward, const Mat<double>* forward_bound, const ColVec<double>* gates,
+                               const Mat<double>* abs_terms) {
   const long h_min = 2 * h;
   GradientBounds b;
+  // dgamma of a kernel in cumulative log-gates (gradients.hpp): every pair's term reaches every gate up to its t, each
+  // with a factor ≤ e/γ_r, whatever cancels; `up` the upstream magnitudes (of the numerator columns, and of the
+  // denominator's when normalized), `up_err` their own error. A few more roundings than the serial depth: exp, log.
+  auto log_gate_bound = [&](const Mat<double>& up, const Mat<double>* up_err) {
+    if (!gates || !abs_terms) return;
+    const Eigen::Index n = in.Q.rows();
+    const double e = op == "hla2" ? 2 : 1, gam = bounds::gamma_h(h_min + 16, u);
+    double acc = 0, acc_err = 0;
+    Mat<double> out(n, 1);
+    for (Eigen::Index t = n - 1; t >= 0; --t) {
+      for (Eigen::Index j = 0; j < up.cols(); ++j) {
+        acc += up(t, j) * (*abs_terms)(t, j);
+        if (up_err) acc_err += (*up_err)(t, j) * (*abs_terms)(t, j);
+      }
+      out(t, 0) = e / (*gates)(t) * (2 * gam * acc + acc_err);
+    }
+    b.dgamma = b.dgamma.cwiseMax(out);
+  };
   if (!opt.normalized) {
-    const Gradients<Magnitude> m = magnitude_run(op, in, opt, init, dO);
+    const backward::GatedGradients<Magnitude> m = magnitude_run(op, in, opt, init, dO, gates);
     b.dQ = entry_bounds(m.dQ, u, h_min, nullptr, m.dQ.cols());
     b.dK = entry_bounds(m.dK, u, h_min, nullptr, m.dK.cols());
     b.dV = entry_bounds(m.dV, u, h_min, nullptr, m.dV.cols());
+    if (gates) b.dgamma = entry_bounds(Mat<Magnitude>(m.dgamma), u, h_min, nullptr, 1);
+    log_gate_bound(dO.cwiseAbs(), nullptr);
     for (const auto& [name, part] : m.dstate.parts) b.dstate.parts.emplace_back(name, entry_bounds(part, u, h_min, nullptr, part.cols()));
     return b;
   }
@@ -141,10 +187,15 @@ GradientBounds gradient_bounds(const std::string& op, const Problem<double>& in,
   std::optional<NamedState<double>> init_aug;
   if (init) init_aug = augmented_state(op, *init);
   const NamedState<double>* ia = init_aug ? &*init_aug : nullptr;
-  const Gradients<Magnitude> m = magnitude_run(op, aug, opt, ia, g), e = magnitude_run(op, aug, opt, ia, dg);
+  const backward::GatedGradients<Magnitude> m = magnitude_run(op, aug, opt, ia, g, gates), e = magnitude_run(op, aug, opt, ia, dg, gates);
   b.dQ = entry_bounds(m.dQ, u, h_min, &e.dQ, m.dQ.cols());
   b.dK = entry_bounds(m.dK, u, h_min, &e.dK, m.dK.cols());
   b.dV = entry_bounds(m.dV, u, h_min, &e.dV, dv);  // the ones column has no gradient to return
+  if (gates) {
+    const Mat<Magnitude> eg = e.dgamma;
+    b.dgamma = entry_bounds(Mat<Magnitude>(m.dgamma), u, h_min, &eg, 1);
+    log_gate_bound(g, &dg);
+  }
   return b;
 }
 
@@ -279,12 +330,14 @@ std::vector<GradientCandidate> gradient_candidates(const std::string& op) {
   return out;
 }
 
-double gradient_magnitude(const std::string& op, const Problem<double>& in, const Options& opt, const Mat<double>& dO) {
+double gradient_magnitude(const std::string& op, const Problem<double>& in, const Options& opt, const Mat<double>& dO,
+                          const ColVec<double>* gates) {
   Mat<double> up(dO.rows(), dO.cols() + 1);
   up << dO, Mat<double>::Ones(dO.rows(), 1);
-  const Gradients<Magnitude> m = magnitude_run(op, with_ones(in), opt, nullptr, up);
+  const backward::GatedGradients<Magnitude> m = magnitude_run(op, with_ones(in), opt, nullptr, up, gates);
+  const Mat<Magnitude> dgamma = m.dgamma;
   double big = 0;
-  for (const Mat<Magnitude>* x : {&m.dQ, &m.dK, &m.dV})
+  for (const Mat<Magnitude>* x : {&m.dQ, &m.dK, &m.dV, &dgamma})
     for (Eigen::Index i = 0; i < x->size(); ++i) big = std::max(big, (*x)(i).v);
   return big;
 }

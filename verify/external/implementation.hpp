@@ -19,6 +19,7 @@ struct Outcome {
   NamedState<double> state_out; // when the case asked for it
   Mat<double> dQ, dK, dV;       // --grad: ∂L/∂Q, ∂L/∂K, ∂L/∂V
   NamedState<double> dstate_in; // --grad from a given state: ∂L/∂state_in, when the implementation gives it
+  Mat<double> dgamma;           // --grad --gates: ∂L/∂γ (n × 1), when the implementation gives it
 };
 
 // One round's facts beyond the cases (for the report).

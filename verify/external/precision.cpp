@@ -8,6 +8,7 @@
 
 #include "core/inputs.hpp"
 #include "core/parse.hpp"
+#include "fast/scan/gated.hpp"
 #include "fast/scan/operators.hpp"
 #include "verify/external/battery.hpp"
 #include "verify/external/implementation.hpp"
@@ -55,7 +56,8 @@ class EmulatedImplementation : public Implementation {
     std::vector<Outcome> out(cases.size());
     for (std::size_t i = 0; i < cases.size(); ++i) {
       try {
-        out[i].O = (accumulate_ ? emulate_format_accumulation : emulate_format_kernel)(req.op, cases[i].in, cases[i].opt, prec_).O;
+        const ColVec<double>* gates = cases[i].gamma.size() ? &cases[i].gamma : nullptr;
+        out[i].O = (accumulate_ ? emulate_format_accumulation : emulate_format_kernel)(req.op, cases[i].in, cases[i].opt, prec_, gates).O;
       } catch (const std::exception& e) {
         out[i].error = e.what();
       }
@@ -97,19 +99,32 @@ template <class Op> Run<double> emulate_fold(const Op& op, const Problem<double>
   return {round_to_format(Mat<double>(O.cast<double>()), prec), widened(export_state<Serial, float>(I.st))};
 }
 
-Run<double> emulate(const std::string& op, const Problem<double>& p, const Options& opt, Precision prec, bool accumulate) {
+// With per-token gates (--gates): the gated scan operator (fast/scan/gated.hpp: the same fold, each token's segment
+// carrying its own gate as ρ), the gates in fp32 (the accumulation's format: a kernel forms its gate products there).
+Run<double> emulate(const std::string& op, const Problem<double>& p, const Options& opt, Precision prec, bool accumulate,
+                    const ColVec<double>* gates) {
+  if (gates) {
+    if (gates->size() != p.n()) throw InputError("emulated kernel: one gate per token");
+    const ColVec<float> g = gates->cast<float>();
+    if (op == "hla2") return emulate_fold(scan::GatedOp<scan::Hla2Op<float, true>>({opt, scan::Variant::corrected}, g), p, prec, accumulate);
+    if (op == "ahla") return emulate_fold(scan::GatedOp<scan::AhlaOp<float>>({opt, scan::Variant::corrected}, g), p, prec, accumulate);
+    if (op == "linear") return emulate_fold(scan::GatedOp<scan::LinearOp<float>>(scan::LinearOp<float>(opt), g), p, prec, accumulate);
+    throw InputError("emulated kernel: no gated scan operator for '" + op + "'");
+  }
   return scan::with_scan_op<float>(op, scan::Variant::corrected, opt,
                                    [&](const auto& o) { return emulate_fold(o, p, prec, accumulate); });
 }
 
 }  // namespace
 
-Run<double> emulate_format_kernel(const std::string& op, const Problem<double>& p, const Options& opt, Precision prec) {
-  return emulate(op, p, opt, prec, false);
+Run<double> emulate_format_kernel(const std::string& op, const Problem<double>& p, const Options& opt, Precision prec,
+                                  const ColVec<double>* gates) {
+  return emulate(op, p, opt, prec, false, gates);
 }
 
-Run<double> emulate_format_accumulation(const std::string& op, const Problem<double>& p, const Options& opt, Precision prec) {
-  return emulate(op, p, opt, prec, true);
+Run<double> emulate_format_accumulation(const std::string& op, const Problem<double>& p, const Options& opt, Precision prec,
+                                        const ColVec<double>* gates) {
+  return emulate(op, p, opt, prec, true, gates);
 }
 
 std::string EmulatedFormat::key() const { return precision_name(precision) + (state_in_format ? "-state" : ""); }
@@ -131,8 +146,9 @@ std::vector<EmulatedFormat> coarser_formats(Precision declared) {
   return out;
 }
 
-Run<double> emulate_format(const std::string& op, const Problem<double>& p, const Options& opt, const EmulatedFormat& f) {
-  return emulate(op, p, opt, f.precision, f.state_in_format);
+Run<double> emulate_format(const std::string& op, const Problem<double>& p, const Options& opt, const EmulatedFormat& f,
+                           const ColVec<double>* gates) {
+  return emulate(op, p, opt, f.precision, f.state_in_format, gates);
 }
 
 nlohmann::json calibration(const std::string& op, const Options& opt, long max_n, long d, long dv, std::ostream* progress) {

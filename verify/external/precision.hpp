@@ -39,10 +39,13 @@ constexpr double kCalibrationFactor = 4;
 double round_to_format(double x, Precision p);
 Mat<double> round_to_format(const Mat<double>& m, Precision p);
 
-// The outputs (and final state) of an emulated correct kernel in format p, from the zero state (see above).
-Run<double> emulate_format_kernel(const std::string& op, const Problem<double>& p, const Options& opt, Precision prec);
+// The outputs (and final state) of an emulated correct kernel in format p, from the zero state (see above); with
+// `gates` (--gates, one per token, opt.gamma 1) the gated scan operator's fold, its gates in fp32.
+Run<double> emulate_format_kernel(const std::string& op, const Problem<double>& p, const Options& opt, Precision prec,
+                                  const ColVec<double>* gates = nullptr);
 // The same with the state rounded to p after every token: a kernel that accumulates in the format.
-Run<double> emulate_format_accumulation(const std::string& op, const Problem<double>& p, const Options& opt, Precision prec);
+Run<double> emulate_format_accumulation(const std::string& op, const Problem<double>& p, const Options& opt, Precision prec,
+                                        const ColVec<double>* gates = nullptr);
 
 // The arithmetics a kernel may compute in, each emulated here: a difference that one of them explains is a lower
 // precision, named in the report ("consistent with TF32 products"), not another function.
@@ -56,7 +59,8 @@ struct EmulatedFormat {
 // with fp32 accumulation; a bf16 state.
 std::vector<EmulatedFormat> coarser_formats(Precision declared);
 // The emulated kernel in format f (emulate_format_kernel, or emulate_format_accumulation for a state in the format).
-Run<double> emulate_format(const std::string& op, const Problem<double>& p, const Options& opt, const EmulatedFormat& f);
+Run<double> emulate_format(const std::string& op, const Problem<double>& p, const Options& opt, const EmulatedFormat& f,
+                           const ColVec<double>* gates = nullptr);
 
 // How many times an emulated fp32 kernel's error the level of a correct fp32 implementation allows (random cases
 // and file mode; precision.cpp's calibration and docs/verify.md "Reduced precisions" give the measured ratios): an error

@@ -1,0 +1,18 @@
+// The gated serial backward (fast/backward/gated.hpp) for `hla verify --gates --grad`, instantiated once, in this unit:
+// exact rationals (exact cases), MPFR-256 (random cases) and Magnitude (the bounds). verify/external/gradients.cpp
+// declares them extern.
+// clang-format off
+#include "fast/backward/dual.hpp"       // before any form header (see its comment)
+#include "fast/backward/magnitude.hpp"  // likewise
+#include "fast/backward/gated.hpp"
+// clang-format on
+
+namespace hla::backward {
+#define HLA_GATED_BACKWARD(T)                                                                                     \
+  template GatedGradients<T> gated_backward<T>(const std::string&, const GatedProblem<T>&, const Options&, \
+                                               const NamedState<T>*, const Mat<T>&);
+HLA_GATED_BACKWARD(rational)
+HLA_GATED_BACKWARD(mpfr256)
+HLA_GATED_BACKWARD(Magnitude)
+#undef HLA_GATED_BACKWARD
+}  // namespace hla::backward
