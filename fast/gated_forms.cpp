@@ -52,7 +52,7 @@ template <class T> T exact_square_root(const T& x) {
 template <class T> std::pair<Mat<T>, Mat<T>> associativity_sides(const std::string& op, const GatedProblem<T>& g) {
   validate_gates(g);
   return detail::with_gated_scan_op<T>(op, Options{}, g.gamma,
-                               [&](const auto& alg) { return scan::associativity_sides(alg, g.qkv); });
+                                       [&](const auto& alg) { return scan::associativity_sides(alg, g.qkv); });
 }
 
 #define HLA_GATED_INSTANTIATE(T)                                                                      \

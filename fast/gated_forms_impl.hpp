@@ -62,9 +62,11 @@ Run<T> run_chunked(const FormRef& f, const GatedProblem<T>& g, const Options& op
   c::GateFactors how = c::stable_gate_factors<T>();
   if (f.form == "chunked-naive-cumprod") {
     if constexpr (is_exact_v<T>)
-      throw InputError(f.name() + ": a floating-point formulation (quotients of cumulative gate products), kept to "
-                                  "measure its failure; the exact scalars have the chunked form");
-    else how = c::GateFactors::naive_cumprod;
+      throw InputError(f.name() +
+                       ": a floating-point formulation (quotients of cumulative gate products), kept to "
+                       "measure its failure; the exact scalars have the chunked form");
+    else
+      how = c::GateFactors::naive_cumprod;
   }
   if (f.op == "hla2") return c::gated_hla2_chunked(g, opt, init, how);
   if (f.op == "ahla") return c::gated_ahla_chunked(g, opt, init, how);
@@ -113,6 +115,6 @@ Run<T> run(const FormRef& f, const GatedProblem<T>& g, const Options& opt, const
 
 }  // namespace hla::gated
 
-#define HLA_GATED_INSTANTIATE_RUN(T)                                                                              \
+#define HLA_GATED_INSTANTIATE_RUN(T)                                                                                 \
   template hla::Run<T> hla::gated::run(const hla::gated::FormRef&, const hla::GatedProblem<T>&, const hla::Options&, \
                                        const hla::NamedState<T>*);

@@ -99,7 +99,8 @@ TEST_CASE("gated chunked: split-and-carry gives the outputs and final state of o
           CHECK(second.O == whole.O.bottomRows(g.n() - split));
           require_same_state(second.state, whole.state);
           // The state is the serial form's, so the serial form continues a chunked prefix.
-          const Run<rational> serial_rest = gated::run(FormRef{op, "serial"}, slice_gated(g, split, g.n()), o, &first.state);
+          const Run<rational> serial_rest =
+              gated::run(FormRef{op, "serial"}, slice_gated(g, split, g.n()), o, &first.state);
           CHECK(serial_rest.O == whole.O.bottomRows(g.n() - split));
         }
 }
@@ -189,20 +190,19 @@ long stable_chunked_depth(const std::string& op, const ColVec<double>& gamma, lo
 
 struct FloatingCheck {
   double err_over_bound = 0;  // max over entries of |computed − MPFR| / bound
-  double normwise_rel = 0;    // max |computed − MPFR| / max |MPFR|
+  double normwise_rel = 0;  // max |computed − MPFR| / max |MPFR|
   double bound_normwise = 0;  // max bound / max |MPFR|
 };
 
-template <class T>
-FloatingCheck check_floating(const std::string& op, const GatedProblem<double>& g, const Options& opt,
-                             const FloatingReference& ref) {
+template <class T> FloatingCheck check_floating(const std::string& op, const GatedProblem<double>& g,
+                                                const Options& opt, const FloatingReference& ref) {
   const GatedProblem<T> gt{convert_problem<T>(g.qkv), g.gamma.cast<T>()};
   const Run<T> run = gated::run(FormRef{op, "chunked"}, gt, opt);
   const double u = unit_roundoff<T>();
   const long h = stable_chunked_depth(op, g.gamma, opt.chunk, g.qkv.d());
   long vacuous = 0;
-  const Mat<double> B = bounds::output_bounds(ref.O, ref.A, opt.normalized, ref.den, from_rational<double>(opt.eps), u,
-                                              h, &vacuous);
+  const Mat<double> B =
+      bounds::output_bounds(ref.O, ref.A, opt.normalized, ref.den, from_rational<double>(opt.eps), u, h, &vacuous);
   // Old terms whose factors underflow lose their relative accuracy: an absolute floor of n² + 1 times the
   // format's smallest normal number, times the largest abs sum (cases.cpp's floor, scaled to these inputs).
   const double tiny = std::numeric_limits<T>::min() * static_cast<double>(g.n() * g.n() + 1) * (1 + ref.A.maxCoeff());
@@ -274,9 +274,10 @@ TEST_CASE("gated chunked: MPFR-256 agrees with the gated serial form to MPFR's o
 // The measured claim: with γ_t = e^{−1} over n = 512 tokens, P_t = Π_{r≤t} γ_r leaves float's normal range at
 // t ≈ 87 and reaches 0 at t ≈ 103, so the naive quotients P_t / P_s become 0/0; the stable form's factors are
 // exp of within-chunk differences (≥ e^{−w}) and its error stays within its bound.
-TEST_CASE("gated chunked: the naive cumulative-product form fails at a long span of strong gates, the stable one "
-          "does not",
-          "[gated][chunked]") {
+TEST_CASE(
+    "gated chunked: the naive cumulative-product form fails at a long span of strong gates, the stable one "
+    "does not",
+    "[gated][chunked]") {
   const Eigen::Index n = 512;
   const GatedProblem<double> g{gaussian_problem({n, 8, 4}, 23),
                                ColVec<double>::Constant(n, static_cast<double>(static_cast<float>(std::exp(-1.0))))};
@@ -296,7 +297,8 @@ TEST_CASE("gated chunked: the naive cumulative-product form fails at a long span
   namespace c = fast::chunked;
   Options o;
   o.chunk = 16;
-  const Run<float> naive = c::gated_linear_chunked(gf, o, static_cast<const NamedState<float>*>(nullptr), c::GateFactors::naive_cumprod);
+  const Run<float> naive =
+      c::gated_linear_chunked(gf, o, static_cast<const NamedState<float>*>(nullptr), c::GateFactors::naive_cumprod);
   Eigen::Index first_bad = -1;
   for (Eigen::Index t = 0; t < n && first_bad < 0; ++t)
     if (!naive.O.row(t).array().isFinite().all()) first_bad = t;

@@ -39,8 +39,10 @@ enum class GateFactors { products, log_stable, naive_cumprod };
 // The stable way for scalar T: exact products where there is no log/exp (and none is needed), log-domain
 // differences where there is.
 template <class T> constexpr GateFactors stable_gate_factors() {
-  if constexpr (has_exp_v<T>) return GateFactors::log_stable;
-  else return GateFactors::products;
+  if constexpr (has_exp_v<T>)
+    return GateFactors::log_stable;
+  else
+    return GateFactors::products;
 }
 
 // The factors of every chunk of one call: st and en per token (for the token's own chunk), g per chunk, and
