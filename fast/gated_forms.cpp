@@ -1,7 +1,14 @@
-// The gated forms, instantiated for the exact scalars (rational, fp61) in this one unit: see gated_forms.hpp.
+// The gated forms' name lists, and gated::run instantiated for the exact scalars (rational, fp61); mpfr256 in
+// gated_forms_mpfr.cpp, double and float in gated_forms_float.cpp.
 #include "fast/gated_forms_impl.hpp"
 
 namespace hla::gated {
+namespace {
+
+const std::vector<std::string> kOperators{"linear", "hla2", "ahla"};
+const std::vector<std::string> kScanForms{"scan-fold", "scan-blelloch", "scan-twolevel"};
+
+}  // namespace
 
 const std::vector<FormRef>& forms() {
   static const std::vector<FormRef> all = [] {
@@ -10,8 +17,18 @@ const std::vector<FormRef>& forms() {
       f.push_back({op, "reference"});
       f.push_back({op, "serial"});
       for (const auto& s : kScanForms) f.push_back({op, s});
+      f.push_back({op, "chunked"});
     }
     for (const char* v : {"algorithm1-rule", "proposal", "proposal-corrected"}) f.push_back({"hla2", "serial", v});
+    return f;
+  }();
+  return all;
+}
+
+const std::vector<FormRef>& floating_only_forms() {
+  static const std::vector<FormRef> all = [] {
+    std::vector<FormRef> f;
+    for (const auto& op : kOperators) f.push_back({op, "chunked-naive-cumprod"});
     return f;
   }();
   return all;

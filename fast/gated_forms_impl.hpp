@@ -1,11 +1,13 @@
-// The gated forms' definitions (gated_forms.hpp), included by the units that instantiate them: fast/gated_forms.cpp
-// (the exact scalars, rational and fp61) and fast/gated_forms_mpfr.cpp (MPFR-256: the expected values of hla verify's
-// random --gates cases and their states).
+// The gated forms' definitions (gated_forms.hpp), included by the units that instantiate them, one per group of
+// scalars: fast/gated_forms.cpp (rational and fp61, at -O1), fast/gated_forms_mpfr.cpp (MPFR-256 at -O1: the
+// expected values of hla verify's random --gates cases and the sweeps' references) and fast/gated_forms_float.cpp
+// (double and float at the build's -O3).
 #pragma once
 
 #include "fast/gated_forms.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/registry.hpp"
 #include "fast/scan/drivers.hpp"
@@ -15,13 +17,16 @@
 namespace hla::gated {
 namespace {
 
-const std::vector<std::string> kOperators{"linear", "hla2", "ahla"};
-const std::vector<std::string> kScanForms{"scan-fold", "scan-blelloch", "scan-twolevel"};
-
 // The roots a_t of the gates, for the proposal's recurrence written in a_t = √γ_t.
 template <class T> GatedProblem<T> with_root_gates(const GatedProblem<T>& g) {
   GatedProblem<T> roots = g;
-  for (Eigen::Index t = 0; t < g.n(); ++t) roots.gamma(t) = exact_square_root(g.gamma(t));
+  for (Eigen::Index t = 0; t < g.n(); ++t) {
+    if constexpr (std::is_same_v<T, double> || std::is_same_v<T, float>) {
+      roots.gamma(t) = std::sqrt(g.gamma(t));  // rounded once: double and float measure error, they decide nothing
+    } else {
+      roots.gamma(t) = exact_square_root(g.gamma(t));
+    }
+  }
   return roots;
 }
 
@@ -58,14 +63,21 @@ template <class T> const Entry<T>* registered(const FormRef& f) {
     return registry<T>().try_find("hla2", "serial", "paper");
   if (f.form.rfind("scan-", 0) == 0 && f.variant == "spec")
     return registry<T>().try_find(f.op, f.form, scan::gated_scan_variant(f.op));
+  if (f.form == "chunked" && f.variant == "spec")  // fast/chunked/gated.hpp with its stable gate factors
+    return registry<T>().try_find(f.op, f.form, f.op == "hla2" ? "corrected" : "paper");
+  if (f.form == "chunked-naive-cumprod" && f.variant == "spec") {
+    if (const Entry<T>* e = registry<T>().try_find(f.op, "chunked", "naive-cumprod")) return e;
+    throw InputError(f.name() + ": a floating-point formulation (quotients of cumulative gate products), kept to "
+                                "measure its failure; the exact scalars have the chunked form");
+  }
   return nullptr;
 }
 
 template <class T>
 Run<T> run(const FormRef& f, const GatedProblem<T>& g, const Options& opt, const NamedState<T>* init) {
-  const bool known = std::any_of(forms().begin(), forms().end(), [&](const FormRef& x) {
-    return x.op == f.op && x.form == f.form && x.variant == f.variant;
-  });
+  const auto same = [&](const FormRef& x) { return x.op == f.op && x.form == f.form && x.variant == f.variant; };
+  const bool known = std::any_of(forms().begin(), forms().end(), same) ||
+                     std::any_of(floating_only_forms().begin(), floating_only_forms().end(), same);
   if (!known) throw InputError("no gated form " + f.name());
   if (g.qkv.gates.size()) throw InputError(f.name() + ": the gates go in GatedProblem::gamma");
   if (const Entry<T>* e = registered<T>(f)) {
@@ -76,7 +88,11 @@ Run<T> run(const FormRef& f, const GatedProblem<T>& g, const Options& opt, const
   // The proposal's recurrences, kept out of the registry: they are only ever held against the gated definition.
   validate(g.qkv, opt, Caps{.normalized = true, .ridge = true, .state = true}, f.name() + " (the decay is the gates')");
   validate_gates(g);
-  return fast::proposal_hla2_serial(with_root_gates(g), opt, init, f.variant == "proposal" ? 1 : 4);
+  Run<T> r = fast::proposal_hla2_serial(with_root_gates(g), opt, init, f.variant == "proposal" ? 1 : 4);
+  for (Eigen::Index i = 0; i < r.O.size(); ++i)  // as the registry does for its forms
+    if (!is_finite(r.O(i)))
+      throw NumericalError(f.name() + ": output is not finite at token " + std::to_string(i % r.O.rows()));
+  return r;
 }
 
 template <class T> std::pair<Mat<T>, Mat<T>> associativity_sides(const std::string& op, const GatedProblem<T>& g) {

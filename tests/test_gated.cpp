@@ -175,7 +175,9 @@ TEST_CASE("gated: bad gates and options are input errors", "[gated]") {
   GatedProblem<rational> not_square = g;
   not_square.gamma(1) = rational(1, 2);
   CHECK_THROWS_AS(gated::run(FormRef{"hla2", "serial", "proposal"}, not_square, Options{}), InputError);
-  CHECK_THROWS_AS(gated::run(FormRef{"hla2", "chunked"}, g, Options{}), InputError);
+  CHECK_THROWS_AS(gated::run(FormRef{"hla2", "chunked-fused"}, g, Options{}), InputError);  // no such gated form
+  // The naive cumulative-product formulation exists only to measure its floating-point failure.
+  CHECK_THROWS_AS(gated::run(FormRef{"hla2", "chunked-naive-cumprod"}, g, Options{}), InputError);
   const Run<rational> r = gated::run(FormRef{"linear", "serial"}, g, Options{});
   CHECK_THROWS_AS(gated::run(serial, g, Options{}, &r.state), InputError);  // another operator's state
 }

@@ -165,7 +165,7 @@ ClaimResult check_fixed_gamma(const LedgerContext& ctx) {
   // gated form → the registered (op, form, variant) that computes the same with one γ.
   const auto counterpart = [](const GatedForm& f) -> verify::FormRef {
     if (f.form == "reference") return {f.op, "reference", "spec"};
-    if (f.op == "linear") return {f.op, f.form, "paper"};
+    if (f.op == "linear" || (f.op == "ahla" && f.form == "chunked")) return {f.op, f.form, "paper"};
     if (f.form == "serial") return {f.op, "serial", f.op == "hla2" ? "corrected" : "paper"};
     return {f.op, f.form, "corrected"};  // the decay-aware scans exact for every γ
   };

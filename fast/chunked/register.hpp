@@ -9,6 +9,7 @@
 #include "core/registry.hpp"
 #include "fast/chunked/ahla.hpp"
 #include "fast/chunked/figures.hpp"
+#include "fast/chunked/gated.hpp"
 #include "fast/chunked/hla2.hpp"
 #include "fast/chunked/hla2_fused.hpp"
 #include "fast/chunked/hla3.hpp"
@@ -46,6 +47,47 @@ template <class T> void register_chunked(Registry<T>& r) {
          [](const P& p, const Options& o, const S* s) { return c::ahla_figure2c<T>(p, o, s, false); }});
   r.add({"ahla", "chunk-figure2c-le", "paper", "Figure 2(C) as drawn, R^{KQ}_{<t} read as Σ_{i≤t}", figure,
          [](const P& p, const Options& o, const S* s) { return c::ahla_figure2c<T>(p, o, s, true); }});
+
+  // Per-token gates (gated.hpp): each chunk's gate factors Γ ≤ 1 from products of gates (exact scalars) or from
+  // differences of within-chunk cumulative log-gates (floating point), never a quotient of cumulative products.
+  const std::string stable = "per-chunk gate factors Γ(t, s) ≤ 1, exp of within-chunk log-gate differences (floating) "
+                             "or products of gates (exact); the serial form's state";
+  r.add_gates("hla2", "chunked", "corrected", "u-form with Γ² on C' = S C − G; " + stable, [](const P& p, const Options& o, const S* s) {
+    return c::gated_hla2_chunked<T>(split_gates(p), o, s, c::stable_gate_factors<T>());
+  });
+  r.add_gates("ahla", "chunked", "paper", stable, [](const P& p, const Options& o, const S* s) {
+    return c::gated_ahla_chunked<T>(split_gates(p), o, s, c::stable_gate_factors<T>());
+  });
+  r.add_gates("linear", "chunked", "paper", stable, [](const P& p, const Options& o, const S* s) {
+    return c::gated_linear_chunked<T>(split_gates(p), o, s, c::stable_gate_factors<T>());
+  });
+  // The formulation many kernels start with, kept to measure where it fails (configs/gated.toml): every factor a
+  // quotient P_t / P_s of gate products over the whole call. Floating scalars only; a fixed γ runs it with γ_t ≡ γ.
+  if constexpr (!is_exact_v<T>) {
+    auto naive = [](const std::string& op) {
+      return [op](const P& p, const Options& o, const S* s) {
+        const GatedProblem<T> g = split_gates(p);
+        if (op == "hla2") return c::gated_hla2_chunked<T>(g, o, s, c::GateFactors::naive_cumprod);
+        if (op == "ahla") return c::gated_ahla_chunked<T>(g, o, s, c::GateFactors::naive_cumprod);
+        return c::gated_linear_chunked<T>(g, o, s, c::GateFactors::naive_cumprod);
+      };
+    };
+    auto constant_gates = [](auto gated) {
+      return [gated](const P& p, const Options& o, const S* s) {
+        P with = p;
+        with.gates = ColVec<T>::Constant(p.n(), from_rational<T>(o.gamma));
+        Options none = o;
+        none.gamma = 1;
+        return gated(with, none, s);
+      };
+    };
+    const std::string cite = "chunk factors as quotients of cumulative gate products P_t / P_s (naive; kept to measure it)";
+    for (const char* op : {"hla2", "ahla", "linear"}) {
+      const Caps caps = std::string(op) == "hla2" ? second : decayed;
+      r.add({op, "chunked", "naive-cumprod", cite, caps, constant_gates(naive(op))});
+      r.add_gates(op, "chunked", "naive-cumprod", cite, naive(op));
+    }
+  }
 }
 
 }  // namespace hla

@@ -1,0 +1,345 @@
+// The chunked gated forms (fast/chunked/gated.hpp; docs/operators.md "Gated (data-dependent) decay", "Chunk
+// forms"): exactly the gated serial forms in rationals and F_p (outputs and every state part), split-and-carry,
+// the fixed-γ chunk forms with constant gates; in float and double within a proven rounding-error bound of
+// MPFR-256; and the naive cumulative-product formulation failing where the stable one stays within its bound.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <limits>
+#include <random>
+
+#include "core/gates.hpp"
+#include "core/registry.hpp"
+#include "fast/chunked/gated.hpp"
+#include "fast/gated_forms.hpp"
+#include "verify/bounds.hpp"
+#include "verify/compare.hpp"
+
+using namespace hla;
+using gated::FormRef;
+
+namespace {
+
+const std::vector<std::string> kOps{"linear", "hla2", "ahla"};
+const std::vector<int> kWidths{1, 2, 3, 5, 16};
+
+// Plain, normalized, and (hla2) ridge alone and with normalization.
+std::vector<Options> option_sets(const std::string& op) {
+  std::vector<Options> sets(2);
+  sets[1].normalized = true;
+  sets[1].eps = rational(1, 8);
+  if (op == "hla2") {
+    sets[1].ridge = rational(1, 2);
+    Options ridge;
+    ridge.ridge = rational(3, 2);
+    sets.push_back(ridge);
+  }
+  return sets;
+}
+
+template <class T> void require_same_state(const NamedState<T>& a, const NamedState<T>& b) {
+  REQUIRE(a.parts.size() == b.parts.size());
+  for (std::size_t i = 0; i < a.parts.size(); ++i) {
+    INFO("state part " << a.parts[i].first);
+    CHECK(a.parts[i].first == b.parts[i].first);
+    CHECK(a.parts[i].second == b.parts[i].second);
+  }
+}
+
+// Every op × option set × width × threads: chunked = serial, outputs and state. n is a multiple of none of the
+// widths but 1 (the last chunk is short).
+template <class T> void check_chunked_equals_serial(const GatedProblem<T>& g) {
+  for (const std::string& op : kOps)
+    for (const Options& base : option_sets(op))
+      for (int w : kWidths)
+        for (int threads : {1, 2}) {
+          Options o = base;
+          o.chunk = w;
+          o.threads = threads;
+          INFO(op << " n=" << g.n() << " w=" << w << " threads=" << threads << " normalized=" << o.normalized
+                  << " ridge=" << o.ridge);
+          const Run<T> chunked = gated::run(FormRef{op, "chunked"}, g, o);
+          const Run<T> serial = gated::run(FormRef{op, "serial"}, g, o);
+          CHECK(chunked.O == serial.O);
+          require_same_state(chunked.state, serial.state);
+        }
+}
+
+GatedProblem<rational> rational_case(const Shape& s, std::uint64_t seed) {
+  return {convert_problem<rational>(integer_problem(s, seed, 2)), square_rational_gates(s.n)};
+}
+
+}  // namespace
+
+TEST_CASE("gated chunked: equals the gated serial form exactly, outputs and state (rational)", "[gated][chunked]") {
+  check_chunked_equals_serial(rational_case({17, 2, 3}, 4));
+}
+
+TEST_CASE("gated chunked: equals the gated serial form exactly, outputs and state (F_p, random gates)",
+          "[gated][chunked]") {
+  std::mt19937_64 rng(12);
+  const Shape s{23, 3, 2};
+  check_chunked_equals_serial(GatedProblem<fp61>{field_problem(s, rng()), field_gates(s.n, rng)});
+}
+
+TEST_CASE("gated chunked: split-and-carry gives the outputs and final state of one call", "[gated][chunked]") {
+  const GatedProblem<rational> g = rational_case({13, 2, 2}, 6);
+  for (const std::string& op : kOps)
+    for (const Options& base : option_sets(op))
+      for (int w : {2, 5})
+        for (Eigen::Index split : {1, 6, 12}) {
+          INFO(op << " w=" << w << " split at " << split << " normalized=" << base.normalized);
+          Options o = base;
+          o.chunk = w;
+          const FormRef f{op, "chunked"};
+          const Run<rational> whole = gated::run(f, g, o);
+          const Run<rational> first = gated::run(f, slice_gated(g, 0, split), o);
+          const Run<rational> second = gated::run(f, slice_gated(g, split, g.n()), o, &first.state);
+          CHECK(first.O == whole.O.topRows(split));
+          CHECK(second.O == whole.O.bottomRows(g.n() - split));
+          require_same_state(second.state, whole.state);
+          // The state is the serial form's, so the serial form continues a chunked prefix.
+          const Run<rational> serial_rest =
+              gated::run(FormRef{op, "serial"}, slice_gated(g, split, g.n()), o, &first.state);
+          CHECK(serial_rest.O == whole.O.bottomRows(g.n() - split));
+        }
+}
+
+TEST_CASE("gated chunked: constant gates give the fixed-gamma chunk forms exactly", "[gated][chunked]") {
+  const auto check = [](const auto& p, const auto& gamma, const rational& gamma_rational) {
+    using T = typename std::decay_t<decltype(p.Q)>::Scalar;
+    const GatedProblem<T> g = with_constant_gates(p, gamma);
+    for (const std::string& op : kOps)
+      for (const Options& base : option_sets(op))
+        for (int w : {1, 3, 16}) {
+          INFO(scalar_name<T>() << " " << op << " w=" << w << " normalized=" << base.normalized);
+          Options o = base;
+          o.chunk = w;
+          Options fixed = o;
+          fixed.gamma = gamma_rational;
+          const Run<T> gated_run = gated::run(FormRef{op, "chunked"}, g, o);
+          const Run<T> fixed_run = registry<T>().find(op, "chunked", op == "hla2" ? "corrected" : "paper")(p, fixed);
+          CHECK(gated_run.O == fixed_run.O);
+          require_same_state(gated_run.state, fixed_run.state);
+        }
+  };
+  const rational gamma(3, 4);
+  check(convert_problem<rational>(integer_problem({11, 2, 3}, 8, 2)), gamma, gamma);
+  check(field_problem({11, 3, 2}, 9), from_rational<fp61>(gamma), gamma);
+}
+
+// ---- floating point -----------------------------------------------------------------------------------------
+
+namespace {
+
+// The MPFR-256 outputs, the exact denominators den_t + ε, and the abs operator A (verify/bounds.hpp) of a gated
+// problem whose inputs and gates are float-representable (so float, double and MPFR see the same numbers).
+struct FloatingReference {
+  Mat<mpfr256> O;
+  ColVec<mpfr256> den;
+  Mat<double> A;  // n × (dv+1): the unmasked operator's absolute sums on |Q|, |K|, [|V| 1], with the same gates
+};
+
+FloatingReference floating_reference(const std::string& op, const GatedProblem<double>& g, const Options& opt) {
+  const Eigen::Index n = g.n(), dv = g.qkv.dv();
+  // num and den in one unnormalized run on [V 1] (MPFR; the gated serial form equals the gated literal sum
+  // exactly, tests above and the ledger's gated.<op>.serial).
+  Options plain = opt;
+  plain.normalized = false;
+  plain.eps = 0;
+  const Problem<double> aug = bounds::augmented(g.qkv, false);
+  const GatedProblem<mpfr256> gm{convert_problem<mpfr256>(aug), g.gamma.cast<mpfr256>()};
+  const Mat<mpfr256> nd = gated::run(FormRef{op, "serial"}, gm, plain).O;
+  FloatingReference r;
+  r.O.resize(n, dv);
+  r.den.resize(n);
+  const mpfr256 eps = from_rational<mpfr256>(opt.eps);
+  for (Eigen::Index t = 0; t < n; ++t) {
+    r.den(t) = opt.normalized ? mpfr256(nd(t, dv) + eps) : mpfr256(1);
+    for (Eigen::Index c = 0; c < dv; ++c) r.O(t, c) = opt.normalized ? mpfr256(nd(t, c) / r.den(t)) : nd(t, c);
+  }
+  // The abs operator: every term non-negative, so these double sums are accurate to a few ulps (the 1e-9 covers
+  // them). linear and ahla are their own abs operators; hla2's is the unmasked q_tᵀ (S_t + λI) C_t.
+  const Problem<double> abs = bounds::augmented(g.qkv, true);
+  if (op == "hla2") {
+    const double lambda = from_rational<double>(opt.ridge);
+    Mat<double> S = Mat<double>::Zero(g.qkv.d(), g.qkv.d()), C = Mat<double>::Zero(g.qkv.d(), dv + 1);
+    r.A.resize(n, dv + 1);
+    for (Eigen::Index t = 0; t < n; ++t) {
+      S = g.gamma(t) * S + abs.K.row(t).transpose() * abs.K.row(t);
+      C = g.gamma(t) * C + abs.Q.row(t).transpose() * abs.V.row(t);
+      r.A.row(t) = abs.Q.row(t) * (S * C + lambda * C);
+    }
+  } else {
+    r.A = gated::run(FormRef{op, "serial"}, GatedProblem<double>{abs, g.gamma}, plain).O;
+  }
+  r.A *= 1 + 1e-9;
+  return r;
+}
+
+// The rounding depth h (verify/bounds.hpp) of a stable chunked gated form: that of a decaying chunked form
+// (accumulation_depth "chunked": w + ⌈n/w⌉ per level, one more rounding per step for the decay) plus, per level
+// (order_of), the log-domain gate factors' own error (bounds::log_gate_depth says why).
+long stable_chunked_depth(const std::string& op, const ColVec<double>& gamma, long w, long d) {
+  const long n = static_cast<long>(gamma.size());
+  double log_mass = 0;
+  for (Eigen::Index t = 0; t < gamma.size(); ++t) log_mass -= std::log(gamma(t));
+  return bounds::rounding_depth(op, bounds::accumulation_depth("chunked", n, w), true, false, n, d) +
+         bounds::order_of(op) * bounds::log_gate_depth(n, w, log_mass);
+}
+
+struct FloatingCheck {
+  double err_over_bound = 0;  // max over entries of |computed − MPFR| / bound
+  double normwise_rel = 0;  // max |computed − MPFR| / max |MPFR|
+  double bound_normwise = 0;  // max bound / max |MPFR|
+};
+
+template <class T> FloatingCheck check_floating(const std::string& op, const GatedProblem<double>& g,
+                                                const Options& opt, const FloatingReference& ref) {
+  const GatedProblem<T> gt{convert_problem<T>(g.qkv), g.gamma.cast<T>()};
+  const Run<T> run = gated::run(FormRef{op, "chunked"}, gt, opt);
+  const double u = unit_roundoff<T>();
+  const long h = stable_chunked_depth(op, g.gamma, opt.chunk, g.qkv.d());
+  long vacuous = 0;
+  const Mat<double> B =
+      bounds::output_bounds(ref.O, ref.A, opt.normalized, ref.den, from_rational<double>(opt.eps), u, h, &vacuous);
+  // Old terms whose factors underflow lose their relative accuracy: an absolute floor of n² + 1 times the
+  // format's smallest normal number, times the largest abs sum (cases.cpp's floor, scaled to these inputs).
+  const double tiny = std::numeric_limits<T>::min() * static_cast<double>(g.n() * g.n() + 1) * (1 + ref.A.maxCoeff());
+  FloatingCheck c;
+  double max_b = 0, max_r = 0;
+  for (Eigen::Index t = 0; t < ref.O.rows(); ++t)
+    for (Eigen::Index k = 0; k < ref.O.cols(); ++k) {
+      const double err = abs(to_mpfr(run.O(t, k)) - ref.O(t, k)).template convert_to<double>();
+      c.err_over_bound = std::max(c.err_over_bound, err / (B(t, k) + tiny));
+      max_b = std::max(max_b, B(t, k));
+      max_r = std::max(max_r, std::fabs(ref.O(t, k).template convert_to<double>()));
+    }
+  CHECK(vacuous == 0);
+  c.normwise_rel = compare_to(run.O, ref.O).normwise_rel;
+  c.bound_normwise = max_b / max_r;
+  return c;
+}
+
+// Float-representable gates with −log γ_t = strength · s_t, s_t uniform in [1/2, 3/2].
+ColVec<double> gates_of_strength(Eigen::Index n, double strength, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> s(0.5, 1.5);
+  ColVec<double> g(n);
+  for (Eigen::Index t = 0; t < n; ++t) g(t) = static_cast<double>(static_cast<float>(std::exp(-strength * s(rng))));
+  return g;
+}
+
+}  // namespace
+
+TEST_CASE("gated chunked: float and double within the proven rounding bound of MPFR-256", "[gated][chunked]") {
+  for (const std::string& op : kOps)
+    for (double strength : {0.01, 0.5, 3.0})
+      for (const Options& base : option_sets(op)) {
+        GatedProblem<double> g{gaussian_problem({61, 4, 3}, 17), gates_of_strength(61, strength, 3)};
+        if (base.normalized) {  // non-negative q·k: no den_t near 0, so no row's bound is vacuous
+          g.qkv.Q = g.qkv.Q.cwiseAbs();
+          g.qkv.K = g.qkv.K.cwiseAbs();
+        }
+        const FloatingReference ref = floating_reference(op, g, base);
+        for (int w : kWidths) {
+          Options o = base;
+          o.chunk = w;
+          o.threads = 2;
+          INFO(op << " strength=" << strength << " w=" << w << " normalized=" << o.normalized << " ridge=" << o.ridge);
+          const FloatingCheck f = check_floating<float>(op, g, o, ref);
+          const FloatingCheck d = check_floating<double>(op, g, o, ref);
+          INFO("float err " << f.normwise_rel << " (bound " << f.bound_normwise << "), double err " << d.normwise_rel
+                            << " (bound " << d.bound_normwise << ")");
+          CHECK(f.err_over_bound <= 1);
+          CHECK(d.err_over_bound <= 1);
+        }
+      }
+}
+
+TEST_CASE("gated chunked: MPFR-256 agrees with the gated serial form to MPFR's own precision", "[gated][chunked]") {
+  const GatedProblem<double> g{gaussian_problem({29, 3, 2}, 31), gates_of_strength(29, 1.0, 4)};
+  const GatedProblem<mpfr256> gm{convert_problem<mpfr256>(g.qkv), g.gamma.cast<mpfr256>()};
+  for (const std::string& op : kOps)
+    for (const Options& base : option_sets(op)) {
+      Options o = base;
+      o.chunk = 5;
+      INFO(op << " normalized=" << o.normalized << " ridge=" << o.ridge);
+      // log/exp at 259 bits: the chunked factors differ from the serial products by rounding only.
+      CHECK(compare_to(gated::run(FormRef{op, "chunked"}, gm, o).O, gated::run(FormRef{op, "serial"}, gm, o).O)
+                .normwise_rel < 1e-70);
+    }
+}
+
+// The measured claim: with γ_t = e^{−1} over n = 512 tokens, P_t = Π_{r≤t} γ_r leaves float's normal range at
+// t ≈ 87 and reaches 0 at t ≈ 103, so the naive quotients P_t / P_s become 0/0; the stable form's factors are
+// exp of within-chunk differences (≥ e^{−w}) and its error stays within its bound.
+TEST_CASE(
+    "gated chunked: the naive cumulative-product form fails at a long span of strong gates, the stable one "
+    "does not",
+    "[gated][chunked]") {
+  const Eigen::Index n = 512;
+  const GatedProblem<double> g{gaussian_problem({n, 8, 4}, 23),
+                               ColVec<double>::Constant(n, static_cast<double>(static_cast<float>(std::exp(-1.0))))};
+  const GatedProblem<float> gf{convert_problem<float>(g.qkv), g.gamma.cast<float>()};
+  for (const std::string& op : kOps) {
+    INFO(op);
+    Options o;
+    o.chunk = 16;
+    const FloatingReference ref = floating_reference(op, g, o);
+    const FloatingCheck stable = check_floating<float>(op, g, o, ref);
+    CHECK(stable.err_over_bound <= 1);
+    CHECK(stable.normwise_rel < 1e-6);  // measured ~1-2e-7 (2-3 u): the bound above is loose, not the error
+    // The registry-style refusal: a non-finite output is a NumericalError, never returned.
+    CHECK_THROWS_AS(gated::run(FormRef{op, "chunked-naive-cumprod"}, gf, o), NumericalError);
+  }
+  // Where the naive outputs turn non-finite: the first token whose chunk divides by an underflowed P.
+  namespace c = fast::chunked;
+  Options o;
+  o.chunk = 16;
+  const Run<float> naive =
+      c::gated_linear_chunked(gf, o, static_cast<const NamedState<float>*>(nullptr), c::GateFactors::naive_cumprod);
+  Eigen::Index first_bad = -1;
+  for (Eigen::Index t = 0; t < n && first_bad < 0; ++t)
+    if (!naive.O.row(t).array().isFinite().all()) first_bad = t;
+  CHECK(first_bad >= 80);
+  CHECK(first_bad <= 112);
+  // Before that the naive form is finite; within the first chunks (P still normal) it is as accurate as the
+  // stable one, so the failure is the span, not the algebra.
+  const FloatingReference ref = floating_reference("linear", g, o);
+  const ErrorStats early = compare_to(Mat<float>(naive.O.topRows(64)), Mat<mpfr256>(ref.O.topRows(64)));
+  CHECK(early.normwise_rel < 1e-6);
+}
+
+// Before any output turns non-finite, the naive form fails silently: with −log γ_t ≈ 0.1 (uniform in
+// [0.05, 0.15]) over n = 1024 tokens P_t reaches float's subnormal range (e^{−102} ≈ 5e−45), its quotients keep a
+// few bits, and the outputs are finite and wrong (measured normwise 3e−2, ~5e5 u), while the stable form is ~2 u.
+TEST_CASE("gated chunked: the naive form loses accuracy silently in float's subnormal range, the stable one does not",
+          "[gated][chunked]") {
+  const Eigen::Index n = 1024;
+  const GatedProblem<double> g{gaussian_problem({n, 8, 8}, 5), gates_of_strength(n, 0.1, 9)};
+  const GatedProblem<float> gf{convert_problem<float>(g.qkv), g.gamma.cast<float>()};
+  Options o;
+  o.chunk = 16;
+  const FloatingReference ref = floating_reference("linear", g, o);
+  const FloatingCheck stable = check_floating<float>("linear", g, o, ref);
+  CHECK(stable.err_over_bound <= 1);
+  CHECK(stable.normwise_rel < 1e-6);
+  const Run<float> naive = gated::run(FormRef{"linear", "chunked-naive-cumprod"}, gf, o);  // finite: not refused
+  CHECK(compare_to(naive.O, ref.O).normwise_rel > 1e-3);
+}
+
+TEST_CASE("gated chunked: the forms refuse what they do not define", "[gated][chunked]") {
+  const GatedProblem<rational> g = rational_case({6, 2, 2}, 1);
+  Options scalar_decay;
+  scalar_decay.gamma = rational(1, 2);
+  CHECK_THROWS_AS(gated::run(FormRef{"linear", "chunked"}, g, scalar_decay), InputError);
+  Options ridge;
+  ridge.ridge = rational(1);
+  CHECK_THROWS_AS(gated::run(FormRef{"ahla", "chunked"}, g, ridge), InputError);
+  Options zero_width;
+  zero_width.chunk = 0;
+  CHECK_THROWS_AS(gated::run(FormRef{"hla2", "chunked"}, g, zero_width), InputError);
+  const Run<rational> lin = gated::run(FormRef{"linear", "chunked"}, g, Options{});
+  CHECK_THROWS_AS(gated::run(FormRef{"hla2", "chunked"}, g, Options{}, &lin.state), InputError);
+}
