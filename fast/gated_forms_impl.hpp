@@ -66,7 +66,7 @@ template <class T> const Entry<T>* registered(const FormRef& f) {
   if (f.form == "chunked" && f.variant == "spec")  // fast/chunked/gated.hpp with its stable gate factors
     return registry<T>().try_find(f.op, f.form, f.op == "hla2" ? "corrected" : "paper");
   if (f.form == "chunked-naive-cumprod" && f.variant == "spec") {
-    if (const Entry<T>* e = registry<T>().try_find(f.op, "chunked", "naive-cumprod")) return e;
+    if (const Entry<T>* e = registry<T>().try_find(f.op, "chunked-naive-cumprod", "naive")) return e;
     throw InputError(f.name() + ": a floating-point formulation (quotients of cumulative gate products), kept to "
                                 "measure its failure; the exact scalars have the chunked form");
   }

@@ -84,8 +84,8 @@ template <class T> void register_chunked(Registry<T>& r) {
     const std::string cite = "chunk factors as quotients of cumulative gate products P_t / P_s (naive; kept to measure it)";
     for (const char* op : {"hla2", "ahla", "linear"}) {
       const Caps caps = std::string(op) == "hla2" ? second : decayed;
-      r.add({op, "chunked", "naive-cumprod", cite, caps, constant_gates(naive(op))});
-      r.add_gates(op, "chunked", "naive-cumprod", cite, naive(op));
+      r.add({op, "chunked-naive-cumprod", "naive", cite, caps, constant_gates(naive(op))});
+      r.add_gates(op, "chunked-naive-cumprod", "naive", cite, naive(op));
     }
   }
 }

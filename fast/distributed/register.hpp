@@ -22,7 +22,8 @@ template <class T> void add_distributed_forms(Registry<T>& r, const DistributedP
   // The finishing form's capabilities are the sequence-parallel form's (it runs every option itself).
   Registry<T> chunked;
   register_chunked(chunked);
-  const Caps caps = chunked.find(plan.op, plan.finish_form, plan.finish_variant).caps;
+  Caps caps = chunked.find(plan.op, plan.finish_form, plan.finish_variant).caps;
+  caps.gates = false;  // the sequence-parallel forms take no gates yet (their block summaries carry γ^len)
   for (const auto& entry : distributed_forms()) {
     // Named copies, not a structured binding: clang (the fuzz and TSan builds) cannot capture a binding with OpenMP on.
     const std::string form = entry.first;
