@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "cli/commands.hpp"
+#include "core/registry.hpp"
 #include "core/types.hpp"
 #include "fast/distributed/comm.hpp"
 #include "verify/external/exec.hpp"
@@ -25,6 +26,7 @@ int main(int argc, char** argv) {
   app.set_help_all_flag("--help-all", "Show help for every subcommand");
   for (const auto& add : hla::cli::command_adders()) add(app);
   try {
+    hla::check_thread_environment();
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);

@@ -36,11 +36,23 @@ int create_beside(const fs::path& path, fs::path& tmp) {
   return -1;
 }
 
+// An atomic write renames a new file over `path`: over a device, a FIFO or a symlink (/dev/null, /dev/stdout as
+// root) that would replace the node itself, for every user of it. Only a new name or a regular file is written.
+void require_new_or_regular(const fs::path& path, const std::string& what) {
+  std::error_code ec;
+  const fs::file_status st = fs::symlink_status(path, ec);
+  if (ec || st.type() == fs::file_type::not_found || st.type() == fs::file_type::regular) return;
+  if (st.type() == fs::file_type::directory)
+    throw InputError(what + " '" + path.string() + "' is a directory (give a file name)");
+  throw InputError(what + " '" + path.string() + "' exists and is not a regular file (a symlink, device or FIFO would be "
+                   "replaced, not written through): give a new file name or a regular file");
+}
+
 }  // namespace
 
 void check_writable(const fs::path& path, const std::string& what) {
   std::error_code ec;
-  if (fs::is_directory(path, ec)) throw InputError(what + " '" + path.string() + "' is a directory (give a file name)");
+  require_new_or_regular(path, what);
   const fs::path dir = folder_of(path);
   if (!fs::is_directory(dir, ec)) throw InputError(what + " '" + path.string() + "': folder '" + dir.string() + "' does not exist");
   // The real test: the temporary file the atomic write will create, created and removed now.
@@ -52,8 +64,7 @@ void check_writable(const fs::path& path, const std::string& what) {
 }
 
 void write_file_atomically(const fs::path& path, std::string_view text, const std::string& what) {
-  std::error_code ec;
-  if (fs::is_directory(path, ec)) throw InputError(what + " '" + path.string() + "' is a directory (give a file name)");
+  require_new_or_regular(path, what);
   fs::path tmp;
   const int fd = create_beside(path, tmp);
   if (fd < 0) throw InputError("cannot write " + what + " '" + path.string() + "': " + reason(errno));
@@ -104,19 +115,19 @@ TempDir::TempDir(const std::string& stem) {
   path_ = tmpl;
 }
 
-// Gives the owner back write and search permission on every directory of the tree (an implementation may
-// have made its folders read-only), without following a symlink: each directory is opened O_NOFOLLOW and
-// changed through its descriptor. Iterative, so a deep tree cannot exhaust the stack.
+// Gives the owner back read, write and search permission on every directory of the tree (an implementation may
+// have made its folders read-only, or unreadable with chmod 0), never through a symlink: each entry is lstat'ed and
+// only a real directory is changed. A directory without read permission cannot be opened, so it is changed by
+// path, parents first. Iterative, so a deep tree cannot exhaust the stack.
 namespace {
 void make_removable(const fs::path& top) {
   std::vector<fs::path> todo{top};
   while (!todo.empty()) {
     const fs::path dir = std::move(todo.back());
     todo.pop_back();
-    const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) continue;
-    (void)::fchmod(fd, S_IRWXU);
-    ::close(fd);
+    struct stat st {};
+    if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;
+    (void)::chmod(dir.c_str(), S_IRWXU);
     std::error_code ec;
     for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
       if (it->symlink_status(ec).type() == fs::file_type::directory) todo.push_back(it->path());

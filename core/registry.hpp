@@ -72,6 +72,11 @@ template <class T> class Registry {
 // The process-wide registry for scalar T, built on first use from every kind of form.
 template <class T> const Registry<T>& registry();
 
+// The most OpenMP threads a form may ask for (Options::threads), and a refusal (InputError) of an OMP_NUM_THREADS
+// past it: the CLI checks the environment before anything runs.
+int max_threads();
+void check_thread_environment();
+
 // Checks the options' ranges and that the form defines them; throws InputError naming `who` and the problem.
 void validate_options(const Options& opt, const Caps& caps, const std::string& who);
 // Also checks shapes and finiteness; throws InputError with a message that names the problem.

@@ -12,6 +12,7 @@
 
 #include "core/files.hpp"
 #include "core/inputs.hpp"
+#include "core/registry.hpp"
 #include "experiments/lib/sweep.hpp"
 #include "tests/fuzz/targets.hpp"
 #include "tests/temp_dir.hpp"
@@ -94,6 +95,18 @@ TEST_CASE("an atomic write never goes through a planted file or symlink and leav
   CHECK_THAT(error_of([&] { write_file_atomically(dir, "x", "--json file"); }), Contains("is a directory"));
   CHECK_NOTHROW(check_writable(dir / "new.json", "--json"));
   CHECK(!fs::exists(dir / "new.json"));
+  // Before: --json onto a FIFO, a device or a symlink (/dev/null, /dev/stdout as root) renamed a regular file over
+  // the node itself. Now refused, before the battery and at writing time, and the node is left as it was.
+  REQUIRE(::mkfifo((dir / "fifo").c_str(), 0644) == 0);
+  fs::create_symlink(dir / "victim", dir / "link.json");
+  for (const fs::path& node : {dir / "fifo", dir / "link.json"}) {
+    INFO(node);
+    CHECK_THAT(error_of([&] { check_writable(node, "--json"); }), Contains("not a regular file"));
+    CHECK_THAT(error_of([&] { write_file_atomically(node, "{}\n", "--json file"); }), Contains("not a regular file"));
+  }
+  CHECK(fs::is_fifo(fs::symlink_status(dir / "fifo")));
+  CHECK(fs::is_symlink(fs::symlink_status(dir / "link.json")));
+  CHECK_THAT(error_of([&] { check_writable("/dev/null", "--json"); }), Contains("not a regular file"));
   fs::remove_all(dir);
 }
 
@@ -127,6 +140,12 @@ TEST_CASE("temporary directories: a bad TMPDIR is an input error, and a read-onl
     fs::create_symlink("/", t.path() / "case" / "root");  // removal never follows it
     fs::permissions(t.path() / "case" / "state_out", fs::perms::owner_read | fs::perms::owner_exec);
     fs::permissions(t.path() / "case", fs::perms::owner_read | fs::perms::owner_exec);
+    // Before: a folder made unreadable (chmod 0) could not be opened to be given its permissions back, so a
+    // non-root run left the whole temporary directory behind.
+    fs::create_directories(t.path() / "locked" / "inner");
+    std::ofstream(t.path() / "locked" / "inner" / "o.npy") << "x";
+    fs::permissions(t.path() / "locked" / "inner", fs::perms::none);
+    fs::permissions(t.path() / "locked", fs::perms::none);
   }
   CHECK(!fs::exists(kept));
   CHECK(fs::exists("/tmp"));
@@ -192,7 +211,31 @@ TEST_CASE("sweep configs: nesting, size and integer ranges are checked before to
       CHECK_THAT(error_of([&] { parse_config(std::string("[axes]\noperator='hla2'\nform='serial'\nn=8\n") + key + " = " + v + "\n", "i.toml"); }),
                  Contains("must be <= 2147483647"));
     }
+  // Before: d = 100000 (or 2^32) was a bad_alloc when the point ran.
+  for (const char* v : {"4097", "100000", "4294967296"})
+    for (const char* key : {"d", "dv"}) {
+      INFO(key << " = " << v);
+      CHECK_THAT(error_of([&] { parse_config(std::string("[axes]\noperator='hla2'\nform='serial'\nn=8\n") + key + " = " + v + "\n", "w.toml"); }),
+                 Contains("must be <= 4096"));
+    }
   // Before: a NUL in the name was an internal error (the name becomes a folder name).
   CHECK_THAT(error_of([&] { parse_config(std::string("name = \"a\\u0000b\"\n[axes]\noperator='hla2'\nform='serial'\nn=8\n"), "n.toml"); }),
              Contains("control character 0x00 at byte 1"));
+}
+
+TEST_CASE("OMP_NUM_THREADS past what the machine can run is refused by name", "[hardening]") {
+  // Before: OMP_NUM_THREADS=40000 ended in libgomp's "Thread creation failed" and exit 1 (the code of `differs`).
+  const char* saved = std::getenv("OMP_NUM_THREADS");
+  const std::string old = saved ? saved : "";
+  for (const char* bad : {"40000", "2,40000", "99999999999999999999999"}) {
+    ::setenv("OMP_NUM_THREADS", bad, 1);
+    INFO(bad);
+    CHECK_THAT(error_of([] { check_thread_environment(); }), Contains("OMP_NUM_THREADS"));
+  }
+  for (const std::string& fine : {std::string("1"), std::string("2,1"), std::to_string(max_threads())}) {
+    ::setenv("OMP_NUM_THREADS", fine.c_str(), 1);
+    INFO(fine);
+    CHECK_NOTHROW(check_thread_environment());
+  }
+  saved ? ::setenv("OMP_NUM_THREADS", old.c_str(), 1) : ::unsetenv("OMP_NUM_THREADS");
 }

@@ -165,8 +165,9 @@ Axes parse_axes(const Reader& r, const toml::table& axes) {
   a.variants = strs("variant", {"default"});
   a.scalars = strs("scalar", {"double"});
   a.n = ints("n", {}, 1);
-  a.d = ints("d", {8}, 1);
-  a.dv = ints("dv", {8}, 1);
+  // Widths past 4096 hold states of d² numbers per copy that no sweep here needs (and d = 2^32 was a bad_alloc).
+  a.d = ints("d", {8}, 1, 4096);
+  a.dv = ints("dv", {8}, 1, 4096);
   a.gamma = nums("gamma", {rational(1)});
   a.gates = strs("gates", {"none"});
   for (const auto& g : a.gates) {

@@ -691,7 +691,8 @@ json run_combine_battery(CombineImplementation& impl, const Request& req, const 
   for (const auto& f : findings)
     s << "  error in " << f["case"].get<std::string>() << (f["cases"].get<int>() > 1 ? fmt::format(" (and {} more cases)", f["cases"].get<int>() - 1) : "")
       << ": " << f["error"].get<std::string>() << "\n";
-  s << fmt::format("  time: {:.1f} s in the implementation ({} rounds), {:.1f} s in the harness\n", impl_seconds, rounds.size(),
+  s << fmt::format("  time: {:.3g} s in the implementation ({} round{}), {:.3g} s in the harness\n", impl_seconds,
+                   rounds.size(), rounds.size() == 1 ? "" : "s",
                    total - impl_seconds);
   report["summary"] = s.str();
   return report;
