@@ -484,6 +484,10 @@ json diagnose(const std::string& op, const std::vector<const Case*>& cases, cons
               const std::vector<bool>& spec_fails, Eigen::Index max_n = kDiagnosisMaxN) {
   const std::vector<Candidate<rational>> exact_cands = diagnosis_candidates<rational>(op);
   const std::vector<Candidate<double>> float_cands = diagnosis_candidates<double>(op);
+  // The float64 candidate of index ci must be the rational one's (long cases are judged through it).
+  bool aligned = exact_cands.size() == float_cands.size();
+  for (std::size_t ci = 0; aligned && ci < exact_cands.size(); ++ci) aligned = exact_cands[ci].key == float_cands[ci].key;
+  if (!aligned) throw std::logic_error("diagnosis: the rational and float64 candidate lists of " + op + " differ");
   std::vector<Problem<rational>> exact(cases.size());
   for (std::size_t i = 0; i < cases.size(); ++i)
     if (diagnose_in_rationals(*cases[i])) exact[i] = exact_inputs(cases[i]->in);

@@ -170,6 +170,9 @@ template <class T> Out<T> u_form_chunked(const P<T>& in, const Options& o, long 
 template <class T> void add_registered(std::vector<Candidate<T>>& out, const std::string& op) {
   for (const Entry<T>& e : registry<T>().entries()) {
     if (e.op != op || e.form == "reference") continue;
+    // Only forms every scalar has (not the floating-only ones, e.g. chunked-naive-cumprod): the battery pairs the
+    // rational and float64 candidate lists index by index.
+    if (!registry<rational>().try_find(e.op, e.form, e.variant)) continue;
     const bool by_width = e.caps.chunk && e.variant == "paper";
     const std::vector<int> widths = by_width ? kChunkWidths : std::vector<int>{16};
     for (int w : widths) {
