@@ -208,6 +208,17 @@ class ExecVerdicts(unittest.TestCase):
         code, r, out = verify("hla2", "--op", "hla2", "--precision", "fp8")
         self.assertEqual(code, 2, out)
 
+    def test_fp16_kernel_in_both_directions(self):
+        # fp16 through the CLI (issue 26: every precision both ways): a kernel whose inputs and outputs are rounded to
+        # fp16's significand (fp32 arithmetic) computes when declared fp16, and is lower-precision declared fp32 (fp16
+        # and TF32 share an 11-bit significand, and the emulation models significands only: either may be named).
+        reach = ["--dtype", "float32", "--max-n", "512", "--d", "16", "--dv", "16"]
+        code, r, out = verify("hla2-fp16-kernel-rounded", "--op", "hla2", "--precision", "fp16", *reach)
+        self.assertEqual((code, r["verdict"]), (0, "computes"), out)
+        self.assertEqual(r["precision"], "fp16")
+        code, r, out = verify("hla2-fp16-kernel-rounded", "--op", "hla2", *reach)
+        self.assertEqual((code, r["verdict"]), (1, "lower-precision"), out)
+
     def test_each_precision_through_the_module(self):
         # Every declared precision from Python: a kernel that computes in it (tensor-core formats: inputs and outputs
         # rounded to the format's significand, fp32 arithmetic; fp32: float32 arithmetic behind float64 arrays) is
