@@ -291,6 +291,20 @@ class Module(unittest.TestCase):
                            capture_output=True, text=True, timeout=300)
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
 
+    def test_normalized_without_eps_with_gradients(self):
+        # Before: with --grad the long exact cases never fit the magnitude limit: an internal error (exit 70) in the
+        # CLI, a RuntimeError in the module. Now those lengths are left to the random cases and a verdict comes.
+        grad_impls = os.path.join(os.path.dirname(IMPLS), "grad_impls.py")
+        p = subprocess.run([HLA, "verify", "--op", "hla2", "--normalized", "--grad", "--exec",
+                            f"{PY} {grad_impls} hla2-serial", *QUICK], capture_output=True, text=True, timeout=600)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertIn("normalized=computes", p.stdout)
+        p = subprocess.run([HLA, "verify", "--op", "hla2", "--normalized", "--grad", "--exec", "exit 1; :", *QUICK],
+                           capture_output=True, text=True, timeout=300)
+        self.assertNotIn("internal error", p.stdout + p.stderr)
+        self.assertEqual(p.returncode, 2, p.stdout + p.stderr)  # a command that fails every case: verdict error
+        self.assertIn("verdict: error", p.stdout)
+
     def test_keyboard_interrupt_stops_the_battery(self):
         # Before: caught as that case's error, and the battery went on to the next case.
         calls = []

@@ -238,6 +238,12 @@ bool acceptable_exact(const std::string& op, const Problem<double>& p, const Col
   return true;
 }
 
+// No inputs of that shape keep the exact case's numbers within the magnitude limit (a bug of the harness, except
+// where make_cases expects it).
+struct NoExactCase : std::logic_error {
+  using std::logic_error::logic_error;
+};
+
 // An exact case's inputs (and with --grad its upstream gradient dO, ternary too, with the gradient's terms
 // within the same magnitude limit). With --gates, for the gates `gates` (default: exact_gates(s.n)).
 Problem<double> exact_problem(const Request& r, const Shape& s, const Options& opt, std::uint64_t seed, Mat<double>* dO = nullptr,
@@ -262,7 +268,7 @@ Problem<double> exact_problem(const Request& r, const Shape& s, const Options& o
     }
     if (attempt % 8 == 7) density *= 0.8;
   }
-  throw std::logic_error(fmt::format("no exact case of shape n={} d={} dv={} within the magnitude limit", s.n, s.d, s.dv));
+  throw NoExactCase(fmt::format("no exact case of shape n={} d={} dv={} within the magnitude limit", s.n, s.d, s.dv));
 }
 
 Problem<double> rounded_gaussian(const Shape& s, std::uint64_t seed) { return gaussian_problem(s, seed); }
@@ -456,7 +462,18 @@ std::vector<Case> make_cases(const Request& r) {
       c.kind = "exact";
       c.group = g.name;
       c.opt = g.opt;
-      c.in = exact_problem(r, s, g.opt, ++seed, &c.dO);
+      if (r.grad && g.opt.normalized && g.opt.eps == 0) {
+        // Normalized without ε, den_t ≥ 1 needs a dense first column of the inputs (positive_denominator_problem),
+        // and the denominator's gradients then grow like n²: past a few dozen tokens no case fits the magnitude
+        // limit. Those lengths are left to the random cases; the shorter exact ones stay.
+        try {
+          c.in = exact_problem(r, s, g.opt, ++seed, &c.dO);
+        } catch (const NoExactCase&) {
+          continue;
+        }
+      } else {
+        c.in = exact_problem(r, s, g.opt, ++seed, &c.dO);
+      }
       if (r.gates) c.gamma = exact_gates(s.n);
       add(std::move(c));
     }
