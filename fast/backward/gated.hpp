@@ -94,3 +94,13 @@ GatedGradients<T> gated_backward(const std::string& op, const GatedProblem<T>& g
 }
 
 }  // namespace hla::backward
+
+// The scalars gated_backward is compiled for, once (verify/external/gated_backward.cpp): HLA_GATED_BACKWARD_SCALARS()
+// instantiates them there, HLA_GATED_BACKWARD_SCALARS(extern) declares them for every other caller.
+#define HLA_GATED_BACKWARD_ONE(EXTERN, T)                                                                      \
+  EXTERN template hla::backward::GatedGradients<T> hla::backward::gated_backward<T>(                             \
+      const std::string&, const hla::GatedProblem<T>&, const hla::Options&, const hla::NamedState<T>*, const hla::Mat<T>&);
+#define HLA_GATED_BACKWARD_SCALARS(EXTERN)                  \
+  HLA_GATED_BACKWARD_ONE(EXTERN, hla::rational)             \
+  HLA_GATED_BACKWARD_ONE(EXTERN, hla::mpfr256)              \
+  HLA_GATED_BACKWARD_ONE(EXTERN, hla::Magnitude)

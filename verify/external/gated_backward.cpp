@@ -7,12 +7,4 @@
 #include "fast/backward/gated.hpp"
 // clang-format on
 
-namespace hla::backward {
-#define HLA_GATED_BACKWARD(T)                                                                                     \
-  template GatedGradients<T> gated_backward<T>(const std::string&, const GatedProblem<T>&, const Options&, \
-                                               const NamedState<T>*, const Mat<T>&);
-HLA_GATED_BACKWARD(rational)
-HLA_GATED_BACKWARD(mpfr256)
-HLA_GATED_BACKWARD(Magnitude)
-#undef HLA_GATED_BACKWARD
-}  // namespace hla::backward
+HLA_GATED_BACKWARD_SCALARS()

@@ -17,15 +17,7 @@
 #include "verify/bounds.hpp"
 
 // The gated backward is instantiated once, in verify/external/gated_backward.cpp.
-namespace hla::backward {
-#define HLA_GATED_BACKWARD(T)                                                                                            \
-  extern template GatedGradients<T> gated_backward<T>(const std::string&, const GatedProblem<T>&, const Options&, \
-                                                      const NamedState<T>*, const Mat<T>&);
-HLA_GATED_BACKWARD(rational)
-HLA_GATED_BACKWARD(mpfr256)
-HLA_GATED_BACKWARD(Magnitude)
-#undef HLA_GATED_BACKWARD
-}  // namespace hla::backward
+HLA_GATED_BACKWARD_SCALARS(extern)
 
 namespace hla::verify::ext {
 namespace {
