@@ -1,6 +1,9 @@
 // `hla run`: one (operator, form, variant, scalar) on generated inputs; prints its error against the
-// operator's reference and its time. `hla list`: every registered form with what it supports.
+// operator's reference and its time. `hla list`: every registered form with what it supports; `hla list
+// --operators`: the operator table (core/operators.hpp), as text or JSON.
 #include <fmt/core.h>
+
+#include <nlohmann/json.hpp>
 
 #include <chrono>
 
@@ -56,6 +59,48 @@ void list_forms() {
   }
 }
 
+nlohmann::json operator_json(const OperatorInfo& o) {
+  nlohmann::json summaries = nlohmann::json::array(), paper_forms = nlohmann::json::array();
+  for (const SummaryPair& s : o.summaries)
+    if (!s.values.empty()) summaries.push_back({{"values", s.values}, {"denominator", s.denominator}});
+  for (const PaperFormClaim& c : o.paper_forms)
+    if (!c.form_prefix.empty()) paper_forms.push_back({{"form_prefix", c.form_prefix}, {"claim", c.claim}});
+  return {{"id", o.name},
+          {"definition", o.definition},
+          {"streaming", o.streaming},
+          {"order", o.order},
+          {"abs_operator", operator_info(o.abs_operator).name},
+          {"degree", o.degree},
+          {"gate_degree", o.gate_degree},
+          {"options", {{"decay", o.options.decay}, {"gates", o.options.gates}, {"normalized", o.options.normalized},
+                       {"ridge", o.options.ridge}}},
+          {"verify_gates", o.verify_gates},
+          {"backward", o.backward},
+          {"scan_backward", o.scan_backward},
+          {"scan", o.scan},
+          {"flops_per_token", {{"d2", o.flops_d2}, {"d_dv", o.flops_ddv}}},
+          {"summaries", summaries},
+          {"monoid_claim", o.monoid_claim},
+          {"paper_forms", paper_forms}};
+}
+
+void list_operators(bool json) {
+  if (json) {
+    nlohmann::json all = nlohmann::json::array();
+    for (const OperatorInfo& o : kOperators) all.push_back(operator_json(o));
+    fmt::print("{}\n", all.dump(2));
+    return;
+  }
+  auto yn = [](bool b) { return b ? "yes" : "-"; };
+  fmt::print("{:<14} {:<5} {:<6} {:<6} {:<6} {:<6} {:<6} {:<8} {:<5} {:<16}  {}\n", "operator", "order", "degree", "decay",
+             "gates", "norm", "ridge", "backward", "scan", "flops/token", "definition (unnormalized, λ = 0)");
+  for (const OperatorInfo& o : kOperators)
+    fmt::print("{:<14} {:<5} {:<6} {:<6} {:<6} {:<6} {:<6} {:<8} {:<5} {:<16}  {}\n", o.name, o.order, o.degree,
+               yn(o.options.decay), yn(o.options.gates), yn(o.options.normalized), yn(o.options.ridge),
+               o.scan_backward ? "+scan" : yn(o.backward), yn(o.scan),
+               o.streaming ? fmt::format("{}d²+{}d·dv", o.flops_d2, o.flops_ddv) : "-", o.definition);
+}
+
 const CommandRegistrar run_registrar([](CLI::App& app) {
   auto args = std::make_shared<RunArgs>();
   auto force = std::make_shared<bool>(false);
@@ -66,7 +111,15 @@ const CommandRegistrar run_registrar([](CLI::App& app) {
 });
 
 const CommandRegistrar list_registrar([](CLI::App& app) {
-  app.add_subcommand("list", "List every registered form and what it supports")->callback(list_forms);
+  auto operators = std::make_shared<bool>(false), json = std::make_shared<bool>(false);
+  auto* sub = app.add_subcommand("list", "List every registered form and what it supports");
+  sub->add_flag("--operators", *operators, "list the operators instead: the operator table (core/operators.hpp)");
+  sub->add_flag("--json", *json, "with --operators: the whole table as JSON");
+  sub->callback([operators, json] {
+    if (*json && !*operators) throw InputError("--json lists the operator table: use it with --operators");
+    if (*operators) list_operators(*json);
+    else list_forms();
+  });
 });
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <iostream>
 #include <set>
 
+#include "core/operators.hpp"
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
 #include "core/files.hpp"
@@ -198,7 +199,7 @@ int run_verify(const VerifyArgs& a) {
 const CommandRegistrar registrar([](CLI::App& app) {
   auto a = std::make_shared<VerifyArgs>();
   auto* sub = app.add_subcommand("verify", "Hold an outside implementation (any language) to the exact operator");
-  sub->add_option("--op", a->op, "operator: hla2 hla2-unmasked ahla hla3 hla3-unmasked linear");
+  sub->add_option("--op", a->op, "operator: " + operator_names([](const OperatorInfo& o) { return o.streaming; }));
   sub->add_option("--gamma", a->gamma, "decay in (0, 1], e.g. 0.99 or 3/4");
   sub->add_flag("--normalized", a->normalized, "divide by den_t + eps");
   sub->add_option("--eps", a->eps, "normalizer stabilizer >= 0");
@@ -238,7 +239,8 @@ const CommandRegistrar registrar([](CLI::App& app) {
   sub->add_option("--o", a->o, "file mode: the implementation's outputs .npy (n x dv)");
   sub->add_option("--npz", a->npz, "file mode: one .npz holding q, k, v, o (and gamma, with --gates)");
   sub->add_flag("--gates", a->gates,
-                "per-token gates: every case also holds gamma.npy (n,), gamma_t in (0, 1] (hla2, ahla, linear; not with --gamma)");
+                "per-token gates: every case also holds gamma.npy (n,), gamma_t in (0, 1] (" +
+                    operator_names([](const OperatorInfo& o) { return o.verify_gates; }) + "; not with --gamma)");
   sub->add_option("--gate-range", a->gate_range, "with --gates: LO,HI, the random cases' gates drawn from [LO, HI] (default 0.8,1)");
   sub->add_option("--gamma-npy", a->gamma_npy, "file mode with --gates: the gates .npy (n,)");
   sub->callback([a, sub] {

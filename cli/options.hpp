@@ -54,6 +54,7 @@ struct RunArgs {
 // the memory there is. `opt` is a.options().
 template <class T> const Entry<T>& checked_form(const RunArgs& a, const Options& opt, bool with_reference) {
   if (a.shape.n < 1 || a.shape.d < 1 || a.shape.dv < 1) throw InputError("--n, --d and --dv must be >= 1");
+  (void)operator_info(a.op);  // an unknown operator is named as such, before the forms are searched
   const Entry<T>& e = registry<T>().find(a.op, a.form, a.variant);
   validate_options(opt, e.caps, e.key());
   if (parse_gate_spec(a.gates).any()) {
@@ -76,7 +77,7 @@ template <class T> const Entry<T>& checked_form(const RunArgs& a, const Options&
 }
 
 inline void add_run_options(CLI::App* sub, RunArgs& a) {
-  sub->add_option("--op", a.op, "operator: hla2 hla2-unmasked ahla hla3 hla3-unmasked linear softmax");
+  sub->add_option("--op", a.op, "operator: " + operator_names([](const OperatorInfo&) { return true; }));
   sub->add_option("--form", a.form, "form: reference serial serial-eq75 scan-fold scan-blelloch scan-twolevel chunked ...");
   sub->add_option("--variant", a.variant, "paper | corrected | spec (default: the paper's or the definition, else the only one)");
   sub->add_option("--scalar", a.scalar, "rational fp61 mpfr256 double float");

@@ -53,6 +53,13 @@ Run<T> Entry<T>::operator()(const Problem<T>& p, const Options& opt, const Named
 
 template <class T> void Registry<T>::add(Entry<T> e) {
   if (try_find(e.op, e.form, e.variant)) throw std::logic_error("registered twice: " + e.key());
+  const OperatorInfo* op = find_operator(e.op);
+  if (!op) throw std::logic_error(e.key() + ": the operator has no row in core/operators.hpp");
+  // A form may take only what its operator defines (a form that took a ridge the definition lacks would be
+  // computing some other operator).
+  if ((e.caps.decay && !op->options.decay) || (e.caps.normalized && !op->options.normalized) ||
+      (e.caps.ridge && !op->options.ridge))
+    throw std::logic_error(e.key() + ": takes an option its operator does not define (core/operators.hpp)");
   if (e.caps.gates || e.gated) throw std::logic_error(e.key() + ": gates are given by add_gates");
   entries_.push_back(std::move(e));
 }
@@ -64,6 +71,7 @@ void Registry<T>::add_gates(const std::string& op, const std::string& form, cons
                          [&](const Entry<T>& e) { return e.op == op && e.form == form && e.variant == variant; });
   if (it == entries_.end()) throw std::logic_error("gates for an unregistered form: " + op + "/" + form + "/" + variant);
   if (it->gated) throw std::logic_error("gates registered twice: " + it->key());
+  if (!operator_info(op).options.gates) throw std::logic_error(it->key() + ": its operator defines no gates (core/operators.hpp)");
   it->caps.gates = true;
   it->gated = std::move(gated);
   it->gated_cite = std::move(cite);
@@ -78,6 +86,16 @@ const Entry<T>* Registry<T>::try_find(const std::string& op, const std::string& 
     if (variant.empty() ? (e.variant == "paper" || e.variant == "spec") : e.variant == variant) return &e;
   }
   return nullptr;
+}
+
+template <class T> const Entry<T>* Registry<T>::try_find_exact(const std::string& op, const std::string& form) const {
+  if (const Entry<T>* e = try_find(op, form, "corrected")) return e;
+  return try_find(op, form, "");
+}
+
+template <class T> const Entry<T>& Registry<T>::find_exact(const std::string& op, const std::string& form) const {
+  if (const Entry<T>* e = try_find_exact(op, form)) return *e;
+  return find(op, form, "");
 }
 
 template <class T>

@@ -58,13 +58,13 @@ template <class T> T exact_square_root(const T& x) {
 template <class T> const Entry<T>* registered(const FormRef& f) {
   if (f.form == "reference") return registry<T>().try_find(f.op, f.form, "spec");
   if (f.form == "serial" && f.variant == "spec")
-    return registry<T>().try_find(f.op, f.form, f.op == "hla2" ? "corrected" : "paper");
+    return registry<T>().try_find_exact(f.op, f.form);
   if (f.form == "serial" && f.op == "hla2" && f.variant == "algorithm1-rule")
     return registry<T>().try_find("hla2", "serial", "paper");
   if (f.form.rfind("scan-", 0) == 0 && f.variant == "spec")
     return registry<T>().try_find(f.op, f.form, scan::gated_scan_variant(f.op));
   if (f.form == "chunked" && f.variant == "spec")  // fast/chunked/gated.hpp with its stable gate factors
-    return registry<T>().try_find(f.op, f.form, f.op == "hla2" ? "corrected" : "paper");
+    return registry<T>().try_find_exact(f.op, f.form);
   if (f.form == "chunked-naive-cumprod" && f.variant == "spec") {
     if (const Entry<T>* e = registry<T>().try_find(f.op, "chunked-naive-cumprod", "naive")) return e;
     throw InputError(f.name() + ": a floating-point formulation (quotients of cumulative gate products), kept to "

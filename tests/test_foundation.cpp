@@ -547,14 +547,14 @@ TEST_CASE("a default variant is taken only when it is the only one, else the var
   const auto zero = [](const Problem<double>& p, const Options&, const NamedState<double>*) {
     return Run<double>{Mat<double>::Zero(p.n(), p.dv()), {}};
   };
-  r.add({"op", "single", "corrected", "", {}, zero});
-  r.add({"op", "two", "corrected", "", {}, zero});
-  r.add({"op", "two", "other", "", {}, zero});
-  r.add({"op", "defined", "spec", "", {}, zero});
-  r.add({"op", "defined", "corrected", "", {}, zero});
-  CHECK(r.find("op", "single").variant == "corrected");
-  CHECK(r.find("op", "defined").variant == "spec");  // the definition, as before
-  CHECK_FALSE(r.try_find("op", "single"));           // sweeps stay strict: "default" = paper or spec
-  CHECK_THROWS_WITH(r.find("op", "two"), Catch::Contains("op/two has the variants corrected other (name one)"));
-  CHECK_THROWS_WITH(r.find("op", "nope"), Catch::Contains("known: op/single/corrected"));
+  r.add({"linear", "single", "corrected", "", {}, zero});
+  r.add({"linear", "two", "corrected", "", {}, zero});
+  r.add({"linear", "two", "other", "", {}, zero});
+  r.add({"linear", "defined", "spec", "", {}, zero});
+  r.add({"linear", "defined", "corrected", "", {}, zero});
+  CHECK(r.find("linear", "single").variant == "corrected");
+  CHECK(r.find("linear", "defined").variant == "spec");  // the definition, as before
+  CHECK_FALSE(r.try_find("linear", "single"));           // sweeps stay strict: "default" = paper or spec
+  CHECK_THROWS_WITH(r.find("linear", "two"), Catch::Contains("linear/two has the variants corrected other (name one)"));
+  CHECK_THROWS_WITH(r.find("linear", "nope"), Catch::Contains("known: linear/single/corrected"));
 }

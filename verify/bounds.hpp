@@ -15,22 +15,17 @@
 #include <cmath>
 #include <string>
 
+#include "core/operators.hpp"
 #include "core/types.hpp"
 
 namespace hla::bounds {
 
-// 1, 2 or 3: how many nested prefix sums the operator's streaming form keeps.
-inline int order_of(const std::string& op) {
-  if (op == "linear") return 1;
-  if (op == "hla3" || op == "hla3-unmasked") return 3;
-  return 2;
-}
+// 1, 2 or 3: how many nested prefix sums the operator's streaming form keeps (core/operators.hpp).
+inline int order_of(const std::string& op) { return operator_info(op).order; }
 
 // The operator whose value on |inputs| bounds the absolute sum of the monomials any form of `op` adds.
 inline std::string abs_operator(const std::string& op) {
-  if (op == "hla2") return "hla2-unmasked";
-  if (op == "hla3") return "hla3-unmasked";
-  return op;
+  return std::string(operator_info(operator_info(op).abs_operator).name);
 }
 
 // Q, K and [V 1] (optionally all in absolute value): one unnormalized evaluation gives the numerator in

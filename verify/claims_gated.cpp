@@ -1,6 +1,7 @@
 // The gated-decay claims: every side is a gated form (fast/gated_forms.hpp) or a registered fixed-γ form,
 // decided by the identity tester in F_p with uniform random gates, a failure shrunk to a rational
 // counterexample with the gates of core/gates.hpp's square_rational_gates (written beside it).
+#include "core/operators.hpp"
 #include "verify/claims_gated.hpp"
 
 #include <fmt/core.h>
@@ -22,22 +23,24 @@ using GatedForm = gated::FormRef;
 enum class GateDraw { uniform, squares };
 
 // Total degree of the identities in (Q, K, V, λ, and the gates or their roots): the fixed-γ bound of
-// identity_degree with γ's powers counted as gate products — hla2 weighs a pair by Γ(t,i)Γ(t,j) (≤ 2n gates),
-// linear and ahla by one Γ (≤ n); a root a_t counts twice. Normalized sides are cross-multiplied.
+// identity_degree with γ's powers counted as gate products — the operator's gate degree per token (hla2 weighs a
+// pair by Γ(t,i)Γ(t,j): ≤ 2n gates; linear and ahla by one Γ: ≤ n); a root a_t counts twice. Normalized sides are
+// cross-multiplied.
 int gated_degree(const std::string& op, Eigen::Index n, bool normalized, bool ridge, GateDraw draw) {
   ParamSpace sp;
   sp.ridge = ridge;
   const int base = identity_degree(op, n, sp);
-  const int gates = (op == "hla2" ? 2 : 1) * static_cast<int>(n) * (draw == GateDraw::squares ? 2 : 1);
+  const int gates = operator_info(op).gate_degree * static_cast<int>(n) * (draw == GateDraw::squares ? 2 : 1);
   return normalized ? 2 * (base + gates + 1) : base + gates;
 }
 
-// The option sets a claim covers, each run and stacked: plain, and normalized with ε (and ridge λ for hla2).
+// The option sets a claim covers, each run and stacked: plain, and normalized with ε (and ridge λ where the
+// operator defines one).
 std::vector<Options> option_sets(const std::string& op, const rational& eps, const rational& ridge) {
   Options plain, norm;
   norm.normalized = true;
   norm.eps = eps;
-  if (op == "hla2") norm.ridge = ridge;
+  if (operator_info(op).options.ridge) norm.ridge = ridge;
   return {plain, norm};
 }
 
@@ -116,19 +119,20 @@ ClaimResult check_gated_equal(const std::vector<GatedForm>& lhs, const GatedForm
     const GatedProblem<rational> g{p, square_rational_gates(p.n())};
     return gated_sides(lhs, rhs, g, option_sets(op, rational(1, 8), rational(1, 2)), chunks);
   };
-  sides.degree = [&](const Shape& s) { return gated_degree(op, s.n, true, op == "hla2", draw); };
+  sides.degree = [&](const Shape& s) { return gated_degree(op, s.n, true, operator_info(op).options.ridge, draw); };
   const std::string method = fmt::format(
       "identity test in F_p: {} = {}, per token, gates {} per token, unnormalized and normalized with random ε{}{}; "
-      "exact arithmetic only (no floating-point gated forms yet)",
+      "decided in exact arithmetic (the floating-point gated forms' errors are measured by the gated sweep, "
+      "configs/gated.toml)",
       sides.lhs_name, sides.rhs_name, draw == GateDraw::squares ? "a_t² (a_t uniform)" : "uniform",
-      op == "hla2" ? " and ridge λ" : "", chunks.size() > 1 ? ", chunk widths {1,2,3,5,64}, threads {1,2}" : "");
+      operator_info(op).options.ridge ? " and ridge λ" : "", chunks.size() > 1 ? ", chunk widths {1,2,3,5,64}, threads {1,2}" : "");
   ClaimResult r = check_custom(sides, identity_shapes(ctx.quick), ctx, method);
   if (r.counterexample.contains("n")) {
     const int n = r.counterexample["n"].get<int>();
     r.counterexample["gamma"] = gates_text(square_rational_gates(n));
     r.counterexample["options"] = "gates gamma_t = " + gates_text(square_rational_gates(n)) +
                                   "; rows: unnormalized outputs, then normalized with eps=1/8" +
-                                  (op == "hla2" ? ", lambda=1/2" : "") + "; each block once per thread count (1, 2)" +
+                                  (operator_info(op).options.ridge ? ", lambda=1/2" : "") + "; each block once per thread count (1, 2)" +
                                   (chunks.size() > 1 ? " and chunk width" : "");
   }
   return r;
@@ -157,7 +161,10 @@ ClaimResult check_gated_monoid(const std::string& op, const LedgerContext& ctx) 
       sides, shapes, ctx,
       fmt::format("identity test in F_p of every state part: segments A=[0,n/3), B=[n/3,2n/3), C=[2n/3,n) "
                   "of a random sequence with uniform random gates; {} combine with ρ = Π γ_t per segment",
-                  op == "linear" ? "the (S, z, ρ)" : "the harness's corrected decay-aware"));
+                  registry<rational>().find_exact(op, "scan-fold").variant == "corrected"
+                      ? std::string("the harness's corrected decay-aware")
+                      : fmt::format("the ({}, {}, ρ)", operator_info(op).summaries[0].values,
+                                    operator_info(op).summaries[0].denominator)));
 }
 
 // A fixed γ through the gated path: every gated form with γ_t ≡ γ equals its fixed-γ registered counterpart.
@@ -165,9 +172,7 @@ ClaimResult check_fixed_gamma(const LedgerContext& ctx) {
   // gated form → the registered (op, form, variant) that computes the same with one γ.
   const auto counterpart = [](const GatedForm& f) -> verify::FormRef {
     if (f.form == "reference") return {f.op, "reference", "spec"};
-    if (f.op == "linear" || (f.op == "ahla" && f.form == "chunked")) return {f.op, f.form, "paper"};
-    if (f.form == "serial") return {f.op, "serial", f.op == "hla2" ? "corrected" : "paper"};
-    return {f.op, f.form, "corrected"};  // the decay-aware scans exact for every γ
+    return {f.op, f.form, registry<rational>().find_exact(f.op, f.form).variant};  // exact for every γ
   };
   std::vector<GatedForm> forms;
   for (const GatedForm& f : gated::forms())
@@ -384,6 +389,12 @@ std::vector<Claim> gated_claims() {
         "every scan driver under the gated " + op + " operator = the gated serial recurrence, per token",
         [=](const LedgerContext& x) {
           return check_gated_equal(scan_forms(op), serial, GateDraw::uniform, x, {1, 2, 3, 5, 64});
+        });
+    add("gated." + op + ".chunked",
+        "the chunked " + op + " form with per-chunk gate factors Γ(t, s) ≤ 1 (fast/chunked/gated.hpp; never a quotient of "
+        "cumulative products) = the gated serial recurrence, per token",
+        [=](const LedgerContext& x) {
+          return check_gated_equal({{op, "chunked"}}, serial, GateDraw::uniform, x, {1, 2, 3, 5, 64});
         });
   }
   add("gated.fixed-gamma", "with γ_t ≡ γ every gated form equals its fixed-γ form exactly",

@@ -53,7 +53,7 @@ ClaimResult check_backward(const std::string& op, bool decay, bool normalized, f
                       fmt::format("identity test in F_p of dL/dQ, dL/dK, dL/dV for L = Σ⟨dO, O⟩ (random dO): serial "
                                   "reverse mode, chunk-checkpointed reverse mode{} at widths {{1,2,3,5}} = forward-mode "
                                   "(dual number) gradients of the {} reference; γ {}, {}",
-                                  op == "hla2" ? ", reverse scan under ⊕*" : "", op, decay ? "random" : "= 1",
+                                  operator_info(op).scan_backward ? ", reverse scan under ⊕*" : "", op, decay ? "random" : "= 1",
                                   normalized ? "normalized (random ε)" : "unnormalized"));
 }
 

@@ -49,11 +49,10 @@ template Mat<double> run_stacked(const FormRef&, const Problem<double>&, const O
 template Mat<mpfr256> run_stacked(const FormRef&, const Problem<mpfr256>&, const Options&, const ParamSpace&);
 
 int identity_degree(const std::string& op, Eigen::Index n, const ParamSpace& space) {
-  // Inputs: hla2 entries are degree 5 in (Q, K, V) (+1 for λ); ahla 5; hla3 7 (+ S^Q carries in the
-  // paper's forms, still ≤ 7); linear 3. Decay adds powers of γ: ≤ 3n covers every form here
-  // (the paper's decayed monoids multiply up to ρ² · γ^n). Normalized identities are cross-multiplied:
-  // num₁(den₂ + ε) − num₂(den₁ + ε), degree ≤ 2·(base + 1).
-  int base = op.rfind("hla3", 0) == 0 ? 7 : op == "linear" ? 3 : 5;
+  // Inputs: the operator's degree in (Q, K, V) (core/operators.hpp), +1 for λ. Decay adds powers of γ: ≤ 3n
+  // covers every form here (the paper's decayed monoids multiply up to ρ² · γ^n). Normalized identities are
+  // cross-multiplied: num₁(den₂ + ε) − num₂(den₁ + ε), degree ≤ 2·(base + 1).
+  int base = operator_info(op).degree;
   if (space.ridge) base += 1;
   if (space.decay) base += 3 * static_cast<int>(n);
   return space.normalized ? 2 * (base + 1) : base;

@@ -36,8 +36,12 @@ namespace hla {
 
 using backward::Gradients;
 
-// The operators with a backward here, and the decay rule of hla2's serial form.
-inline bool has_backward(const std::string& op) { return op == "hla2" || op == "ahla" || op == "linear"; }
+// The operators with a backward (core/operators.hpp); the others are refused by name.
+inline bool has_backward(const std::string& op) { return operator_info(op).backward; }
+[[noreturn]] inline void no_backward(const std::string& op) {
+  throw InputError("no backward for operator '" + op + "' (have " +
+                   operator_names([](const OperatorInfo& o) { return o.backward; }) + ")");
+}
 
 template <class T> Mat<Dual<T>> lift(const Mat<T>& m) {
   return m.unaryExpr([](const T& x) { return Dual<T>(x); });
@@ -86,10 +90,13 @@ Gradients<T> forward_mode_gradients(
 // ∂L/∂(Q, K, V) of SPEC's reference for op ∈ {hla2 (masked), ahla, linear}.
 template <class T> Gradients<T> reference_gradients(const std::string& op, const Problem<T>& p, const Options& opt, const Mat<T>& dO) {
   return forward_mode_gradients<T>(p, nullptr, dO, [&](const Problem<Dual<T>>& dp, const NamedState<Dual<T>>*) {
-    if (op == "hla2") return reference::hla2(dp, opt, true).O;
-    if (op == "ahla") return reference::ahla(dp, opt).O;
-    if (op == "linear") return reference::linear(dp, opt).O;
-    throw InputError("no gradient reference for operator '" + op + "' (have hla2, ahla, linear)");
+    switch (op_id(op)) {
+      case OpId::hla2: return reference::hla2(dp, opt, true).O;
+      case OpId::ahla: return reference::ahla(dp, opt).O;
+      case OpId::linear: return reference::linear(dp, opt).O;
+      case OpId::hla2_unmasked: case OpId::hla3: case OpId::hla3_unmasked: case OpId::softmax: break;
+    }
+    no_backward(op);
   });
 }
 
@@ -98,10 +105,13 @@ template <class T>
 Gradients<T> serial_forward_mode_gradients(const std::string& op, const Problem<T>& p, const Options& opt,
                                            const NamedState<T>* init, const Mat<T>& dO, fast::DecayRule rule) {
   return forward_mode_gradients<T>(p, init, dO, [&](const Problem<Dual<T>>& dp, const NamedState<Dual<T>>* di) {
-    if (op == "hla2") return fast::hla2_serial<Dual<T>, true>(dp, opt, di, rule).O;
-    if (op == "ahla") return fast::ahla_serial(dp, opt, di).O;
-    if (op == "linear") return fast::linear_serial(dp, opt, di).O;
-    throw InputError("no serial form with a backward for operator '" + op + "' (have hla2, ahla, linear)");
+    switch (op_id(op)) {
+      case OpId::hla2: return fast::hla2_serial<Dual<T>, true>(dp, opt, di, rule).O;
+      case OpId::ahla: return fast::ahla_serial(dp, opt, di).O;
+      case OpId::linear: return fast::linear_serial(dp, opt, di).O;
+      case OpId::hla2_unmasked: case OpId::hla3: case OpId::hla3_unmasked: case OpId::softmax: break;
+    }
+    no_backward(op);
   });
 }
 
@@ -143,10 +153,13 @@ template <class T, class R> ErrorStats compare_gradients(const Gradients<T>& got
 
 // The zero initial state of op's serial form, as a NamedState.
 template <class T> NamedState<T> zero_state(const std::string& op, Eigen::Index d, Eigen::Index dv) {
-  if (op == "hla2") return export_state<fast::Hla2State<T, true>, T>(fast::Hla2State<T, true>::zero(d, dv));
-  if (op == "ahla") return export_state<fast::AhlaState<T>, T>(fast::AhlaState<T>::zero(d, dv));
-  if (op == "linear") return export_state<fast::LinearState<T>, T>(fast::LinearState<T>::zero(d, dv));
-  throw InputError("no serial form with a backward for operator '" + op + "' (have hla2, ahla, linear)");
+  switch (op_id(op)) {
+    case OpId::hla2: return export_state<fast::Hla2State<T, true>, T>(fast::Hla2State<T, true>::zero(d, dv));
+    case OpId::ahla: return export_state<fast::AhlaState<T>, T>(fast::AhlaState<T>::zero(d, dv));
+    case OpId::linear: return export_state<fast::LinearState<T>, T>(fast::LinearState<T>::zero(d, dv));
+    case OpId::hla2_unmasked: case OpId::hla3: case OpId::hla3_unmasked: case OpId::softmax: break;
+  }
+  no_backward(op);
 }
 
 // Floating gradients against MPFR and against their per-entry bounds |got − ref| ≤ γ_K · M.
@@ -215,14 +228,14 @@ GradientCheck<T> check_gradients(const std::string& op, const Problem<T>& p, con
                                  int chunk, fast::DecayRule rule = fast::DecayRule::corrected,
                                  const NamedState<T>* init = nullptr) {
   using R = GradientRef<T>;
-  if (!has_backward(op)) throw InputError("no backward for operator '" + op + "' (have hla2, ahla, linear)");
+  if (!has_backward(op)) no_backward(op);
   if (chunk < 1) throw InputError("chunk width must be >= 1");
   GradientCheck<T> c;
   c.op = op;
   c.rule = rule;
   c.chunk = chunk;
   c.has_reference = init == nullptr;
-  c.has_scan = op == "hla2" && (rule == fast::DecayRule::corrected || opt.gamma == 1);
+  c.has_scan = operator_info(op).scan_backward && (rule == fast::DecayRule::corrected || opt.gamma == 1);
   // References (in T if exact, else in MPFR-256 from the same inputs).
   Problem<R> pr;
   Mat<R> dOr;

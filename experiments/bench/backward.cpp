@@ -33,9 +33,7 @@ template <class T> struct Inputs {
 };
 
 template <class T> Run<T> run_forward(const std::string& op, const Inputs<T>& in, const Options& o) {
-  if (op == "hla2") return fast::hla2_serial<T, true>(in.p, o, nullptr, fast::DecayRule::corrected);
-  if (op == "ahla") return fast::ahla_serial<T>(in.p, o, nullptr);
-  return fast::linear_serial<T>(in.p, o, nullptr);
+  return registry<T>().find_exact(op, "serial")(in.p, o);
 }
 
 // path: nullopt = the forward.
@@ -69,10 +67,11 @@ void bench_backward(benchmark::State& state, const std::string& op, std::optiona
 template <class T> void register_scalar(const char* scalar) {
   const Eigen::Index d = 16, w = 64;
   using backward::Pass;
-  for (const std::string op : {"hla2", "ahla", "linear"})
+  for (const OperatorInfo& info : kOperators)
     for (const std::optional<Pass> path : {std::optional<Pass>(), std::optional(Pass::serial), std::optional(Pass::checkpointed),
                                            std::optional(Pass::scan)}) {
-      if (path && !backward::has_pass(op, *path)) continue;
+      const std::string op(info.name);
+      if (!info.backward || (path && !backward::has_pass(op, *path))) continue;
       for (Eigen::Index n = 1024; n <= (path == Pass::scan ? 4096 : 16384); n *= 4) {
         std::string name = fmt::format("backward/{}/{}/{}/n:{}/d:{}/dv:{}", op, path ? backward::pass_name(*path) : "forward",
                                        scalar, n, d, d);

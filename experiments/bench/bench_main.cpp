@@ -47,22 +47,10 @@ std::vector<std::pair<std::string, std::string>> gemm_library_context();
 
 namespace {
 
-// Useful flops per token of the serial recurrence (multiply and add counted separately; O(d) terms
-// dropped):
-//   hla2           4d² + 10·d·dv   S += k kᵀ (2d²), u = qᵀS (2d²); C += q vᵀ, G += k (kᵀC) (2+2+2), u C, qᵀG
-//   hla2-unmasked  4d² + 4·d·dv    S, u = qᵀS; C += q vᵀ, u C
-//   ahla           8·d·dv          P += k vᵀ, r = qᵀP, E += k r, o = qᵀE
-//   hla3           4d² + 8·d·dv    S^K += k kᵀ, S^K q; P += k vᵀ, qᵀP, F += (S^K q)(qᵀP), o = qᵀF
-//   hla3-unmasked  8d² + 4·d·dv    S^K, S^Q updates, S^Q S^K q; P += k vᵀ, zᵀP
-//   linear         4·d·dv          S += k vᵀ, o = qᵀS
+// Useful flops per token of the serial recurrence (core/operators.hpp has the count per operator and why).
 double useful_flops_per_token(const std::string& op, double d, double dv) {
-  if (op == "hla2") return 4 * d * d + 10 * d * dv;
-  if (op == "hla2-unmasked") return 4 * d * d + 4 * d * dv;
-  if (op == "ahla") return 8 * d * dv;
-  if (op == "hla3") return 4 * d * d + 8 * d * dv;
-  if (op == "hla3-unmasked") return 8 * d * d + 4 * d * dv;
-  if (op == "linear") return 4 * d * dv;
-  return 0;
+  const OperatorInfo& o = operator_info(op);
+  return o.flops_d2 * d * d + o.flops_ddv * d * dv;
 }
 
 // Inputs shared by every benchmark of one shape (generated on first use, in double; float rounds once).
@@ -232,7 +220,7 @@ template <class T> void register_multihead(int chunk) {
   const std::pair<const char*, const char*> forms[] = {{"hla2", "chunked"}, {"hla2", "chunked-fused"}, {"linear", "chunked"}};
   for (const auto& [op, form] : forms)
     for (int t : {1, 2}) {
-      const Entry<T>* e = &registry<T>().find(op, form, std::string(op) == "hla2" ? "corrected" : "paper");
+      const Entry<T>* e = &registry<T>().find_exact(op, form);
       const std::string name = fmt::format("{}/{}-multihead/{}/n:{}/d:{}/dv:{}/threads:{}/heads:4", op, form, scalar_name<T>(), n, d, dv, t);
       benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) { bench_multihead<T>(s, e, n, d, dv, t, chunk, 4); })
           ->UseRealTime()
@@ -271,7 +259,7 @@ template <class T> void write_peer_outputs(const std::filesystem::path& dir, int
   Options opt;
   opt.chunk = chunk;
   for (const char* op : {"hla2", "linear"}) {
-    const Entry<T>& e = registry<T>().find(op, "chunked", std::string(op) == "hla2" ? "corrected" : "paper");
+    const Entry<T>& e = registry<T>().find_exact(op, "chunked");
     const Mat<T> O = e(p, opt).O;
     npy::write(dir / fmt::format("o_{}_{}.npy", op, scalar_name<T>()), Mat<double>(O.template cast<double>()),
                std::is_same_v<T, float> ? npy::DType::f32 : npy::DType::f64);

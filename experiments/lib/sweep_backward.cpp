@@ -9,6 +9,7 @@
 #include "core/dispatch.hpp"
 #include "core/inputs.hpp"
 #include "core/parse.hpp"
+#include "core/registry.hpp"
 #include "experiments/lib/measure.hpp"
 #include "experiments/lib/sweep_backward.hpp"
 
@@ -104,7 +105,8 @@ struct BackwardEvaluator::Impl {
     if (form_exact == "no") note = "the serial form with this variant is not SPEC's operator here, so neither is its gradient";
     if (adjoint == "no") note = "the backward is not the derivative of its serial form (fp61)";
 
-    const std::string name = pt.op == "hla2" ? "mpfr-backward:serial/corrected" : "mpfr-backward:serial";
+    const std::string variant = registry<mpfr256>().find_exact(pt.op, "serial").variant;
+    const std::string name = "mpfr-backward:serial" + (variant == "corrected" ? "/" + variant : "");
     if (pt.n > lim.gradient_max_n) {
       f["ref_method"] = "none";
       f["status"] = "no reference";

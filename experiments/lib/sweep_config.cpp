@@ -11,6 +11,7 @@
 #include <sstream>
 #include <toml++/toml.h>
 
+#include "core/operators.hpp"
 #include "core/dispatch.hpp"
 #include "core/gates.hpp"
 #include "core/memory.hpp"
@@ -367,8 +368,8 @@ Enumeration enumerate(const Config& c) {
       throw InputError(c.source + ": " + prefix + "." + key + ": " + problem);
     };
     for (const auto& op : a.operators)
-      if (std::find(operator_ids().begin(), operator_ids().end(), op) == operator_ids().end())
-        fail("operator", "unknown operator '" + op + "' (hla2 hla2-unmasked ahla hla3 hla3-unmasked linear softmax)");
+      if (!find_operator(op))
+        fail("operator", "unknown operator '" + op + "' (" + operator_names([](const OperatorInfo&) { return true; }) + ")");
     for (const auto& f : a.forms) {
       bool any = false;
       for (const auto& op : a.operators)
@@ -388,7 +389,10 @@ Enumeration enumerate(const Config& c) {
         fail("backward", "backward passes differentiate the serial form: add \"serial\" to form");
       bool any = false;
       for (const auto& op : a.operators) any = any || backward::has_pass(op, *pass);
-      if (!any) fail("backward", "no configured operator has a " + b + " backward (serial, checkpointed: hla2 ahla linear; scan: hla2)");
+      if (!any)
+        fail("backward", "no configured operator has a " + b + " backward (serial, checkpointed: " +
+                             operator_names([](const OperatorInfo& o) { return o.backward; }) +
+                             "; scan: " + operator_names([](const OperatorInfo& o) { return o.scan_backward; }) + ")");
     }
     // The product of the axes, the last axis varying fastest (the order points have always had, so that
     // indices, shards and resumed files stay as they were).

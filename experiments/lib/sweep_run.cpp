@@ -50,7 +50,7 @@ using verify::base_options;
 using verify::ExactnessOracle;
 
 // ---- the MPFR reference of a point's inputs ----------------------------------------------------------------
-// For every operator but softmax the reference is computed once per (op, inputs, γ, λ) on V augmented
+// For every streaming operator (all but the softmax baseline, core/operators.hpp) the reference is computed once per (op, inputs, γ, λ) on V augmented
 // by a column of ones: the first dv columns are the unnormalized numerator, the last is den_t, so every
 // (normalized, ε) point reuses it: o_t = num_t / (den_t + ε) (SPEC "normalized").
 struct RefData {
@@ -102,9 +102,9 @@ class ReferenceStore {
   RefData compute(const Point& pt, const Problem<double>& inputs) {
     RefData r;
     const Options o = base_options(pt.gamma, pt.lambda);
-    if (pt.op == "softmax") {
+    if (!operator_info(pt.op).streaming) {
       if (pt.n <= lim_.direct_max_n) {
-        r.num = registry<mpfr256>().reference("softmax")(convert_problem<mpfr256>(inputs), Options{}).O;
+        r.num = registry<mpfr256>().reference(pt.op)(convert_problem<mpfr256>(inputs), Options{}).O;
         r.method = "literal";
       } else {
         r.note = "reference too large (n > direct_max_n = " + std::to_string(lim_.direct_max_n) + ")";
@@ -230,12 +230,12 @@ void evaluate_point(const Point& pt, const Problem<double>& inputs, const RefDat
   const mpfr256 eps = from_rational<mpfr256>(pt.eps);
   for (Eigen::Index t = 0; t < n; ++t)
     for (Eigen::Index c = 0; c < dv; ++c)
-      R(t, c) = pt.op == "softmax" ? ref.num(t, c) : pt.normalized ? mpfr256(ref.num(t, c) / (ref.num(t, dv) + eps)) : ref.num(t, c);
+      R(t, c) = !operator_info(pt.op).streaming ? ref.num(t, c) : pt.normalized ? mpfr256(ref.num(t, c) / (ref.num(t, dv) + eps)) : ref.num(t, c);
   const ErrorStats es = compare_to(run.O, R);
   const double u = unit_roundoff<T>();
   error_columns(es, u, f);
   std::string status = "ok";
-  if (ref.abs.size() == 0 || pt.op == "softmax") {
+  if (ref.abs.size() == 0 || !operator_info(pt.op).streaming) {
     f["note"] = "no error bound for this operator";
   } else {
     double log_mass = 0;

@@ -19,9 +19,7 @@
 #include <vector>
 
 #include "core/gates.hpp"
-#include "fast/backward/ahla.hpp"
-#include "fast/backward/hla2.hpp"
-#include "fast/backward/linear.hpp"
+#include "fast/backward/ops.hpp"
 
 namespace hla::backward {
 
@@ -87,10 +85,8 @@ template <class T>
 GatedGradients<T> gated_backward(const std::string& op, const GatedProblem<T>& g, const Options& opt,
                                  const std::type_identity_t<NamedState<T>>* init, const Mat<T>& dO) {
   if (opt.gamma != 1) throw InputError("gated backward: the decay is the gates'; Options::gamma must be 1");
-  if (op == "hla2") return gated_recurrence_backward(Hla2Ops<T>(opt, fast::DecayRule::corrected), g, init, dO);
-  if (op == "ahla") return gated_recurrence_backward(AhlaOps<T>(opt), g, init, dO);
-  if (op == "linear") return gated_recurrence_backward(LinearOps<T>(opt), g, init, dO);
-  throw InputError("no gated backward for operator '" + op + "' (hla2, ahla, linear)");
+  return with_backward_ops<T>(op, opt, fast::DecayRule::corrected,
+                              [&](const auto& ops) { return gated_recurrence_backward(ops, g, init, dO); });
 }
 
 }  // namespace hla::backward

@@ -10,9 +10,7 @@
 #include <optional>
 #include <string>
 
-#include "fast/backward/ahla.hpp"
-#include "fast/backward/hla2.hpp"
-#include "fast/backward/linear.hpp"
+#include "fast/backward/ops.hpp"
 
 namespace hla::backward {
 
@@ -32,10 +30,10 @@ inline std::optional<Pass> parse_pass(const std::string& s) {
   return std::nullopt;
 }
 
-// Which operators have a backward, and which of them a reverse scan.
+// Which operators have a backward, and which of them a reverse scan (core/operators.hpp).
 inline bool has_pass(const std::string& op, Pass p) {
-  if (p == Pass::scan) return op == "hla2";
-  return op == "hla2" || op == "ahla" || op == "linear";
+  const OperatorInfo& o = operator_info(op);
+  return p == Pass::scan ? o.scan_backward : o.backward;
 }
 
 // Runs one backward pass; `chunk` is w for checkpointed and scan (ignored by serial).
@@ -44,14 +42,13 @@ Gradients<T> run_pass(const std::string& op, Pass pass, const Problem<T>& p, con
                       const std::type_identity_t<NamedState<T>>* init, const Mat<T>& dO, fast::DecayRule rule,
                       Eigen::Index chunk, BackwardStats* stats = nullptr) {
   if (!has_pass(op, pass))
-    throw InputError(std::string("no ") + pass_name(pass) + " backward for operator '" + op +
-                     "' (serial, checkpointed: hla2 ahla linear; scan: hla2)");
+    throw InputError(std::string("no ") + pass_name(pass) + " backward for operator '" + op + "' (serial, checkpointed: " +
+                     operator_names([](const OperatorInfo& o) { return o.backward; }) +
+                     "; scan: " + operator_names([](const OperatorInfo& o) { return o.scan_backward; }) + ")");
   if (pass != Pass::serial && chunk < 1) throw InputError("backward chunk width must be >= 1");
   const Eigen::Index w = pass == Pass::serial ? 0 : chunk;
   if (pass == Pass::scan) return hla2_scan_backward(p, opt, init, dO, rule, w, stats);
-  if (op == "hla2") return hla2_backward(p, opt, init, dO, rule, w, stats);
-  if (op == "ahla") return recurrence_backward(AhlaOps<T>(opt), p, init, dO, w, stats);
-  return recurrence_backward(LinearOps<T>(opt), p, init, dO, w, stats);
+  return with_backward_ops<T>(op, opt, rule, [&](const auto& ops) { return recurrence_backward(ops, p, init, dO, w, stats); });
 }
 
 }  // namespace hla::backward

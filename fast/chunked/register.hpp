@@ -6,6 +6,8 @@
 // own forms (chunk-figure1c, chunk-figure2c-lt / -le), variant "paper", implemented as printed.
 #pragma once
 
+#include <tuple>
+
 #include "core/registry.hpp"
 #include "fast/chunked/ahla.hpp"
 #include "fast/chunked/figures.hpp"
@@ -64,13 +66,9 @@ template <class T> void register_chunked(Registry<T>& r) {
   // The formulation many kernels start with, kept to measure where it fails (configs/gated.toml): every factor a
   // quotient P_t / P_s of gate products over the whole call. Floating scalars only; a fixed γ runs it with γ_t ≡ γ.
   if constexpr (!is_exact_v<T>) {
-    auto naive = [](const std::string& op) {
-      return [op](const P& p, const Options& o, const S* s) {
-        const GatedProblem<T> g = split_gates(p);
-        if (op == "hla2") return c::gated_hla2_chunked<T>(g, o, s, c::GateFactors::naive_cumprod);
-        if (op == "ahla") return c::gated_ahla_chunked<T>(g, o, s, c::GateFactors::naive_cumprod);
-        return c::gated_linear_chunked<T>(g, o, s, c::GateFactors::naive_cumprod);
-      };
+    using GatedChunked = Run<T> (*)(const GatedProblem<T>&, const Options&, const S*, c::GateFactors);
+    auto naive = [](GatedChunked form) {
+      return [form](const P& p, const Options& o, const S* s) { return form(split_gates(p), o, s, c::GateFactors::naive_cumprod); };
     };
     auto constant_gates = [](auto gated) {
       return [gated](const P& p, const Options& o, const S* s) {
@@ -82,10 +80,12 @@ template <class T> void register_chunked(Registry<T>& r) {
       };
     };
     const std::string cite = "chunk factors as quotients of cumulative gate products P_t / P_s (naive; kept to measure it)";
-    for (const char* op : {"hla2", "ahla", "linear"}) {
-      const Caps caps = std::string(op) == "hla2" ? second : decayed;
-      r.add({op, "chunked-naive-cumprod", "naive", cite, caps, constant_gates(naive(op))});
-      r.add_gates(op, "chunked-naive-cumprod", "naive", cite, naive(op));
+    const std::tuple<const char*, Caps, GatedChunked> forms[] = {{"hla2", second, c::gated_hla2_chunked<T>},
+                                                                  {"ahla", decayed, c::gated_ahla_chunked<T>},
+                                                                  {"linear", decayed, c::gated_linear_chunked<T>}};
+    for (const auto& [op, caps, form] : forms) {
+      r.add({op, "chunked-naive-cumprod", "naive", cite, caps, constant_gates(naive(form))});
+      r.add_gates(op, "chunked-naive-cumprod", "naive", cite, naive(form));
     }
   }
 }

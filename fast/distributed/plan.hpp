@@ -21,11 +21,12 @@ struct DistributedPlan {
   scan::Variant scan_variant;
   std::string finish_form, finish_variant;
   std::string serial_form, serial_variant;
+  bool one_pass = false;  // each block passed once by the finishing form's pieces (sequence.hpp hla2_fused_local)
 };
 inline const std::vector<DistributedPlan>& distributed_plan() {
   using scan::Variant;
   static const std::vector<DistributedPlan> plan{
-      {"hla2", Variant::corrected, "chunked-fused", "corrected", "serial", "corrected"},  // one pass per block
+      {"hla2", Variant::corrected, "chunked-fused", "corrected", "serial", "corrected", true},
       {"ahla", Variant::corrected, "chunked", "paper", "serial", "paper"},
       {"hla3", Variant::corrected, "chunked", "corrected", "serial", "corrected"},
       {"linear", Variant::paper, "chunked", "paper", "serial", "paper"},

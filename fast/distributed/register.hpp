@@ -29,7 +29,7 @@ template <class T> void add_distributed_forms(Registry<T>& r, const DistributedP
     const std::string form = entry.first;
     const CrossScan how = entry.second;
     const std::string cite =
-        plan.op == "hla2"
+        plan.one_pass
             ? "blocks per rank, each passed once by hla2/chunked-fused's pieces: S summaries gathered, the block's "
               "chunk loop, C' summaries gathered, the block's outputs corrected by its prefix"
             : std::string("blocks per rank: scan summary, ") +

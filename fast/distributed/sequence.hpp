@@ -276,7 +276,7 @@ LocalRun<T> sequence_parallel_local(const Op& op, const Entry<T>& finisher, cons
 // block summary, the cross-rank scan `how`, and the finishing form from the carried state.
 template <class T>
 LocalRun<T> run_local(const DistributedPlan& plan, CrossScan how, const Problem<T>& p, const Options& o, const NamedState<T>* s) {
-  if (plan.op == "hla2") return hla2_fused_local<T>(p, o, s);
+  if (plan.one_pass) return hla2_fused_local<T>(p, o, s);
   const Entry<T>& finisher = registry<T>().find(plan.op, plan.finish_form, plan.finish_variant);
   return scan::with_scan_op<T>(plan.op, plan.scan_variant, o,
                                [&](const auto& op) { return sequence_parallel_local(op, finisher, p, o, s, how); });

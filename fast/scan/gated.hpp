@@ -10,6 +10,7 @@
 
 #include <utility>
 
+#include "core/operators.hpp"
 #include "fast/scan/ahla.hpp"
 #include "fast/scan/common.hpp"
 #include "fast/scan/hla2.hpp"
@@ -37,8 +38,15 @@ template <class Op> class GatedOp : public Op {
 // The registered variant whose operator is exact for every ρ, so that it takes gates: hla2 and ahla's
 // corrected combines (the printed ones fail with decay), linear's one operator. Empty: no gated scan.
 inline std::string gated_scan_variant(const std::string& op) {
-  if (op == "hla2" || op == "ahla") return "corrected";
-  if (op == "linear") return "paper";
+  switch (op_id(op)) {
+    case hla::OpId::hla2:
+    case hla::OpId::ahla: return "corrected";
+    case hla::OpId::linear: return "paper";
+    case hla::OpId::hla2_unmasked:
+    case hla::OpId::hla3:
+    case hla::OpId::hla3_unmasked:
+    case hla::OpId::softmax: break;
+  }
   return "";
 }
 
@@ -46,9 +54,15 @@ inline std::string gated_scan_variant(const std::string& op) {
 // their own gates); `o` holds the read-out options (ε, λ, normalized).
 template <class T, class F>
 decltype(auto) with_gated_scan_op(const std::string& op, const Options& o, const ColVec<T>& gates, F&& f) {
-  if (op == "hla2") return f(GatedOp<Hla2Op<T, true>>({o, Variant::corrected}, gates));
-  if (op == "ahla") return f(GatedOp<AhlaOp<T>>({o, Variant::corrected}, gates));
-  if (op == "linear") return f(GatedOp<LinearOp<T>>(LinearOp<T>(o), gates));
+  switch (op_id(op)) {
+    case hla::OpId::hla2: return f(GatedOp<Hla2Op<T, true>>({o, Variant::corrected}, gates));
+    case hla::OpId::ahla: return f(GatedOp<AhlaOp<T>>({o, Variant::corrected}, gates));
+    case hla::OpId::linear: return f(GatedOp<LinearOp<T>>(LinearOp<T>(o), gates));
+    case hla::OpId::hla2_unmasked:
+    case hla::OpId::hla3:
+    case hla::OpId::hla3_unmasked:
+    case hla::OpId::softmax: break;
+  }
   throw InputError("no gated scan operator for '" + op + "'");
 }
 

@@ -7,6 +7,7 @@
 //   the drivers scan_fold / scan_blelloch / scan_twolevel, and `make_scan_op` by operator id.
 #pragma once
 
+#include "core/operators.hpp"
 #include "fast/scan/ahla.hpp"
 #include "fast/scan/drivers.hpp"
 #include "fast/scan/hla2.hpp"
@@ -22,12 +23,16 @@ template <class Op, class T> std::size_t state_bytes(std::size_t d, std::size_t 
 // Calls f(op) with the operator registered under (operator id, variant): the one place that maps names
 // to operator types.
 template <class T, class F> decltype(auto) with_scan_op(const std::string& op, Variant v, const Options& o, F&& f) {
-  if (op == "hla2") return f(Hla2Op<T, true>(o, v));
-  if (op == "hla2-unmasked") return f(Hla2Op<T, false>(o, v));
-  if (op == "ahla") return f(AhlaOp<T>(o, v));
-  if (op == "hla3") return v == Variant::paper ? f(Hla3TensorOp<T>(o)) : f(Hla3MinimalOp<T>(o));
-  if (op == "linear") return f(LinearOp<T>(o));
-  throw InputError("no scan operator for '" + op + "'");
+  switch (op_id(op)) {
+    case hla::OpId::hla2: return f(Hla2Op<T, true>(o, v));
+    case hla::OpId::hla2_unmasked: return f(Hla2Op<T, false>(o, v));
+    case hla::OpId::ahla: return f(AhlaOp<T>(o, v));
+    case hla::OpId::hla3: return v == Variant::paper ? f(Hla3TensorOp<T>(o)) : f(Hla3MinimalOp<T>(o));
+    case hla::OpId::linear: return f(LinearOp<T>(o));
+    case hla::OpId::hla3_unmasked:
+    case hla::OpId::softmax: break;
+  }
+  throw InputError("no scan operator for '" + op + "' (" + operator_names([](const OperatorInfo& i) { return i.scan; }) + " have one)");
 }
 
 }  // namespace hla::scan

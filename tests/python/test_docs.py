@@ -7,9 +7,9 @@
 2. Source paths named in the docs exist: a `core/...`, `fast/...`, ... path in backticks that names a source
    file, so a moved or renamed file cannot leave the docs pointing at nothing.
 3. CONTRIBUTING.md's recipe for adding an operator is complete: every source file outside tests/ that holds an
-   operator id in a string literal (a comparison `op == "hla2"`, a registration, a table, a help text) is
-   named in it. The operator ids are read from core/registry.hpp's operator_ids(), so a new operator is
-   covered too.
+   operator id in a string literal (a registration, a claim, a help text) or an `OpId::` enumerator (a dispatch
+   by operator) is named in it. The operator ids are read from the operator table (core/operators.hpp,
+   kOperators), so a new operator is covered too.
 """
 import glob
 import os
@@ -125,15 +125,14 @@ def missing_code_paths(md_path, root=ROOT):
 
 
 def operator_ids(root=ROOT):
-    with open(os.path.join(root, "core", "registry.hpp"), encoding="utf-8") as f:
-        m = re.search(r"operator_ids\(\)\s*\{[^}]*?ids\{([^}]*)\}", f.read())
-    return re.findall(r'"([^"]+)"', m.group(1)) if m else []
+    with open(os.path.join(root, "core", "operators.hpp"), encoding="utf-8") as f:
+        return re.findall(r'\{OpId::\w+,\s*"([^"]+)"', f.read())
 
 
 def files_naming_an_operator(root=ROOT):
-    """Source files outside tests/ holding an operator id as a string literal."""
+    """Source files outside tests/ holding an operator id as a string literal, or an OpId enumerator."""
     ids = operator_ids(root)
-    literal = re.compile(r"""["'](%s)["']""" % "|".join(re.escape(i) for i in sorted(ids, key=len, reverse=True)))
+    literal = re.compile(r"""["'](%s)["']|\bOpId::""" % "|".join(re.escape(i) for i in sorted(ids, key=len, reverse=True)))
     found = []
     for top in SOURCE_DIRS:
         if top in ("tests", "configs"):  # tests follow the registry; configs choose what to sweep
@@ -180,7 +179,7 @@ class DeadLinks(unittest.TestCase):
 
 
 class ContributingRecipe(unittest.TestCase):
-    def test_operator_ids_are_read_from_the_registry(self):
+    def test_operator_ids_are_read_from_the_table(self):
         self.assertIn("hla2", operator_ids())
         self.assertIn("softmax", operator_ids())
 
@@ -188,7 +187,8 @@ class ContributingRecipe(unittest.TestCase):
         with open(os.path.join(ROOT, "CONTRIBUTING.md"), encoding="utf-8") as f:
             recipe = f.read()
         files = files_naming_an_operator()
-        self.assertIn("fast/scan/operators.hpp", files)  # the scan itself finds what it should
+        self.assertIn("fast/scan/operators.hpp", files)  # the scan finds a dispatch by OpId
+        self.assertIn("reference/register.hpp", files)  # and a registration by literal
         absent = [p for p in files if p not in recipe]
         self.assertEqual(absent, [], "files that name an operator but are not in CONTRIBUTING.md's recipe "
                                      "(say there what a new operator needs in each):\n" + "\n".join(absent))

@@ -1,5 +1,6 @@
 // Case generation and expected values for `hla verify` (see cases.hpp for the argument).
 #include "verify/external/cases.hpp"
+#include "core/operators.hpp"
 
 #include <fmt/core.h>
 
@@ -68,9 +69,6 @@ double exact_magnitude(const Request& r) { return exact_magnitude(r.declared());
 // form the prime field proves equal to the reference for these options.
 constexpr Eigen::Index kLiteralMaxN = 24;
 
-bool has_battery(const std::string& op) {
-  return op == "hla2" || op == "hla2-unmasked" || op == "ahla" || op == "hla3" || op == "hla3-unmasked" || op == "linear";
-}
 
 std::mutex& oracle_mutex() {
   static std::mutex m;
@@ -334,8 +332,9 @@ NamedState<double> rounded_state(const NamedState<mpfr256>& s, DType t) {
 }  // namespace
 
 void validate_request(const Request& r) {
-  if (!has_battery(r.op))
-    throw InputError("operator '" + r.op + "' has no verification battery (hla2, hla2-unmasked, ahla, hla3, hla3-unmasked, linear)");
+  if (!operator_info(r.op).streaming)
+    throw InputError("operator '" + r.op + "' has no verification battery (" +
+                     operator_names([](const OperatorInfo& o) { return o.streaming; }) + ")");
   const Entry<double>& ref = registry<double>().reference(r.op);
   if (r.opt.gamma <= 0 || r.opt.gamma > 1) throw InputError("--gamma must lie in (0, 1]");
   if (r.opt.eps < 0) throw InputError("--eps must be >= 0");
@@ -366,8 +365,9 @@ void validate_request(const Request& r) {
                      " arrays that carry it");
   if (r.n_multiple > r.max_n) throw InputError("--n-multiple must not exceed --max-n");
   if (r.gates) {
-    if (r.op != "hla2" && r.op != "ahla" && r.op != "linear")
-      throw InputError("--gates: operator '" + r.op + "' has no gated definition (hla2, ahla and linear have one)");
+    if (!operator_info(r.op).verify_gates)
+      throw InputError("--gates: operator '" + r.op + "' has no gated definition that hla verify checks (" +
+                       operator_names([](const OperatorInfo& o) { return o.verify_gates; }) + " have one)");
     if (r.opt.gamma != 1)
       throw InputError("--gates takes the decay from the per-token gates (gamma.npy); --gamma means nothing with it");
     if (!(r.gate_lo > 0 && r.gate_lo <= r.gate_hi && r.gate_hi <= 1) || round_to(r.dtype, r.gate_lo) <= 0)
@@ -375,7 +375,8 @@ void validate_request(const Request& r) {
                                    r.gate_lo, r.gate_hi));
   }
   if (r.grad && !has_gradient_battery(r.op))
-    throw InputError("--grad: no gradient reference for operator '" + r.op + "' (hla2, ahla and linear have one)");
+    throw InputError("--grad: no gradient reference for operator '" + r.op + "' (" +
+                     operator_names([](const OperatorInfo& o) { return o.backward; }) + " have one)");
 }
 
 std::vector<PartShape> state_layout(const std::string& op, Eigen::Index d, Eigen::Index dv) {

@@ -1,5 +1,6 @@
 // `hla verify --combine` (combine.hpp): cases, rounds, checks and the report.
 #include "verify/external/combine.hpp"
+#include "core/operators.hpp"
 
 #include <fmt/core.h>
 
@@ -422,7 +423,9 @@ std::vector<CombineOutcome> round(CombineImplementation& impl, const std::vector
 json run_combine_battery(CombineImplementation& impl, const Request& req, const PartMap& given_map, std::ostream* progress) {
   const auto t0 = Clock::now();
   validate_request(req);
-  if (req.op == "hla3-unmasked") throw InputError("--combine: hla3-unmasked has no scan operator to compare with");
+  if (!operator_info(req.op).scan)
+    throw InputError("--combine: " + req.op + " has no scan operator to compare with (" +
+                     operator_names([](const OperatorInfo& o) { return o.scan; }) + " have one)");
   const std::vector<std::string> spec = spec_segment_parts(req.op);
   PartMap map = given_map;
   for (std::size_t i = 0; i < map.size(); ++i)
@@ -613,9 +616,11 @@ json run_combine_battery(CombineImplementation& impl, const Request& req, const 
   // Which printed combine the command's equals, when it is not the exact one.
   if (combine_compared > 0 && checks[3].failed > 0 && combine_equals["paper"] == combine_compared && combine_equals["corrected"] < combine_compared)
     matches.push_back({{"key", req.op + "/scan/paper"},
-                       {"description", "the paper's printed decayed concatenation (" +
-                                           std::string(req.op == "hla2" ? "§4.2 ⊕γ: G = ρB GA + GB + SB(ρB CA)" : "§6.2: R = ρB RA + RB") + ")"},
-                       {"claim", req.op == "hla2" ? "hla2.monoid.masked-decay.assoc" : req.op == "ahla" ? "ahla.monoid-decay.assoc" : ""},
+                       {"description", "the paper's printed decayed concatenation" +
+                                           (operator_info(req.op).monoid_formula.empty()
+                                                ? std::string()
+                                                : " (" + std::string(operator_info(req.op).monoid_formula) + ")")},
+                       {"claim", std::string(operator_info(req.op).monoid_claim)},
                        {"cases", combine_compared}});
 
   std::string verdict = "computes";

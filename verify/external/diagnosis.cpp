@@ -23,18 +23,9 @@ template <class T> using P = Problem<T>;
 // powers of two kernels use.
 const std::vector<int> kChunkWidths{1, 2, 3, 4, 5, 6, 7, 8, 16, 32, 64, 128, 256};
 
-// The ledger claim that decides a paper formula against the operator (results/claims.md).
+// The ledger claim that decides a paper formula against the operator (results/claims.md; core/operators.hpp).
 std::string claim_of(const std::string& op, const std::string& form, const std::string& variant) {
-  if (variant != "paper") return "";
-  const bool scan = form.rfind("scan-", 0) == 0;
-  if (op == "hla2" && form == "serial") return "hla2.serial.masked-decay";
-  if (op == "hla2" && scan) return "hla2.scan.masked-decay";
-  if (op == "hla2" && form == "chunk-figure1c") return "hla2.chunk-form";
-  if (op == "ahla" && scan) return "ahla.scan-decay";
-  if (op == "ahla" && form.rfind("chunk-figure2c", 0) == 0) return "ahla.chunk-form";
-  if (op == "hla3" && (form == "serial" || form == "serial-eq75")) return "hla3.masked.streaming";
-  if (op == "hla3" && scan) return "hla3.scan";
-  return "";
+  return variant == "paper" ? paper_form_claim(op, form) : "";
 }
 
 // Q, K, [V 1]: numerator columns and the denominator column in one evaluation.
@@ -106,12 +97,12 @@ template <class T> Out<T> second_order_sum(const std::string& op, const P<T>& p,
     nd(t, dv) += w;
   };
   for (long t = 0; t < n; ++t) {
-    if (op == "ahla") {
+    if (op_id(op) == OpId::ahla) {
       for (long i = 0; i < t + diag; ++i)
         for (long j = 0; j < i + diag; ++j) add(t, j, g[static_cast<std::size_t>(e(t, i, j))] * qk(t, i) * qk(i, j));
     } else {
       for (long j = 0; j < t + diag; ++j) {
-        const long last = op == "hla2" ? j : t;
+        const long last = op_id(op) == OpId::hla2 ? j : t;  // the mask i ≤ j (hla2-unmasked: i ≤ t)
         for (long i = 0; i < last + diag; ++i) add(t, j, g[static_cast<std::size_t>(e(t, i, j))] * qk(t, i) * qk(j, i));
         if (o.ridge != 0) add(t, j, ridge * g[static_cast<std::size_t>(t - j)] * qq(t, j));
       }
@@ -199,8 +190,9 @@ template <class T> void add_registered(std::vector<Candidate<T>>& out, const std
 }
 
 template <class T> void add_other_operators(std::vector<Candidate<T>>& out, const std::string& op) {
-  for (const std::string other : {"hla2", "hla2-unmasked", "ahla", "hla3", "hla3-unmasked", "linear"}) {
-    if (other == op) continue;
+  for (const OperatorInfo& info : kOperators) {
+    const std::string other(info.name);
+    if (other == op || !info.streaming) continue;
     out.push_back({"operator:" + other, "SPEC's " + other + " operator instead of " + op, "",
                    [other](const P<T>& p, const Options& o) { return exact_or_none(other, p, o); }});
   }
@@ -280,7 +272,7 @@ template <class T> void add_mistakes(std::vector<Candidate<T>>& out, const std::
     mixed.leftCols(p.V.cols()) = *num;
     return divide(mixed, o.eps, Division::spec);
   });
-  if (op == "hla2" || op == "hla2-unmasked")
+  if (operator_info(op).options.ridge)
     add("ridge-undecayed", "ridge term λ Σ_j (q_t·q_j) v_j without its decay γ^(t−j)", [op](const P<T>& p, const Options& o) -> Out<T> {
       if (o.ridge == 0 || o.gamma == 1) return std::nullopt;
       Options plain = o, lin;
@@ -311,20 +303,20 @@ template <class T> void add_mistakes(std::vector<Candidate<T>>& out, const std::
   }
   // The intra-chunk mask written without its diagonal (diff > 0 for diff >= 0): every token's own term is lost,
   // in every chunk alike, so the mistake does not depend on the chunk width.
-  if (op == "hla2" || op == "ahla")
+  if (op_id(op) == OpId::hla2 || op_id(op) == OpId::ahla)
     add("mask-diagonal-dropped",
         "the diagonal dropped from the causal mask (an intra-chunk mask diff > 0 for diff >= 0): o_t sums only earlier tokens, "
         "each through earlier ones",
         [op](const P<T>& p, const Options& o) -> Out<T> {
           SecondOrderSum spec;  // SPEC's decay: γ^((t−i)+(t−j)) for hla2, γ^(t−j) for ahla
-          spec.exponent = [ahla = op == "ahla"](long t, long i, long j) { return ahla ? t - j : (t - i) + (t - j); };
+          spec.exponent = [ahla = op_id(op) == OpId::ahla](long t, long i, long j) { return ahla ? t - j : (t - i) + (t - j); };
           spec.strict = true;
           return second_order_sum(op, p, o, spec);
         });
   // The u-form chunk algorithm (examples/torch_hla2_chunked.py) with its carry decayed γ^a in place of γ^(a+1)
   // (a the token's offset in its chunk): every term that crosses a chunk boundary keeps one γ too many per
   // boundary summary it crosses.
-  if (op == "hla2")
+  if (op_id(op) == OpId::hla2)
     for (int w : kChunkWidths) {
       if (w == 1) continue;
       add(fmt::format("carry-decay-off-by-one@w={}", w),
@@ -340,10 +332,10 @@ template <class T> void add_mistakes(std::vector<Candidate<T>>& out, const std::
     long (*e)(long t, long i, long j);
   };
   std::vector<Named> exponents;
-  if (op == "hla2" || op == "hla2-unmasked") {
+  if (op_id(op) == OpId::hla2 || op_id(op) == OpId::hla2_unmasked) {
     exponents = {{"decay-keys-only", "decay γ^(t−i) on the key summary S only (C, m undecayed)", [](long t, long i, long) { return t - i; }},
                  {"decay-values-only", "decay γ^(t−j) on C, m only (S undecayed)", [](long t, long, long j) { return t - j; }}};
-  } else if (op == "ahla") {
+  } else if (op_id(op) == OpId::ahla) {
     exponents = {{"decay-outer-only", "decay γ^(t−i) on the outer summary only (P undecayed)", [](long t, long i, long) { return t - i; }},
                  {"decay-inner-only", "decay γ^(i−j) on P only (the outer summary undecayed)", [](long, long i, long j) { return i - j; }},
                  {"decay-both-from-t", "decay γ^((t−i)+(t−j)): both summaries decayed from t", [](long t, long i, long j) { return (t - i) + (t - j); }}};
@@ -417,7 +409,7 @@ Out<rational> with_decays(const std::string& op, const GP& g, long w, const Opti
   if (g.n() > 72) return std::nullopt;  // the literal sums are cubic: the short exact cases, across every width ≤ 64
   const Mat<rational> D = first_gate_power_decays(g.gamma, w, false);
   try {
-    if (op == "linear")
+    if (op_id(op) == OpId::linear)
       return reference::linear_sum(g.qkv, o, [&](Eigen::Index t, Eigen::Index j) -> const rational& { return D(t, j); }).O;
     const Mat<rational> D2 = first_gate_power_decays(g.gamma, w, true);
     return reference::hla2_sum(
@@ -437,7 +429,7 @@ std::vector<GatedCandidate> gated_diagnosis_candidates(const std::string& op) {
                  std::function<Out<rational>(const GP&, const Options&)> f, bool last_row_undefined = false) {
     out.push_back({std::move(key), std::move(what), std::move(claim), last_row_undefined, std::move(f)});
   };
-  if (op == "hla2") {
+  if (op_id(op) == OpId::hla2) {
     add("gated:hla2/serial/algorithm1-rule",
         "Algorithm 1's decay rule with gates: G_t = gamma_t G_{t-1} + k_t k_t^T C_{t-1} (SPEC's keeps gamma_t^2 G_{t-1} + "
         "gamma_t k_t (k_t^T C_{t-1}))", "gated.hla2.algorithm1-rule",
@@ -478,7 +470,7 @@ std::vector<GatedCandidate> gated_diagnosis_candidates(const std::string& op) {
         fmt::format("a chunk form whose carry is decayed by one gate too many (Pi_{{r=s-1..t}}: the previous chunk's last "
                     "gate too, chunk width {})", w), "",
         [at_boundaries](const GP& g, const Options& o) { return at_boundaries(g, o, true); });
-    if (op == "linear" || op == "hla2")
+    if (op_id(op) == OpId::linear || op_id(op) == OpId::hla2)
       add(fmt::format("mistake:carry-first-gate-power@w={}", w),
           fmt::format("a chunk form whose carry is decayed by the chunk's first gate to a power (gamma_s^(a+1) at offset a, "
                       "for Pi_{{r=s..s+a}} gamma_r; chunk width {})", w), "",

@@ -3,6 +3,7 @@
 #include "fast/backward/dual.hpp"       // before any form header (see its comment)
 #include "fast/backward/magnitude.hpp"  // likewise
 #include "verify/external/gradients.hpp"
+#include "core/operators.hpp"
 #include "fast/backward/passes.hpp"
 #include "fast/backward/gated.hpp"
 #include "verify/gradients.hpp"
@@ -63,16 +64,12 @@ GradientValues exact_gradients(const std::string& op, const Problem<double>& in,
 // The augmented problem's state for an initial state of op: the value summary carries the denominator's
 // summary as one more column (hla2: C ← [C m], G ← [G h]; ahla: P ← [P m], E ← [E n]; linear: S ← [S z]).
 NamedState<double> augmented_state(const std::string& op, const NamedState<double>& s) {
-  std::vector<std::pair<std::string, std::string>> pairs;
-  if (op == "hla2") pairs = {{"C", "m"}, {"G", "h"}};
-  else if (op == "ahla") pairs = {{"P", "m"}, {"E", "n"}};
-  else pairs = {{"S", "z"}};
   NamedState<double> out = s;
   for (auto& [name, m] : out.parts)
-    for (const auto& [matrix, vector] : pairs)
-      if (name == matrix) {
+    for (const auto& [matrix, vector] : operator_info(op).summaries)
+      if (!matrix.empty() && name == matrix) {
         Mat<double> a(m.rows(), m.cols() + 1);
-        a << m, s.at(vector);
+        a << m, s.at(std::string(vector));
         m = a;
       }
   return out;
@@ -134,7 +131,7 @@ GradientBounds gradient_bounds(const std::string& op, const Problem<double>& in,
   auto log_gate_bound = [&](const Mat<double>& up, const Mat<double>* up_err) {
     if (!gates || !abs_terms) return;
     const Eigen::Index n = in.Q.rows();
-    const double e = op == "hla2" ? 2 : 1, gam = bounds::gamma_h(h_min + 16, u);
+    const double e = operator_info(op).gate_degree, gam = bounds::gamma_h(h_min + 16, u);
     double acc = 0, acc_err = 0;
     Mat<double> out(n, 1);
     for (Eigen::Index t = n - 1; t >= 0; --t) {
@@ -212,9 +209,10 @@ std::vector<GradientCandidate> gradient_candidates(const std::string& op) {
   auto add = [&](std::string key, std::string what, std::string claim, Eval f) {
     out.push_back({"backward:" + std::move(key), std::move(what), std::move(claim), std::move(f)});
   };
-  if (op == "hla2")
+  // The paper's serial formula where the harness registers a correction of it (hla2's Algorithm 1).
+  if (registry<rational>().find_exact(op, "serial").variant == "corrected")
     add("paper-decay-rule", "the gradients of Algorithm 1's decayed recurrence as printed (G_t = γG + k kᵀ C_{t−1})",
-        "hla2.serial.masked-decay", [op](const auto& p, const Options& o, const auto& dO) -> std::optional<ExactGradients> {
+        paper_form_claim(op, "serial"), [op](const auto& p, const Options& o, const auto& dO) -> std::optional<ExactGradients> {
           if (o.gamma == 1) return std::nullopt;
           return serial_backward(op, p, o, dO, fast::DecayRule::paper);
         });
@@ -232,7 +230,7 @@ std::vector<GradientCandidate> gradient_candidates(const std::string& op) {
         u.gamma = o.gamma * o.gamma;
         return serial_backward(op, p, u, dO);
       });
-  if (op == "hla2")
+  if (op_id(op) == OpId::hla2)
     add("unmasked", "the gradients of the unmasked operator (hla2-unmasked): the mask missing in the backward", "",
         [](const auto& p, const Options& o, const auto& dO) -> std::optional<ExactGradients> {
           try {
@@ -245,12 +243,12 @@ std::vector<GradientCandidate> gradient_candidates(const std::string& op) {
             return std::nullopt;
           }
         });
-  for (const std::string other : {"hla2", "ahla", "linear"})
-    if (other != op)
+  for (const OperatorInfo& info : kOperators)
+    if (const std::string other(info.name); info.backward && other != op)
       add("operator:" + other, "the gradients of SPEC's " + other + " operator", "",
           [other](const auto& p, const Options& o, const auto& dO) -> std::optional<ExactGradients> {
             Options u = o;
-            if (other != "hla2") u.ridge = 0;
+            if (!operator_info(other).options.ridge) u.ridge = 0;
             if (u.ridge != o.ridge) return std::nullopt;
             return serial_backward(other, p, u, dO);
           });
@@ -299,7 +297,7 @@ std::vector<GradientCandidate> gradient_candidates(const std::string& op) {
         [op, w](const auto& p, const Options& o, const auto& dO) -> std::optional<ExactGradients> {
           const Eigen::Index n = p.Q.rows();
           if (n <= w) return std::nullopt;
-          const Entry<rational>& serial = registry<rational>().find(op, "serial", op == "hla2" ? "corrected" : "paper");
+          const Entry<rational>& serial = registry<rational>().find_exact(op, "serial");
           ExactGradients all{Mat<rational>(n, p.Q.cols()), Mat<rational>(n, p.K.cols()), Mat<rational>(n, p.V.cols())};
           try {
             for (Eigen::Index s = 0; s < n; s += w) {

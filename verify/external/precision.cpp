@@ -106,10 +106,7 @@ Run<double> emulate(const std::string& op, const Problem<double>& p, const Optio
   if (gates) {
     if (gates->size() != p.n()) throw InputError("emulated kernel: one gate per token");
     const ColVec<float> g = gates->cast<float>();
-    if (op == "hla2") return emulate_fold(scan::GatedOp<scan::Hla2Op<float, true>>({opt, scan::Variant::corrected}, g), p, prec, accumulate);
-    if (op == "ahla") return emulate_fold(scan::GatedOp<scan::AhlaOp<float>>({opt, scan::Variant::corrected}, g), p, prec, accumulate);
-    if (op == "linear") return emulate_fold(scan::GatedOp<scan::LinearOp<float>>(scan::LinearOp<float>(opt), g), p, prec, accumulate);
-    throw InputError("emulated kernel: no gated scan operator for '" + op + "'");
+    return scan::with_gated_scan_op<float>(op, opt, g, [&](const auto& o) { return emulate_fold(o, p, prec, accumulate); });
   }
   return scan::with_scan_op<float>(op, scan::Variant::corrected, opt,
                                    [&](const auto& o) { return emulate_fold(o, p, prec, accumulate); });
