@@ -12,10 +12,12 @@
 #include "core/gates.hpp"
 #include "core/registry.hpp"
 #include "fast/gated_forms.hpp"
+#include "tests/gated_cases.hpp"
 #include "verify/claims.hpp"
 #include "verify/gated_diagonal.hpp"
 
 using namespace hla;
+using namespace hla::gated_tests;
 using gated::FormRef;
 
 namespace {
@@ -28,15 +30,6 @@ Options normalized_options(const std::string& op) {
   o.eps = rational(1, 8);
   if (op == "hla2") o.ridge = rational(1, 2);
   return o;
-}
-
-GatedProblem<rational> rational_case(const Shape& s, std::uint64_t seed) {
-  return {convert_problem<rational>(integer_problem(s, seed, 2)), square_rational_gates(s.n)};
-}
-
-GatedProblem<fp61> field_case(const Shape& s, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  return {field_problem(s, rng()), field_gates(s.n, rng)};
 }
 
 // Every gated form of `op` but the reference that claims SPEC's operator (variant spec).
@@ -267,15 +260,6 @@ std::set<std::string> gated_keys() {
 // Alg. 1's rule with gates is registered (hla2's printed serial form run with gates) and is wrong there
 // (gated.hla2.algorithm1-rule); every other gated form computes its operator's gated definition.
 bool claims_definition(const Entry<rational>& e) { return e.key() != "hla2/serial/paper"; }
-
-template <class T> bool same_state(const NamedState<T>& a, const NamedState<T>& b) {
-  if (a.parts.size() != b.parts.size()) return false;
-  for (std::size_t i = 0; i < a.parts.size(); ++i) {
-    const Mat<T>&x = a.parts[i].second, &y = b.parts[i].second;
-    if (a.parts[i].first != b.parts[i].first || x.rows() != y.rows() || x.cols() != y.cols() || x != y) return false;
-  }
-  return true;
-}
 
 }  // namespace
 
