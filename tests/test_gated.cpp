@@ -271,7 +271,9 @@ TEST_CASE("gated registry: exactly the forms with a gated computation take gates
       "hla2/scan-fold/corrected",      "hla2/scan-blelloch/corrected", "hla2/scan-twolevel/corrected",
       "ahla/scan-fold/corrected",      "ahla/scan-blelloch/corrected", "ahla/scan-twolevel/corrected",
       "linear/scan-fold/paper",        "linear/scan-blelloch/paper",   "linear/scan-twolevel/paper",
-      "hla2/chunked/corrected",        "ahla/chunked/paper",           "linear/chunked/paper"};
+      "hla2/chunked/corrected",        "ahla/chunked/paper",           "linear/chunked/paper",
+      "hla2/decode/corrected",         "hla2/decode-packed/corrected", "ahla/decode/paper",
+      "linear/decode/paper"};
   CHECK(gated_keys() == want);
   // The floating scalars register the same gated forms, and the naive chunk formulation kept to measure it.
   std::set<std::string> floating = want;
@@ -346,7 +348,7 @@ TEST_CASE("gated registry: gates are refused where they mean nothing", "[gated]"
   // A form without a gated computation.
   CHECK_THROWS_WITH(registry<double>().find("hla3", "serial", "corrected")(p, Options{}),
                     Catch::Contains("does not take per-token gates"));
-  CHECK_THROWS_WITH(registry<double>().find("hla2", "decode", "corrected")(p, Options{}),
+  CHECK_THROWS_WITH(registry<double>().find("hla2", "serial-packed", "corrected")(p, Options{}),
                     Catch::Contains("does not take per-token gates"));
   const Entry<double>& e = registry<double>().find("linear", "serial", "paper");
   // Gates and a scalar decay together.
