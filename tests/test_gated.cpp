@@ -12,10 +12,12 @@
 #include "core/gates.hpp"
 #include "core/registry.hpp"
 #include "fast/gated_forms.hpp"
+#include "tests/gated_cases.hpp"
 #include "verify/claims.hpp"
 #include "verify/gated_diagonal.hpp"
 
 using namespace hla;
+using namespace hla::gated_tests;
 using gated::FormRef;
 
 namespace {
@@ -28,15 +30,6 @@ Options normalized_options(const std::string& op) {
   o.eps = rational(1, 8);
   if (op == "hla2") o.ridge = rational(1, 2);
   return o;
-}
-
-GatedProblem<rational> rational_case(const Shape& s, std::uint64_t seed) {
-  return {convert_problem<rational>(integer_problem(s, seed, 2)), square_rational_gates(s.n)};
-}
-
-GatedProblem<fp61> field_case(const Shape& s, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  return {field_problem(s, rng()), field_gates(s.n, rng)};
 }
 
 // Every gated form of `op` but the reference that claims SPEC's operator (variant spec).
@@ -268,15 +261,6 @@ std::set<std::string> gated_keys() {
 // (gated.hla2.algorithm1-rule); every other gated form computes its operator's gated definition.
 bool claims_definition(const Entry<rational>& e) { return e.key() != "hla2/serial/paper"; }
 
-template <class T> bool same_state(const NamedState<T>& a, const NamedState<T>& b) {
-  if (a.parts.size() != b.parts.size()) return false;
-  for (std::size_t i = 0; i < a.parts.size(); ++i) {
-    const Mat<T>&x = a.parts[i].second, &y = b.parts[i].second;
-    if (a.parts[i].first != b.parts[i].first || x.rows() != y.rows() || x.cols() != y.cols() || x != y) return false;
-  }
-  return true;
-}
-
 }  // namespace
 
 TEST_CASE("gated registry: exactly the forms with a gated computation take gates", "[gated]") {
@@ -287,7 +271,9 @@ TEST_CASE("gated registry: exactly the forms with a gated computation take gates
       "hla2/scan-fold/corrected",      "hla2/scan-blelloch/corrected", "hla2/scan-twolevel/corrected",
       "ahla/scan-fold/corrected",      "ahla/scan-blelloch/corrected", "ahla/scan-twolevel/corrected",
       "linear/scan-fold/paper",        "linear/scan-blelloch/paper",   "linear/scan-twolevel/paper",
-      "hla2/chunked/corrected",        "ahla/chunked/paper",           "linear/chunked/paper"};
+      "hla2/chunked/corrected",        "ahla/chunked/paper",           "linear/chunked/paper",
+      "hla2/decode/corrected",         "hla2/decode-packed/corrected", "ahla/decode/paper",
+      "linear/decode/paper"};
   CHECK(gated_keys() == want);
   // The floating scalars register the same gated forms, and the naive chunk formulation kept to measure it.
   std::set<std::string> floating = want;
@@ -362,7 +348,7 @@ TEST_CASE("gated registry: gates are refused where they mean nothing", "[gated]"
   // A form without a gated computation.
   CHECK_THROWS_WITH(registry<double>().find("hla3", "serial", "corrected")(p, Options{}),
                     Catch::Contains("does not take per-token gates"));
-  CHECK_THROWS_WITH(registry<double>().find("hla2", "decode", "corrected")(p, Options{}),
+  CHECK_THROWS_WITH(registry<double>().find("hla2", "serial-packed", "corrected")(p, Options{}),
                     Catch::Contains("does not take per-token gates"));
   const Entry<double>& e = registry<double>().find("linear", "serial", "paper");
   // Gates and a scalar decay together.

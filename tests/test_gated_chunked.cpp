@@ -12,30 +12,18 @@
 #include "core/registry.hpp"
 #include "fast/chunked/gated.hpp"
 #include "fast/gated_forms.hpp"
+#include "tests/gated_cases.hpp"
 #include "verify/bounds.hpp"
 #include "verify/compare.hpp"
 
 using namespace hla;
+using namespace hla::gated_tests;
 using gated::FormRef;
 
 namespace {
 
 const std::vector<std::string> kOps{"linear", "hla2", "ahla"};
 const std::vector<int> kWidths{1, 2, 3, 5, 16};
-
-// Plain, normalized, and (hla2) ridge alone and with normalization.
-std::vector<Options> option_sets(const std::string& op) {
-  std::vector<Options> sets(2);
-  sets[1].normalized = true;
-  sets[1].eps = rational(1, 8);
-  if (op == "hla2") {
-    sets[1].ridge = rational(1, 2);
-    Options ridge;
-    ridge.ridge = rational(3, 2);
-    sets.push_back(ridge);
-  }
-  return sets;
-}
 
 template <class T> void require_same_state(const NamedState<T>& a, const NamedState<T>& b) {
   REQUIRE(a.parts.size() == b.parts.size());
@@ -63,10 +51,6 @@ template <class T> void check_chunked_equals_serial(const GatedProblem<T>& g) {
           CHECK(chunked.O == serial.O);
           require_same_state(chunked.state, serial.state);
         }
-}
-
-GatedProblem<rational> rational_case(const Shape& s, std::uint64_t seed) {
-  return {convert_problem<rational>(integer_problem(s, seed, 2)), square_rational_gates(s.n)};
 }
 
 }  // namespace
@@ -132,51 +116,6 @@ TEST_CASE("gated chunked: constant gates give the fixed-gamma chunk forms exactl
 
 namespace {
 
-// The MPFR-256 outputs, the exact denominators den_t + ε, and the abs operator A (verify/bounds.hpp) of a gated
-// problem whose inputs and gates are float-representable (so float, double and MPFR see the same numbers).
-struct FloatingReference {
-  Mat<mpfr256> O;
-  ColVec<mpfr256> den;
-  Mat<double> A;  // n × (dv+1): the unmasked operator's absolute sums on |Q|, |K|, [|V| 1], with the same gates
-};
-
-FloatingReference floating_reference(const std::string& op, const GatedProblem<double>& g, const Options& opt) {
-  const Eigen::Index n = g.n(), dv = g.qkv.dv();
-  // num and den in one unnormalized run on [V 1] (MPFR; the gated serial form equals the gated literal sum
-  // exactly, tests above and the ledger's gated.<op>.serial).
-  Options plain = opt;
-  plain.normalized = false;
-  plain.eps = 0;
-  const Problem<double> aug = bounds::augmented(g.qkv, false);
-  const GatedProblem<mpfr256> gm{convert_problem<mpfr256>(aug), g.gamma.cast<mpfr256>()};
-  const Mat<mpfr256> nd = gated::run(FormRef{op, "serial"}, gm, plain).O;
-  FloatingReference r;
-  r.O.resize(n, dv);
-  r.den.resize(n);
-  const mpfr256 eps = from_rational<mpfr256>(opt.eps);
-  for (Eigen::Index t = 0; t < n; ++t) {
-    r.den(t) = opt.normalized ? mpfr256(nd(t, dv) + eps) : mpfr256(1);
-    for (Eigen::Index c = 0; c < dv; ++c) r.O(t, c) = opt.normalized ? mpfr256(nd(t, c) / r.den(t)) : nd(t, c);
-  }
-  // The abs operator: every term non-negative, so these double sums are accurate to a few ulps (the 1e-9 covers
-  // them). linear and ahla are their own abs operators; hla2's is the unmasked q_tᵀ (S_t + λI) C_t.
-  const Problem<double> abs = bounds::augmented(g.qkv, true);
-  if (op == "hla2") {
-    const double lambda = from_rational<double>(opt.ridge);
-    Mat<double> S = Mat<double>::Zero(g.qkv.d(), g.qkv.d()), C = Mat<double>::Zero(g.qkv.d(), dv + 1);
-    r.A.resize(n, dv + 1);
-    for (Eigen::Index t = 0; t < n; ++t) {
-      S = g.gamma(t) * S + abs.K.row(t).transpose() * abs.K.row(t);
-      C = g.gamma(t) * C + abs.Q.row(t).transpose() * abs.V.row(t);
-      r.A.row(t) = abs.Q.row(t) * (S * C + lambda * C);
-    }
-  } else {
-    r.A = gated::run(FormRef{op, "serial"}, GatedProblem<double>{abs, g.gamma}, plain).O;
-  }
-  r.A *= 1 + 1e-9;
-  return r;
-}
-
 // The rounding depth h (verify/bounds.hpp) of a stable chunked gated form: that of a decaying chunked form
 // (accumulation_depth "chunked": w + ⌈n/w⌉ per level, one more rounding per step for the decay) plus, per level
 // (order_of), the log-domain gate factors' own error (bounds::log_gate_depth says why).
@@ -188,46 +127,11 @@ long stable_chunked_depth(const std::string& op, const ColVec<double>& gamma, lo
          bounds::order_of(op) * bounds::log_gate_depth(n, w, log_mass);
 }
 
-struct FloatingCheck {
-  double err_over_bound = 0;  // max over entries of |computed − MPFR| / bound
-  double normwise_rel = 0;  // max |computed − MPFR| / max |MPFR|
-  double bound_normwise = 0;  // max bound / max |MPFR|
-};
-
 template <class T> FloatingCheck check_floating(const std::string& op, const GatedProblem<double>& g,
                                                 const Options& opt, const FloatingReference& ref) {
   const GatedProblem<T> gt{convert_problem<T>(g.qkv), g.gamma.cast<T>()};
-  const Run<T> run = gated::run(FormRef{op, "chunked"}, gt, opt);
-  const double u = unit_roundoff<T>();
-  const long h = stable_chunked_depth(op, g.gamma, opt.chunk, g.qkv.d());
-  long vacuous = 0;
-  const Mat<double> B =
-      bounds::output_bounds(ref.O, ref.A, opt.normalized, ref.den, from_rational<double>(opt.eps), u, h, &vacuous);
-  // Old terms whose factors underflow lose their relative accuracy: an absolute floor of n² + 1 times the
-  // format's smallest normal number, times the largest abs sum (cases.cpp's floor, scaled to these inputs).
-  const double tiny = std::numeric_limits<T>::min() * static_cast<double>(g.n() * g.n() + 1) * (1 + ref.A.maxCoeff());
-  FloatingCheck c;
-  double max_b = 0, max_r = 0;
-  for (Eigen::Index t = 0; t < ref.O.rows(); ++t)
-    for (Eigen::Index k = 0; k < ref.O.cols(); ++k) {
-      const double err = abs(to_mpfr(run.O(t, k)) - ref.O(t, k)).template convert_to<double>();
-      c.err_over_bound = std::max(c.err_over_bound, err / (B(t, k) + tiny));
-      max_b = std::max(max_b, B(t, k));
-      max_r = std::max(max_r, std::fabs(ref.O(t, k).template convert_to<double>()));
-    }
-  CHECK(vacuous == 0);
-  c.normwise_rel = compare_to(run.O, ref.O).normwise_rel;
-  c.bound_normwise = max_b / max_r;
-  return c;
-}
-
-// Float-representable gates with −log γ_t = strength · s_t, s_t uniform in [1/2, 3/2].
-ColVec<double> gates_of_strength(Eigen::Index n, double strength, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> s(0.5, 1.5);
-  ColVec<double> g(n);
-  for (Eigen::Index t = 0; t < n; ++t) g(t) = static_cast<double>(static_cast<float>(std::exp(-strength * s(rng))));
-  return g;
+  return check_within_bound(gated::run(FormRef{op, "chunked"}, gt, opt).O, ref, opt,
+                            stable_chunked_depth(op, g.gamma, opt.chunk, g.qkv.d()));
 }
 
 }  // namespace

@@ -20,6 +20,10 @@
 //
 // hla2 takes the decay rule of fast/serial/hla2.hpp (registered: the corrected one, which computes
 // SPEC's decayed operator) and optionally stores S packed (§5.2: the upper triangle, PackedSymmetric).
+//
+// Per-token gates (Problem::gates, docs/operators.md "Gated decay"): the same kernels, each token decayed by its
+// own γ_t (dec.gate(γ_t) before the token's step) — the gated serial forms of fast/serial/gated.hpp, re-laid out.
+// A fixed γ is the case where the decoder keeps the γ (and hla2's γ², γ) it was built with for every token.
 #pragma once
 
 #include <algorithm>
@@ -118,11 +122,14 @@ template <class T, class Buf> void load_block(const Mat<T>& X, Eigen::Index t0, 
 
 // The token loop shared by every decoding kernel. `dec.step<Decays>(q, k, va, out)` advances the state by
 // one token (q, k: d-columns; va = [v; 1]) and writes out = [numerator; denominator] ((dv+1)-column); the
-// loop divides by den + ε when normalized and writes the outputs to O a block at a time.
+// loop divides by den + ε when normalized and writes the outputs to O a block at a time. With gates, the
+// token's γ_t is handed to the decoder first (`dec.gate(γ_t)`), in the same loop: a test of a pointer per
+// token, nothing else, on the ungated path, and constant gates run exactly the fixed-γ arithmetic.
 template <bool Decays, class T, class Decoder>
 Mat<T> decode_tokens(const Problem<T>& p, const Options& opt, Eigen::Index block, Decoder& dec) {
   const T eps = from_rational<T>(opt.eps);
   const Eigen::Index n = p.n(), d = p.d(), dv = p.dv(), B = std::min(std::max<Eigen::Index>(block, 1), n);
+  const T* gates = p.gates.size() ? p.gates.data() : nullptr;
   Mat<T> q(d, B), k(d, B), va(dv + 1, B), out(dv + 1, B), O(n, dv);
   va.row(dv).setOnes();
   for (Eigen::Index t0 = 0; t0 < n; t0 += B) {
@@ -132,6 +139,7 @@ Mat<T> decode_tokens(const Problem<T>& p, const Options& opt, Eigen::Index block
     load_block(p.V, t0, b, va);
     for (Eigen::Index j = 0; j < b; ++j) {
       auto o = out.col(j);
+      if (gates) dec.gate(gates[t0 + j]);
       dec.template step<Decays>(q.col(j), k.col(j), va.col(j), o);
       if (opt.normalized) divide_by_normalizer(o.head(dv), T(o(dv) + eps), t0 + j);
     }
@@ -141,13 +149,19 @@ Mat<T> decode_tokens(const Problem<T>& p, const Options& opt, Eigen::Index block
 }
 
 // A decoding form: the decoder built from the loaded initial state (and `args`), the token loop (decay
-// chosen once per call), the final state exported in the serial form's own state type.
+// chosen once per call: gates always decay), the final state exported in the serial form's own state type.
+// The registry has validated the gates (Registry::add_gates, core/registry_impl.hpp); the kernels are also
+// called directly (tests with an explicit block), so the two ways to misuse them are refused here too.
 template <class Decoder, class T, class... Args>
 Run<T> run_decoder(const Problem<T>& p, const Options& opt, const NamedState<T>* init, Eigen::Index block, const Args&... args) {
   using State = typename Decoder::State;
+  const bool gated = p.gates.size() != 0;
+  if (gated && p.gates.size() != p.n())
+    throw InputError("decode: " + std::to_string(p.gates.size()) + " gates for " + std::to_string(p.n()) + " tokens");
+  if (gated && opt.gamma != 1) throw InputError("decode: per-token gates and a decay gamma != 1 together");
   const T gamma = from_rational<T>(opt.gamma);
   Decoder dec(load_state<State>(init, p.d(), p.dv()), gamma, args...);
-  Mat<T> O = gamma != T(1) ? decode_tokens<true>(p, opt, block, dec) : decode_tokens<false>(p, opt, block, dec);
+  Mat<T> O = gated || gamma != T(1) ? decode_tokens<true>(p, opt, block, dec) : decode_tokens<false>(p, opt, block, dec);
   return {std::move(O), export_state<State, T>(dec.state())};
 }
 
@@ -180,12 +194,22 @@ template <class T, class SStore> struct Hla2Decoder {
   SStore S;
   Mat<T> CA, GA;    // [C m]ᵀ, [G h]ᵀ: (dv+1)×d
   ColVec<T> kC, u, neg_q;  // scratch: k_tᵀ[C m]_{t−1} (dv+1), u = S_tᵀq_t + λq_t (d), −q_t (d)
+  DecayRule rule;
   T gamma, keep, carry, lambda;
 
-  Hla2Decoder(const State& st, const T& g, const T& lam, DecayRule rule)
+  Hla2Decoder(const State& st, const T& g, const T& lam, DecayRule r)
       : S(st.S), CA(augmented_transpose(st.C, st.m)), GA(augmented_transpose(st.G, st.h)), kC(CA.rows()),
-        u(st.S.rows()), neg_q(st.S.rows()), gamma(g), keep(rule == DecayRule::corrected ? T(g * g) : g),
-        carry(rule == DecayRule::corrected ? g : T(1)), lambda(lam) {}
+        u(st.S.rows()), neg_q(st.S.rows()), rule(r), lambda(lam) {
+    gate(g);
+  }
+
+  // The decay of the coming token(s): S, C, m decay by γ; G, h keep γ² (corrected; paper: γ) of their past and
+  // add the cross term carried by γ (paper: 1), as hla2_step does. Once per call for a fixed γ, per token with gates.
+  void gate(const T& g) {
+    gamma = g;
+    keep = rule == DecayRule::corrected ? T(g * g) : g;
+    carry = rule == DecayRule::corrected ? g : T(1);
+  }
 
   // hla2_step then hla2_output_from_u, reordered into passes over contiguous columns.
   template <bool Decays, class V, class VA, class Out> void step(const V& q, const V& k, const VA& va, Out& out) {
@@ -229,6 +253,7 @@ template <class T> struct AhlaDecoder {
 
   AhlaDecoder(const State& st, const T& g)
       : PA(augmented_transpose(st.P, st.m)), EA(augmented_transpose(st.E, st.n)), r(PA.rows()), gamma(g) {}
+  void gate(const T& g) { gamma = g; }  // both [P m] and [E n] decay by the token's γ_t
 
   // Alg. 2 lines 3–10: [P m] ← γ[P m] + k [v 1] and [r s] = qᵀ[P m] in one pass; [E n] ← γ[E n] + k [r s]
   // and out = qᵀ[E n] in another.
@@ -260,6 +285,7 @@ template <class T> struct LinearDecoder {
   T gamma;
 
   LinearDecoder(const State& st, const T& g) : SA(augmented_transpose(st.S, st.z)), gamma(g) {}
+  void gate(const T& g) { gamma = g; }
 
   // [S z] ← γ[S z] + k [v 1] and out = qᵀ[S z] in one pass.
   template <bool Decays, class V, class VA, class Out> void step(const V& q, const V& k, const VA& va, Out& out) {

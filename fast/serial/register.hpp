@@ -36,18 +36,25 @@ template <class T> void register_serial(Registry<T>& r) {
   r.add({"linear", "serial", "paper", "§2.2 running sums, identity features",
          {.decay = true, .normalized = true, .state = true}, f::linear_serial<T>});
   // Decoding kernels (decode.hpp): the same recurrences, inputs read a block of tokens at a time, state
-  // augmented and laid out as contiguous columns, no allocation per token.
+  // augmented and laid out as contiguous columns, no allocation per token. Each kernel takes the problem's
+  // gates itself (a fixed γ is the constant case), so its gated computation, given below, is the same function.
+  const FormFn<T> hla2_decode = [](const P& p, const Options& o, const S* s) {
+    return f::hla2_decode<T>(p, o, s, f::DecayRule::corrected);
+  };
+  const FormFn<T> hla2_decode_packed = [](const P& p, const Options& o, const S* s) {
+    return f::hla2_decode<T, true>(p, o, s, f::DecayRule::corrected);
+  };
+  const FormFn<T> ahla_decode = [](const P& p, const Options& o, const S* s) { return f::ahla_decode<T>(p, o, s); };
+  const FormFn<T> linear_decode = [](const P& p, const Options& o, const S* s) { return f::linear_decode<T>(p, o, s); };
   r.add({"hla2", "decode", "corrected",
          "§4.3 corrected G_t = γ²G_{t−1} + γ k_t k_tᵀ C_{t−1}, h likewise; Alg. 1 lines 7–15 (λ, normalize); cache layout", second,
-         [](const P& p, const Options& o, const S* s) { return f::hla2_decode<T>(p, o, s, f::DecayRule::corrected); }});
+         hla2_decode});
   r.add({"hla2", "decode-packed", "corrected", "hla2/decode/corrected with §5.2 packed symmetric S (upper triangle)", second,
-         [](const P& p, const Options& o, const S* s) { return f::hla2_decode<T, true>(p, o, s, f::DecayRule::corrected); }});
+         hla2_decode_packed});
   r.add({"ahla", "decode", "paper", "Alg. 2 lines 3–10 with the §6.1 decay (Thm 6.1 normalizer); cache layout",
-         {.decay = true, .normalized = true, .state = true},
-         [](const P& p, const Options& o, const S* s) { return f::ahla_decode<T>(p, o, s); }});
+         {.decay = true, .normalized = true, .state = true}, ahla_decode});
   r.add({"linear", "decode", "paper", "§2.2 running sums S_t = γS_{t−1} + k_t v_tᵀ, z_t (normalize); cache layout",
-         {.decay = true, .normalized = true, .state = true},
-         [](const P& p, const Options& o, const S* s) { return f::linear_decode<T>(p, o, s); }});
+         {.decay = true, .normalized = true, .state = true}, linear_decode});
 
   // Per-token gates (gated.hpp): each token's step decayed by its own γ_t. Alg. 1 as printed keeps its rule
   // G_t = γ_t G_{t−1} + …, which the ledger holds against the gated definition (gated.hla2.algorithm1-rule).
@@ -66,6 +73,12 @@ template <class T> void register_serial(Registry<T>& r) {
               [](const P& p, const Options& o, const S* s) { return f::gated_ahla_serial<T>(split_gates(p), o, s); });
   r.add_gates("linear", "serial", "paper", "SPEC gated linear: S_t = γ_t S_{t−1} + k_t v_tᵀ",
               [](const P& p, const Options& o, const S* s) { return f::gated_linear_serial<T>(split_gates(p), o, s); });
+  // The decoding kernels with γ_t per token: the gated serial forms above (hla2: the corrected rule), re-laid out.
+  r.add_gates("hla2", "decode", "corrected", "SPEC gated: G_t = γ_t² G_{t−1} + γ_t k_t k_tᵀ C_{t−1}; cache layout",
+              hla2_decode);
+  r.add_gates("hla2", "decode-packed", "corrected", "hla2/decode/corrected gated, §5.2 packed S", hla2_decode_packed);
+  r.add_gates("ahla", "decode", "paper", "SPEC gated ahla: Alg. 2 with γ_t per token; cache layout", ahla_decode);
+  r.add_gates("linear", "decode", "paper", "SPEC gated linear: S_t = γ_t S_{t−1} + k_t v_tᵀ; cache layout", linear_decode);
 }
 
 }  // namespace hla

@@ -104,3 +104,8 @@ for i, line in enumerate([
 for i, line in enumerate(["--op hla2 --form chunked --threads 65536", "--op hla2 --form chunked --threads 33000",
                           "--seed 18446744073709551616", "--d 100000 --n 4"], start=10):
     write(d, f"seed{i:02d}", "\n".join(line.split()))
+# issue 31: per-token gates on a decode kernel across a block boundary (a form that takes them), and with --gamma
+# (refused: the decay is the gates')
+for i, line in enumerate(["--op hla2 --form decode --variant corrected --gates strength:0.5 --normalized --eps 1/8 --n 130",
+                          "--op linear --form decode --gates range:0.5,1 --gamma 3/4"], start=14):
+    write(d, f"seed{i:02d}", "\n".join(line.split()))
