@@ -23,9 +23,11 @@ are what the targets read):
     both), beside the sibling's own γ = 0.9 ÷ γ = 1 (the plain entry, which skips every decay weight), and at one
     thread the naive cumulative-product formulation's time ÷ the stable gated form's. A run from before these
     entries has none of them and no gating rows; a run with some of them but not all is an error like any other.
-Usage: bench_targets.py [bench.json] [--add-entries peer.json ...] [--write]
+Usage: bench_targets.py [bench.json] [--add-entries peer.json ...] [--write] [--only gating]
   --add-entries  merge the benchmark entries of these JSON files (the PyTorch peer's) into bench.json first
   --write        store the ratios under "targets" in bench.json
+  --only gating  the cost of gating alone, from a run of just those entries (hla_bench --benchmark_filter=...:
+                 docs/benchmarks.md "Gated forms"); it needs them all
 Exit 2: file missing or an entry absent.
 """
 import argparse
@@ -145,11 +147,13 @@ def compute(m):
                           "bound_over_time": bound / per_token}
         t["linear_ratio"][s] = {th: seconds(entry(f"hla2/chunked/{s}/{SHAPE}/threads:{th}"))
                                 / seconds(entry(f"linear/chunked/{s}/{SHAPE}/threads:{th}")) for th in (1, 2)}
-        if any(k.endswith("/" + GATES) for k in m):
-            t.setdefault("gating", {})
-            for op in GATED_OPS:
-                t["gating"].setdefault(op, {})[s] = gating(entry, op, s)
+    if any(k.endswith("/" + GATES) for k in m):
+        t["gating"] = compute_gating(entry)
     return t
+
+
+def compute_gating(entry):
+    return {op: {s: gating(entry, op, s) for s in SCALARS} for op in GATED_OPS}
 
 
 def gating(entry, op, s):
@@ -197,11 +201,15 @@ def report(t, context, path):
               f" read+written at {dc['bandwidth_gbs']:.0f} GB/s) → {dc['bound_over_time']:.2f} of the bound")
         lr = t["linear_ratio"][s]
         print(f"  hla2 / linear chunked time: 1T {lr[1]:.2f}  2T {lr[2]:.2f}  (≤ 2.5)")
-        for op, per in (t.get("gating") or {}).items():
-            g = per[s]
-            cells = "  ".join(f"{th}T {c['gated_over_fixed']:.2f} ({c['gated_ms']:.0f} / {c['fixed_ms']:.0f} ms; γ=0.9 ÷ γ=1"
-                              f" {c['fixed_over_plain']:.2f})" for th, c in g.items())
-            print(f"  gating {op:6} gated ÷ fixed γ=0.9 time: {cells}  | naive cumprod ÷ gated 1T {g[1]['naive_over_gated']:.2f}")
+        report_gating(t.get("gating") or {}, s)
+
+
+def report_gating(gating_rows, s):
+    for op, per in gating_rows.items():
+        g = per[s]
+        cells = "  ".join(f"{th}T {c['gated_over_fixed']:.2f} ({c['gated_ms']:.0f} / {c['fixed_ms']:.0f} ms; gated ÷ γ=1"
+                          f" {c['gated_over_plain']:.2f}, γ=0.9 ÷ γ=1 {c['fixed_over_plain']:.2f})" for th, c in g.items())
+        print(f"  gating {op:6} gated ÷ fixed γ=0.9 time: {cells}  | naive cumprod ÷ gated 1T {g[1]['naive_over_gated']:.2f}")
 
 
 def main():
@@ -209,6 +217,7 @@ def main():
     ap.add_argument("path", nargs="?", default="results/bench.json")
     ap.add_argument("--add-entries", nargs="*", default=[])
     ap.add_argument("--write", action="store_true")
+    ap.add_argument("--only", choices=["gating"])
     args = ap.parse_args()
     try:
         with open(args.path) as f:
@@ -222,11 +231,18 @@ def main():
         print(f"bench_targets: cannot read {args.path} or an added file: {e}", file=sys.stderr)
         return 2
     try:
-        t = compute(medians(data))
+        t = {"gating": compute_gating(medians(data).__getitem__)} if args.only else compute(medians(data))
     except KeyError as e:
         print(f"bench_targets: {args.path} has no median for {e}; run `make bench` (the default subset)", file=sys.stderr)
         return 2
-    report(t, data.get("context", {}), args.path)
+    if args.only:
+        ctx = data.get("context", {})
+        print(f"{args.path}: commit {ctx.get('hla_git_commit', '?')}, {ctx.get('date', '?')}")
+        for s in SCALARS:
+            print(f"{s}:")
+            report_gating(t["gating"], s)
+    else:
+        report(t, data.get("context", {}), args.path)
     if args.write or args.add_entries:
         if args.write:
             data["targets"] = t

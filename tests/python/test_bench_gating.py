@@ -4,12 +4,13 @@ whose ratios are known, so a wrong name or a swapped ratio shows. No build neede
 
 1. The gating rows: gated ÷ fixed γ = 0.9, γ = 0.9 ÷ γ = 1 and, at one thread, naive ÷ gated, per (op, scalar,
    threads); a run without gated entries has no gating rows, a run with a gated entry but not its siblings is an
-   error (KeyError, which the script turns into exit 2).
+   error (KeyError, which the script turns into exit 2); `--only gating` reads a run of just these entries.
 2. The figure's labels keep a gated or fixed-γ entry apart from its plain sibling (not drawn over it).
 3. The model's grouped rows: f from the plain entry's P = 2, the siblings' P = 2 from their own P = 1.
 """
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import unittest
@@ -68,6 +69,22 @@ class Gating(unittest.TestCase):
         bench_targets.gating(m.__getitem__, "ahla", "float")  # its own siblings are all there
         with self.assertRaises(KeyError):
             bench_targets.gating(m.__getitem__, "ahla", "double")
+
+    def test_only_gating_command(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "gating.json")
+            with open(path, "w") as f:
+                json.dump({"benchmarks": gated_entries()}, f)
+            run = subprocess.run([sys.executable, os.path.join(ROOT, "experiments", "bench_targets.py"), path, "--only", "gating"],
+                                 capture_output=True, text=True)
+            self.assertEqual(run.returncode, 0, run.stderr)
+            self.assertEqual(run.stdout.count("gated ÷ fixed γ=0.9 time: 1T 1.25"), len(bench_targets.GATED_OPS) * 2)
+            with open(path, "w") as f:
+                json.dump({"benchmarks": gated_entries()[1:]}, f)  # hla2 float's plain 1T entry gone
+            run = subprocess.run([sys.executable, os.path.join(ROOT, "experiments", "bench_targets.py"), path, "--only", "gating"],
+                                 capture_output=True, text=True)
+            self.assertEqual(run.returncode, 2)
+            self.assertIn(f"hla2/chunked/float/{SHAPE}/threads:1", run.stderr)
 
 
 class Figure(unittest.TestCase):
