@@ -78,7 +78,7 @@ def draw(path):
             roofs[(f["scalar"], f["library"])][f["threads"]] = g
         elif kind == "entry":
             form = {"chunked-multihead": "multi-head", "chunked-fused-multihead": "fused multi-head",
-                    "chunked-multiquery": "multi-query"}.get(f["form"], f["form"])
+                    "chunked-multiquery": "multi-query", "chunked-naive-cumprod": "naive cumprod"}.get(f["form"], f["form"])
             label = f"{f['op']} {form}{f['decay']}" + (f" ×{f['heads']}" if f["heads"] > 1 else "")
             entries[(f["scalar"], label)][f["threads"]] = g
     scalars = [s for s in SCALARS if any(k[0] == s for k in entries)]
@@ -106,7 +106,10 @@ def draw(path):
                 ax.text(len(labels) - 0.45, g, f"{lib} {t} thr", fontsize=6.5, va="bottom", ha="right",
                         color="#000000" if i == 0 else "#777777")
         ax.set_xticks(x)
-        ax.set_xticklabels(labels, rotation=30, ha="right")
+        # Beyond about 14 bars (make bench with its gated entries draws 24 a panel) slanted labels run into each other.
+        crowded = len(labels) > 14
+        ax.set_xticklabels(labels, rotation=90 if crowded else 30, ha="center" if crowded else "right",
+                           fontsize=6 if crowded else None)
         ax.set_title(scalar)
         ax.grid(axis="x", visible=False)
         for label in ("hla2 chunked", "hla2 chunked-fused"):
