@@ -17,10 +17,17 @@ are what the targets read):
   - torch.mm's 1024² product (roofline/torch/..., from the peer's run) among the rooflines when present;
   - the decoding kernel's time per token ÷ its bandwidth bound: the state it reads and writes per token
     (S, [C m]ᵀ, [G h]ᵀ: d² + 2d(dv + 1) numbers) at the measured read+write rate of a buffer that size;
-  - hla2 chunked ÷ linear chunked time (issue 5's target ≤ 2.5).
-Usage: bench_targets.py [bench.json] [--add-entries peer.json ...] [--write]
+  - hla2 chunked ÷ linear chunked time (issue 5's target ≤ 2.5);
+  - the cost of gating (no target; docs/benchmarks.md "Gated forms"): per (op, scalar, threads), the gated chunked
+    form's time (.../gates:range:0.8,1) ÷ its fixed-γ sibling's at γ = 0.9 (.../gamma:0.9: decay weights applied in
+    both), beside the sibling's own γ = 0.9 ÷ γ = 1 (the plain entry, which skips every decay weight), and at one
+    thread the naive cumulative-product formulation's time ÷ the stable gated form's. A run from before these
+    entries has none of them and no gating rows; a run with some of them but not all is an error like any other.
+Usage: bench_targets.py [bench.json] [--add-entries peer.json ...] [--write] [--only gating]
   --add-entries  merge the benchmark entries of these JSON files (the PyTorch peer's) into bench.json first
   --write        store the ratios under "targets" in bench.json
+  --only gating  the cost of gating alone, from a run of just those entries (hla_bench --benchmark_filter=...:
+                 docs/benchmarks.md "Gated forms"); it needs them all
 Exit 2: file missing or an entry absent.
 """
 import argparse
@@ -32,6 +39,9 @@ SCALARS = ("float", "double")
 LIBRARIES = ("eigen", "openblas", "blis", "libxsmm")
 WIDTHS = (32, 48, 64, 96, 128)
 D = 64
+GATED_OPS = ("hla2", "ahla", "linear")
+GATES = "gates:range:0.8,1"  # experiments/bench/bench_main.cpp register_gated: kGates, kGamma
+FIXED_GAMMA = "gamma:0.9"
 
 
 def key_of(run_name):
@@ -137,7 +147,28 @@ def compute(m):
                           "bound_over_time": bound / per_token}
         t["linear_ratio"][s] = {th: seconds(entry(f"hla2/chunked/{s}/{SHAPE}/threads:{th}"))
                                 / seconds(entry(f"linear/chunked/{s}/{SHAPE}/threads:{th}")) for th in (1, 2)}
+    if any(k.endswith("/" + GATES) for k in m):
+        t["gating"] = compute_gating(entry)
     return t
+
+
+def compute_gating(entry):
+    return {op: {s: gating(entry, op, s) for s in SCALARS} for op in GATED_OPS}
+
+
+def gating(entry, op, s):
+    """The cost of gating for one operator and scalar: times in ms and their ratios, per thread count."""
+    out = {}
+    for th in (1, 2):
+        base = f"{op}/chunked/{s}/{SHAPE}/threads:{th}"
+        plain, fixed, gated = (seconds(entry(name)) for name in (base, f"{base}/{FIXED_GAMMA}", f"{base}/{GATES}"))
+        c = {"gated_ms": gated * 1e3, "fixed_ms": fixed * 1e3, "plain_ms": plain * 1e3,
+             "gated_over_fixed": gated / fixed, "fixed_over_plain": fixed / plain, "gated_over_plain": gated / plain}
+        if th == 1:
+            naive = seconds(entry(f"{op}/chunked-naive-cumprod/{s}/{SHAPE}/threads:1/{GATES}"))
+            c.update({"naive_ms": naive * 1e3, "naive_over_gated": naive / gated})
+        out[th] = c
+    return out
 
 
 def report(t, context, path):
@@ -170,6 +201,15 @@ def report(t, context, path):
               f" read+written at {dc['bandwidth_gbs']:.0f} GB/s) → {dc['bound_over_time']:.2f} of the bound")
         lr = t["linear_ratio"][s]
         print(f"  hla2 / linear chunked time: 1T {lr[1]:.2f}  2T {lr[2]:.2f}  (≤ 2.5)")
+        report_gating(t.get("gating") or {}, s)
+
+
+def report_gating(gating_rows, s):
+    for op, per in gating_rows.items():
+        g = per[s]
+        cells = "  ".join(f"{th}T {c['gated_over_fixed']:.2f} ({c['gated_ms']:.0f} / {c['fixed_ms']:.0f} ms; gated ÷ γ=1"
+                          f" {c['gated_over_plain']:.2f}, γ=0.9 ÷ γ=1 {c['fixed_over_plain']:.2f})" for th, c in g.items())
+        print(f"  gating {op:6} gated ÷ fixed γ=0.9 time: {cells}  | naive cumprod ÷ gated 1T {g[1]['naive_over_gated']:.2f}")
 
 
 def main():
@@ -177,6 +217,7 @@ def main():
     ap.add_argument("path", nargs="?", default="results/bench.json")
     ap.add_argument("--add-entries", nargs="*", default=[])
     ap.add_argument("--write", action="store_true")
+    ap.add_argument("--only", choices=["gating"])
     args = ap.parse_args()
     try:
         with open(args.path) as f:
@@ -190,11 +231,18 @@ def main():
         print(f"bench_targets: cannot read {args.path} or an added file: {e}", file=sys.stderr)
         return 2
     try:
-        t = compute(medians(data))
+        t = {"gating": compute_gating(medians(data).__getitem__)} if args.only else compute(medians(data))
     except KeyError as e:
         print(f"bench_targets: {args.path} has no median for {e}; run `make bench` (the default subset)", file=sys.stderr)
         return 2
-    report(t, data.get("context", {}), args.path)
+    if args.only:
+        ctx = data.get("context", {})
+        print(f"{args.path}: commit {ctx.get('hla_git_commit', '?')}, {ctx.get('date', '?')}")
+        for s in SCALARS:
+            print(f"{s}:")
+            report_gating(t["gating"], s)
+    else:
+        report(t, data.get("context", {}), args.path)
     if args.write or args.add_entries:
         if args.write:
             data["targets"] = t

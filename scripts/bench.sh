@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # `make bench`: the quick default benchmark subset -> results/bench.json (Google Benchmark JSON) and its figure
 # results/bench.{png,pdf,svg}, in one run (about 10 minutes on 2 cores):
-#   - the forms: hla2 and linear chunked, hla2 chunked-fused, float and double, n = 65536, d = dv = 64,
+#   - the forms: hla2, ahla and linear chunked, hla2 chunked-fused, float and double, n = 65536, d = dv = 64,
 #     threads 1 and 2, and each one's two-core ceiling (ceiling/...: its two halves at once, nothing
 #     shared, the limit its threads:2 entry is read against); their multi-head runs (4 heads with their own Q, K, V), hla2 multi-query (4 heads
-#     sharing K, V); hla2's decoding kernel (one thread);
+#     sharing K, V); hla2's decoding kernel (one thread); the chunked forms of hla2, ahla and linear with per-token
+#     gates beside the same forms at a fixed γ < 1, and the naive cumulative-product gated formulation (one thread);
 #   - the machine's limits (experiments/bench/gemm_libraries.cpp): every GEMM library's 1024² product
 #     (roofline/<library>/...: eigen, openblas, blis, libxsmm; threads 1 and 2), the chunk form's own
 #     product shapes in each library (gemm/...), the peak FMA rate and clock (peak/...), the cache
@@ -27,7 +28,10 @@ if [[ "${HLA_BENCH_FULL:-0}" != "0" ]]; then
   filter='.'
 else
   out="$root/results/bench.json"
-  filter="^((hla2|linear)/chunked|hla2/chunked-fused)/(float|double)/$shape/threads:[12]|^hla2/decode/(float|double)/$shape/threads:1"
+  # <op>/chunked also matches its gated and fixed-γ siblings (.../threads:<t>/gates:..., /gamma:...: docs/benchmarks.md
+  # "Gated forms"); the naive cumulative-product formulation at its one thread.
+  filter="^((hla2|ahla|linear)/chunked|hla2/chunked-fused)/(float|double)/$shape/threads:[12]|^hla2/decode/(float|double)/$shape/threads:1"
+  filter+="|^(hla2|ahla|linear)/chunked-naive-cumprod/(float|double)/$shape/threads:1/gates:"
   filter+="|^hla2/chunked-multiquery/(float|double)/n:65536/|^(hla2|linear)/chunked-multihead/(float|double)/n:65536/|^hla2/chunked-fused-multihead/(float|double)/n:65536/"
   filter+="|^ceiling/((hla2|linear)/chunked|hla2/chunked-fused)/(float|double)/$shape/threads:2"
   filter+='|^roofline/|^gemm/|^peak/|^bandwidth/'

@@ -9,6 +9,8 @@
 //             hla2/chunked-multiquery/.../heads:4 and <op>/<form>-multihead/.../heads:4 (§5.2; all heads counted)
 //             ceiling/<operator>/<form>/<scalar>/n/d/dv/threads:2: the form's two halves at once, nothing shared
 //             (bench_two_core_ceiling below: what the threads:2 entry is read against beside threads:1)
+//             <op>/<form>/.../threads:<t>/gates:range:0.8,1 and <op>/chunked/.../threads:<t>/gamma:0.9: the gated
+//             chunked forms and their fixed-γ siblings at the gates' mean decay (register_gated below)
 //   counters  tokens_per_s; gflops = useful flops / s, with useful flops counted by the *serial* formula
 //             per token (useful_flops_per_token below), whatever the form actually executes; chunk
 //
@@ -31,10 +33,13 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <utility>
 
 #include "core/alloc_policy.hpp"
 #include "core/build_info.hpp"
+#include "core/gates.hpp"
 #include "core/inputs.hpp"
+#include "core/parse.hpp"
 #include "core/registry.hpp"
 #include "fast/chunked/hla2.hpp"
 #include "fast/heads.hpp"
@@ -76,19 +81,41 @@ void form_counters(benchmark::State& state, const std::string& op, Eigen::Index 
   state.counters["chunk"] = chunk;
 }
 
+// What an entry's call decays by, named after its threads field: nothing (the plain call, γ = 1), a fixed γ
+// (/gamma:<γ>, Options::gamma), or per-token gates (/gates:<spec>, core/gates.hpp: drawn once from the inputs'
+// seed, before the timed loop, and run through the entry's gated computation).
+struct DecayCase {
+  std::string gamma = "1";
+  std::string gates = "none";
+  std::string suffix() const {
+    if (gates != "none") return "/gates:" + gates;
+    return gamma == "1" ? "" : "/gamma:" + gamma;
+  }
+};
+
 template <class T> void bench_form(benchmark::State& state, const Entry<T>* e, Eigen::Index n, Eigen::Index d,
-                                   Eigen::Index dv, int threads, int chunk) {
-  const Problem<T> p = convert_problem<T>(inputs(n, d, dv));
+                                   Eigen::Index dv, int threads, int chunk, const DecayCase& decay = {}) {
+  Problem<T> p = convert_problem<T>(inputs(n, d, dv));
+  const GateSpec gates = parse_gate_spec(decay.gates);
+  p.gates = draw_gates(gates, n, 1).template cast<T>();  // float-representable: exact in either scalar
+  const FormFn<T>& fn = gates.any() ? e->gated : e->fn;
   Options opt;
+  opt.gamma = parse_rational(decay.gamma, "gamma");
   opt.threads = threads;
   opt.chunk = chunk;
   Eigen::setNbThreads(1);  // forms parallelize themselves (opt.threads)
   for (auto _ : state) {
-    Run<T> r = e->fn(p, opt, nullptr);
+    Run<T> r = fn(p, opt, nullptr);
     benchmark::DoNotOptimize(r.O.data());
     benchmark::ClobberMemory();
   }
+  // The flops of the fixed-γ form: the gate factors are work the gated form does beyond it, not useful flops.
   form_counters(state, e->op, n, d, dv, chunk);
+}
+
+// Every entry is timed in wall-clock milliseconds, at least 0.2 s per repetition.
+template <class F> void add_entry(const std::string& name, F&& body) {
+  benchmark::RegisterBenchmark(name.c_str(), std::forward<F>(body))->UseRealTime()->Unit(benchmark::kMillisecond)->MinTime(0.2);
 }
 
 // The two-core ceiling of a form's own work: the sequence's two halves (n/2 tokens each), each a one-thread
@@ -135,19 +162,13 @@ template <class T> void register_forms(const std::vector<std::array<Eigen::Index
       for (int t : e.caps.threads ? std::vector<int>{1, 2} : std::vector<int>{1}) {
         const std::string name = fmt::format("{}/{}/{}/n:{}/d:{}/dv:{}/threads:{}", e.op, form, scalar, n, d, dv, t);
         const Entry<T>* ep = &e;
-        benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) { bench_form<T>(s, ep, n, d, dv, t, chunk); })
-            ->UseRealTime()
-            ->Unit(benchmark::kMillisecond)
-            ->MinTime(0.2);
+        add_entry(name, [=](benchmark::State& s) { bench_form<T>(s, ep, n, d, dv, t, chunk); });
       }
     if (e.caps.threads)
       for (const auto& [n, d, dv] : shapes) {
         const std::string name = fmt::format("ceiling/{}/{}/{}/n:{}/d:{}/dv:{}/threads:2", e.op, form, scalar, n, d, dv);
         const Entry<T>* ep = &e;
-        benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) { bench_two_core_ceiling<T>(s, ep, n, d, dv, chunk); })
-            ->UseRealTime()
-            ->Unit(benchmark::kMillisecond)
-            ->MinTime(0.2);
+        add_entry(name, [=](benchmark::State& s) { bench_two_core_ceiling<T>(s, ep, n, d, dv, chunk); });
       }
   }
 }
@@ -190,10 +211,7 @@ template <class T> void register_multiquery(const std::vector<std::array<Eigen::
   for (const auto& [n, d, dv] : shapes)
     for (int t : {1, 2}) {
       const std::string name = fmt::format("hla2/chunked-multiquery/{}/n:{}/d:{}/dv:{}/threads:{}/heads:4", scalar_name<T>(), n, d, dv, t);
-      benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) { bench_multiquery<T>(s, n, d, dv, t, chunk, 4); })
-          ->UseRealTime()
-          ->Unit(benchmark::kMillisecond)
-          ->MinTime(0.2);
+      add_entry(name, [=](benchmark::State& s) { bench_multiquery<T>(s, n, d, dv, t, chunk, 4); });
     }
 }
 
@@ -222,11 +240,34 @@ template <class T> void register_multihead(int chunk) {
     for (int t : {1, 2}) {
       const Entry<T>* e = &registry<T>().find_exact(op, form);
       const std::string name = fmt::format("{}/{}-multihead/{}/n:{}/d:{}/dv:{}/threads:{}/heads:4", op, form, scalar_name<T>(), n, d, dv, t);
-      benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) { bench_multihead<T>(s, e, n, d, dv, t, chunk, 4); })
-          ->UseRealTime()
-          ->Unit(benchmark::kMillisecond)
-          ->MinTime(0.2);
+      add_entry(name, [=](benchmark::State& s) { bench_multihead<T>(s, e, n, d, dv, t, chunk, 4); });
     }
+}
+
+// The gated chunked forms beside their fixed-γ siblings, at the default shape only (docs/benchmarks.md "Gated
+// forms"): every chunked form with a gated computation, on gates from kGates, at the threads its fixed-γ entries
+// run — the naive cumulative-product formulation at one thread only, its time read beside the stable form's (at
+// this length its gate products underflow and its outputs are wrong: it is timed, not checked) —
+// and each <op>/chunked at the fixed γ = kGamma, the gates' mean. That entry, not γ = 1, is what a gated entry's
+// time is divided by (experiments/bench_targets.py): at γ = 1 the fixed-γ forms skip every decay weight.
+constexpr const char* kGates = "range:0.8,1";
+constexpr const char* kGamma = "0.9";
+
+template <class T> void register_gated(int chunk) {
+  const Eigen::Index n = 65536, d = 64, dv = 64;
+  for (const Entry<T>& e : registry<T>().entries()) {
+    if (!e.gated || !e.form.starts_with("chunked")) continue;
+    const bool naive = e.form == "chunked-naive-cumprod";
+    std::vector<DecayCase> cases{{.gates = kGates}};
+    if (e.form == "chunked") cases.push_back({.gamma = kGamma});
+    for (const DecayCase& decay : cases)
+      for (int t : e.caps.threads && !naive ? std::vector<int>{1, 2} : std::vector<int>{1}) {
+        const std::string name = fmt::format("{}/{}/{}/n:{}/d:{}/dv:{}/threads:{}{}", e.op, e.form, scalar_name<T>(), n, d, dv, t,
+                                             decay.suffix());
+        const Entry<T>* ep = &e;
+        add_entry(name, [=](benchmark::State& s) { bench_form<T>(s, ep, n, d, dv, t, chunk, decay); });
+      }
+  }
 }
 
 void describe_build() {
@@ -325,6 +366,8 @@ int main(int argc, char** argv) {
   register_multiquery<double>(shapes, chunk);
   register_multihead<float>(chunk);
   register_multihead<double>(chunk);
+  register_gated<float>(chunk);
+  register_gated<double>(chunk);
 
   benchmark::Initialize(&nargs, args.data());
   if (benchmark::ReportUnrecognizedArguments(nargs, args.data())) return 1;

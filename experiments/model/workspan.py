@@ -34,7 +34,10 @@ Usage:
   workspan.py bench BENCH.json [--old OLD.json]
                                       P = 1, 2 on this machine: the blocked model from this run's one-thread
                                       time against its measured two-thread time (and the pipelined model
-                                      against an older run's, if given); predictions at P = 4..64
+                                      against an older run's, if given); predictions at P = 4..64. And the
+                                      grouped schedule's f, calibrated on each <op>/chunked entry's P = 2 here,
+                                      carried to its fixed-γ (/gamma:) and gated (/gates:) siblings: their P = 2
+                                      from their own P = 1 (does the plain form's f hold for them?)
   workspan.py mpi DIR                 hla2 mpi-chunked (d = 64) against DIR/mpi.jsonl: today's two passes and
                                       gather, modelled and measured, and the one-pass schedule's prediction
   workspan.py mpi-here RUNS BENCH     hla2 mpi-chunked at P = 1, 2 here (make bench-distributed's runs.json),
@@ -84,9 +87,11 @@ def gemm_rate(times, scalar, library="eigen"):
     return 2 * 1024**3 / t if t else None
 
 
-def form_times(times, op, form, scalar, n, d=64, dv=64):
+def form_times(times, op, form, scalar, n, d=64, dv=64, decay=""):
+    """P -> ms of one entry at every thread count; decay: "" (the plain entry) or a /gamma:... or /gates:... suffix."""
     pre = f"{op}/{form}/{scalar}/n:{n}/d:{d}/dv:{dv}/threads:"
-    return {int(k[len(pre):]): v for k, v in times.items() if k.startswith(pre) and k[len(pre):].isdigit()}
+    return {int(k[len(pre):-len(decay) or None]): v for k, v in times.items()
+            if k.startswith(pre) and k.endswith(decay) and k[len(pre):len(k) - len(decay)].isdigit()}
 
 
 def pipelined(T1, M, h, P, ph):
@@ -156,8 +161,7 @@ def xeon(args):
                                    "measured": {1: meas[1]}, "predicted": predb})
         for op in ["hla2", "linear"]:
             m65 = form_times(d65, op, "chunked", scalar, 65536)
-            s16 = m65[1] / m65[16]
-            f = (16 * ph[16] / s16 - 1) / (16 * ph[16] - 1)  # T1 (f + (1-f)/(16 phi)) = T16
+            f = grouped_fraction(m65[1] / m65[16], ph[16], P=16)
             for n, meas in [(65536, m65), (1048576, form_times(d1m, op, "chunked", scalar, 1048576))]:
                 pred = {P: grouped(meas[1], f, P, ph[P]) for P in PS}
                 print(fmt_row(f"{op}/chunked {scalar} n={n} grouped (f = {f:.3f})", meas, pred))
@@ -183,8 +187,27 @@ def bench(args):
             pred = {P: blocked(meas[1], 65536, 64, 65, rate, P, ph[P]) for P in PS}
             print(fmt_row(f"{op}/{form} {scalar} blocked", meas, pred))
             report["rows"].append({"form": f"{op}/{form}", "scalar": scalar, "schedule": "blocked", "measured": meas, "predicted": pred})
+        for op in ["hla2", "ahla", "linear"]:
+            plain = form_times(times, op, "chunked", scalar, 65536)
+            if 1 not in plain or 2 not in plain:
+                continue
+            f = grouped_fraction(plain[1] / plain[2], ph[2])
+            pre = f"{op}/chunked/{scalar}/n:65536/d:64/dv:64/threads:"
+            for decay in sorted({k[k.index("/", len(pre)):] for k in times if k.startswith(pre) and "/" in k[len(pre):]}):
+                meas = form_times(times, op, "chunked", scalar, 65536, decay=decay)
+                if 1 not in meas:
+                    continue
+                pred = {P: grouped(meas[1], f, P, ph[P]) for P in (1, 2)}
+                print(fmt_row(f"{op}/chunked{decay} {scalar} grouped (f = {f:.3f}: the plain entry's at P = 2)", meas, pred))
+                report["rows"].append({"form": f"{op}/chunked{decay}", "scalar": scalar, "schedule": "grouped", "f": f,
+                                       "f_from": f"{op}/chunked at P = 2", "measured": meas, "predicted": pred})
         print(f"| phi(P) {scalar} (peak/fma; P > 2 assumed = P 2) | " + " | ".join(f"{ph[P]:.2f}" for P in PS) + " |")
     return report
+
+
+def grouped_fraction(speedup, ph, P=2):
+    """The grouped schedule's f from a measured P-thread speed-up: T1 (f + (1 - f) / (P phi)) = T1 / speedup."""
+    return (P * ph / speedup - 1) / (P * ph - 1)
 
 
 def mpi(args):

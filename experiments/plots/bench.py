@@ -1,7 +1,8 @@
 """make bench's figure: useful GFLOP/s of every benchmark entry against the rooflines (a large matrix product at
 the same scalar and thread count, measured in the same run), one and two threads side by side.
 
-Entries are Google Benchmark names `<op>/<form>/<scalar>/n:../d:../dv:../threads:<t>[/heads:<h>]/...`; rooflines
+Entries are Google Benchmark names `<op>/<form>/<scalar>/n:../d:../dv:../threads:<t>[/heads:<h>]/...`, a fixed decay
+`/gamma:<γ>` or per-token gates `/gates:<spec>` after the threads (bars of their own, "γ=0.9" / "gated"); rooflines
 `roofline/<library>/<scalar>/threads:<t>` (eigen, openblas, blis, libxsmm: the best of them is drawn);
 the PyTorch peer's entries `peer/torch/<op>/<form>/...` are bars like ours; gemm/, peak/, bandwidth/ entries are skipped.
 Writes bench.{pdf,svg,png} beside the JSON (results/bench.json → results/bench.png).
@@ -20,14 +21,18 @@ ROOF_LS = ["--", (0, (4, 1.5, 1, 1.5)), ":", (0, (6, 2))]
 
 
 def parse(name):
-    """(kind, fields): kind 'roofline' or 'entry'; fields: op, form, scalar, threads, heads, library, n, d, dv."""
+    """(kind, fields): kind 'roofline' or 'entry'; fields: op, form, scalar, threads, heads, library, n, d, dv, decay."""
     parts = name.split("/")
-    f = {"threads": 1, "heads": 1}
+    f = {"threads": 1, "heads": 1, "decay": ""}
     for p in parts:
         if ":" in p:
             k, v = p.split(":", 1)
             if k in ("threads", "heads", "n", "d", "dv"):
                 f[k] = int(v)
+            elif k == "gamma":
+                f["decay"] = f" γ={v}"
+            elif k == "gates":
+                f["decay"] = " gated"
         elif p in SCALARS:
             f["scalar"] = p
     if parts[0] in ("gemm", "peak", "bandwidth"):
@@ -73,8 +78,8 @@ def draw(path):
             roofs[(f["scalar"], f["library"])][f["threads"]] = g
         elif kind == "entry":
             form = {"chunked-multihead": "multi-head", "chunked-fused-multihead": "fused multi-head",
-                    "chunked-multiquery": "multi-query"}.get(f["form"], f["form"])
-            label = f"{f['op']} {form}" + (f" ×{f['heads']}" if f["heads"] > 1 else "")
+                    "chunked-multiquery": "multi-query", "chunked-naive-cumprod": "naive cumprod"}.get(f["form"], f["form"])
+            label = f"{f['op']} {form}{f['decay']}" + (f" ×{f['heads']}" if f["heads"] > 1 else "")
             entries[(f["scalar"], label)][f["threads"]] = g
     scalars = [s for s in SCALARS if any(k[0] == s for k in entries)]
     if not scalars:
@@ -101,7 +106,10 @@ def draw(path):
                 ax.text(len(labels) - 0.45, g, f"{lib} {t} thr", fontsize=6.5, va="bottom", ha="right",
                         color="#000000" if i == 0 else "#777777")
         ax.set_xticks(x)
-        ax.set_xticklabels(labels, rotation=30, ha="right")
+        # Beyond about 14 bars (make bench with its gated entries draws 24 a panel) slanted labels run into each other.
+        crowded = len(labels) > 14
+        ax.set_xticklabels(labels, rotation=90 if crowded else 30, ha="center" if crowded else "right",
+                           fontsize=6 if crowded else None)
         ax.set_title(scalar)
         ax.grid(axis="x", visible=False)
         for label in ("hla2 chunked", "hla2 chunked-fused"):

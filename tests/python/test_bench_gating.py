@@ -1,0 +1,123 @@
+"""make bench's gated entries, read by experiments/bench_targets.py (the cost of gating), experiments/plots/bench.py
+(their bars) and experiments/model/workspan.py (the grouped schedule's f carried to them), on made-up medians
+whose ratios are known, so a wrong name or a swapped ratio shows. No build needed.
+
+1. The gating rows: gated ÷ fixed γ = 0.9, γ = 0.9 ÷ γ = 1 and, at one thread, naive ÷ gated, per (op, scalar,
+   threads); a run without gated entries has no gating rows, a run with a gated entry but not its siblings is an
+   error (KeyError, which the script turns into exit 2); `--only gating` reads a run of just these entries.
+2. The figure's labels keep a gated or fixed-γ entry apart from its plain sibling (not drawn over it).
+3. The model's grouped rows: f from the plain entry's P = 2, the siblings' P = 2 from their own P = 1.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "experiments"))
+sys.path.insert(0, os.path.join(ROOT, "experiments", "model"))
+
+import bench_targets  # noqa: E402
+import workspan  # noqa: E402
+from plots import bench as bench_plot  # noqa: E402
+
+SHAPE = "n:65536/d:64/dv:64"
+
+
+def median(name, ms):
+    return {"name": f"{name}/min_time:0.200/real_time_median", "run_name": f"{name}/min_time:0.200/real_time",
+            "run_type": "aggregate", "aggregate_name": "median", "real_time": ms, "time_unit": "ms", "gflops": 1000.0 / ms}
+
+
+def gated_entries():
+    """plain 10·k ms, γ = 0.9 12·k, gated 15·k (k = threads' factor), naive 30 ms: ratios 1.25, 1.2, 2 (naive ÷ gated at k=1)."""
+    out = []
+    for op in bench_targets.GATED_OPS:
+        for s in bench_targets.SCALARS:
+            for th, k in ((1, 1.0), (2, 0.6)):
+                base = f"{op}/chunked/{s}/{SHAPE}/threads:{th}"
+                out += [median(base, 10 * k), median(f"{base}/{bench_targets.FIXED_GAMMA}", 12 * k),
+                        median(f"{base}/{bench_targets.GATES}", 15 * k)]
+            out.append(median(f"{op}/chunked-naive-cumprod/{s}/{SHAPE}/threads:1/{bench_targets.GATES}", 30))
+    return out
+
+
+class Gating(unittest.TestCase):
+    def medians(self, entries):
+        return bench_targets.medians({"benchmarks": entries})
+
+    def test_ratios(self):
+        m = self.medians(gated_entries())
+        for op in bench_targets.GATED_OPS:
+            for s in bench_targets.SCALARS:
+                g = bench_targets.gating(m.__getitem__, op, s)
+                for th in (1, 2):
+                    self.assertAlmostEqual(g[th]["gated_over_fixed"], 1.25)
+                    self.assertAlmostEqual(g[th]["fixed_over_plain"], 1.2)
+                    self.assertAlmostEqual(g[th]["gated_over_plain"], 1.5)
+                self.assertAlmostEqual(g[1]["gated_ms"], 15.0)
+                self.assertAlmostEqual(g[2]["fixed_ms"], 12 * 0.6)
+                self.assertAlmostEqual(g[1]["naive_over_gated"], 2.0)
+                self.assertNotIn("naive_over_gated", g[2])
+
+    def test_missing_sibling_is_an_error(self):
+        entries = [e for e in gated_entries() if f"/threads:2/{bench_targets.FIXED_GAMMA}" not in e["run_name"]
+                   or not e["run_name"].startswith("ahla/chunked/double/")]
+        m = self.medians(entries)
+        bench_targets.gating(m.__getitem__, "ahla", "float")  # its own siblings are all there
+        with self.assertRaises(KeyError):
+            bench_targets.gating(m.__getitem__, "ahla", "double")
+
+    def test_only_gating_command(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "gating.json")
+            with open(path, "w") as f:
+                json.dump({"benchmarks": gated_entries()}, f)
+            run = subprocess.run([sys.executable, os.path.join(ROOT, "experiments", "bench_targets.py"), path, "--only", "gating"],
+                                 capture_output=True, text=True)
+            self.assertEqual(run.returncode, 0, run.stderr)
+            self.assertEqual(run.stdout.count("gated ÷ fixed γ=0.9 time: 1T 1.25"), len(bench_targets.GATED_OPS) * 2)
+            with open(path, "w") as f:
+                json.dump({"benchmarks": gated_entries()[1:]}, f)  # hla2 float's plain 1T entry gone
+            run = subprocess.run([sys.executable, os.path.join(ROOT, "experiments", "bench_targets.py"), path, "--only", "gating"],
+                                 capture_output=True, text=True)
+            self.assertEqual(run.returncode, 2)
+            self.assertIn(f"hla2/chunked/float/{SHAPE}/threads:1", run.stderr)
+
+
+class Figure(unittest.TestCase):
+    def test_labels_keep_siblings_apart(self):
+        labels = set()
+        for e in gated_entries():
+            kind, f = bench_plot.parse(e["run_name"])
+            self.assertEqual(kind, "entry")
+            labels.add((f["op"], f["form"], f["decay"], f["threads"]))
+        # per op and scalar: plain, γ = 0.9 and gated at two thread counts, the naive one at one, none merged
+        self.assertEqual(len(labels), len(bench_targets.GATED_OPS) * (3 * 2 + 1))
+        self.assertEqual(bench_plot.parse(f"hla2/chunked/float/{SHAPE}/threads:2/{bench_targets.GATES}")[1]["decay"], " gated")
+        self.assertEqual(bench_plot.parse(f"hla2/chunked/float/{SHAPE}/threads:2/{bench_targets.FIXED_GAMMA}")[1]["decay"], " γ=0.9")
+
+
+class Model(unittest.TestCase):
+    def test_grouped_rows(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "bench.json")
+            with open(path, "w") as f:
+                json.dump({"benchmarks": gated_entries()}, f)
+            times, _ = workspan.load(path)
+            report = workspan.bench(type("Args", (), {"bench": path})())
+        rows = {(r["form"], r["scalar"]): r for r in report["rows"] if r.get("schedule") == "grouped"}
+        self.assertEqual(len(rows), len(bench_targets.GATED_OPS) * len(bench_targets.SCALARS) * 2)
+        # no peak/ entries: phi = 1, so f from the plain entry's 10 → 6 ms is (2/(10/6) − 1)/(2 − 1) = 0.2, and the
+        # gated entry's P = 2 is 15 (0.2 + 0.8/2) = 9 ms (its measured 9 ms: the same speed-up by construction)
+        r = rows[(f"linear/chunked/{bench_targets.GATES}", "double")]
+        self.assertAlmostEqual(r["f"], 0.2)
+        self.assertAlmostEqual(r["predicted"][2], 9.0)
+        self.assertAlmostEqual(r["measured"][2], 9.0)
+        self.assertAlmostEqual(times[f"hla2/chunked/float/{SHAPE}/threads:1/{bench_targets.GATES}"], 15.0)
+
+
+if __name__ == "__main__":
+    unittest.main()
