@@ -18,6 +18,7 @@
 #include <fmt/core.h>
 
 #include "core/inputs.hpp"
+#include "core/registry.hpp"
 
 using namespace hla;
 
