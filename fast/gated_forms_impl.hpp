@@ -63,6 +63,8 @@ template <class T> const Entry<T>* registered(const FormRef& f) {
     return registry<T>().try_find("hla2", "serial", "paper");
   if (f.form.rfind("scan-", 0) == 0 && f.variant == "spec")
     return registry<T>().try_find(f.op, f.form, scan::gated_scan_variant(f.op));
+  if (f.form == "decode" && f.variant == "spec")  // fast/serial/decode.hpp, each token's γ_t handed to the decoder
+    return registry<T>().try_find_exact(f.op, f.form);
   if (f.form == "chunked" && f.variant == "spec")  // fast/chunked/gated.hpp with its stable gate factors
     return registry<T>().try_find_exact(f.op, f.form);
   if (f.form == "chunked-naive-cumprod" && f.variant == "spec") {

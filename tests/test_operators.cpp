@@ -11,6 +11,7 @@
 #include "core/operators.hpp"
 #include "core/registry.hpp"
 #include "fast/backward/passes.hpp"
+#include "fast/gated_forms.hpp"
 #include "verify/bounds.hpp"
 #include "verify/claims.hpp"
 
@@ -132,6 +133,15 @@ TEST_CASE("backward, scan and gated-battery flags match what is registered and r
       CHECK_NOTHROW(st.at(std::string(s.denominator)));
     }
   }
+}
+
+TEST_CASE("the gated ledger's operators are those the table gives a gated battery", "[operators][gated]") {
+  std::set<std::string> ledger, table;
+  for (const gated::FormRef& f : gated::forms())
+    if (f.variant == "spec") ledger.insert(f.op);
+  for (const OperatorInfo& o : kOperators)
+    if (o.verify_gates) table.insert(std::string(o.name));
+  CHECK(ledger == table);
 }
 
 TEST_CASE("the claims the table names are claims of the ledger, and every paper form that fails names one", "[operators]") {
