@@ -81,6 +81,7 @@ struct SecondOrderSum {
   bool strict = false;
 };
 template <class T> Out<T> second_order_sum(const std::string& op, const P<T>& p, const Options& o, const SecondOrderSum& sum) {
+  const OpId id = op_id(op);
   const auto& e = sum.exponent;
   const long n = p.Q.rows(), diag = sum.strict ? 0 : 1;  // the masks run to t − 1 + diag
   if (n > 64) return std::nullopt;
@@ -97,12 +98,12 @@ template <class T> Out<T> second_order_sum(const std::string& op, const P<T>& p,
     nd(t, dv) += w;
   };
   for (long t = 0; t < n; ++t) {
-    if (op_id(op) == OpId::ahla) {
+    if (id == OpId::ahla) {
       for (long i = 0; i < t + diag; ++i)
         for (long j = 0; j < i + diag; ++j) add(t, j, g[static_cast<std::size_t>(e(t, i, j))] * qk(t, i) * qk(i, j));
     } else {
       for (long j = 0; j < t + diag; ++j) {
-        const long last = op_id(op) == OpId::hla2 ? j : t;  // the mask i ≤ j (hla2-unmasked: i ≤ t)
+        const long last = id == OpId::hla2 ? j : t;  // the mask i ≤ j (hla2-unmasked: i ≤ t)
         for (long i = 0; i < last + diag; ++i) add(t, j, g[static_cast<std::size_t>(e(t, i, j))] * qk(t, i) * qk(j, i));
         if (o.ridge != 0) add(t, j, ridge * g[static_cast<std::size_t>(t - j)] * qq(t, j));
       }
@@ -199,6 +200,7 @@ template <class T> void add_other_operators(std::vector<Candidate<T>>& out, cons
 }
 
 template <class T> void add_mistakes(std::vector<Candidate<T>>& out, const std::string& op) {
+  const OpId id = op_id(op);
   auto add = [&](std::string key, std::string what, std::function<Out<T>(const P<T>&, const Options&)> f) {
     out.push_back({"mistake:" + std::move(key), std::move(what), "", std::move(f)});
   };
@@ -303,20 +305,20 @@ template <class T> void add_mistakes(std::vector<Candidate<T>>& out, const std::
   }
   // The intra-chunk mask written without its diagonal (diff > 0 for diff >= 0): every token's own term is lost,
   // in every chunk alike, so the mistake does not depend on the chunk width.
-  if (op_id(op) == OpId::hla2 || op_id(op) == OpId::ahla)
+  if (id == OpId::hla2 || id == OpId::ahla)
     add("mask-diagonal-dropped",
         "the diagonal dropped from the causal mask (an intra-chunk mask diff > 0 for diff >= 0): o_t sums only earlier tokens, "
         "each through earlier ones",
-        [op](const P<T>& p, const Options& o) -> Out<T> {
+        [op, ahla = id == OpId::ahla](const P<T>& p, const Options& o) -> Out<T> {
           SecondOrderSum spec;  // SPEC's decay: γ^((t−i)+(t−j)) for hla2, γ^(t−j) for ahla
-          spec.exponent = [ahla = op_id(op) == OpId::ahla](long t, long i, long j) { return ahla ? t - j : (t - i) + (t - j); };
+          spec.exponent = [ahla](long t, long i, long j) { return ahla ? t - j : (t - i) + (t - j); };
           spec.strict = true;
           return second_order_sum(op, p, o, spec);
         });
   // The u-form chunk algorithm (examples/torch_hla2_chunked.py) with its carry decayed γ^a in place of γ^(a+1)
   // (a the token's offset in its chunk): every term that crosses a chunk boundary keeps one γ too many per
   // boundary summary it crosses.
-  if (op_id(op) == OpId::hla2)
+  if (id == OpId::hla2)
     for (int w : kChunkWidths) {
       if (w == 1) continue;
       add(fmt::format("carry-decay-off-by-one@w={}", w),
@@ -332,10 +334,10 @@ template <class T> void add_mistakes(std::vector<Candidate<T>>& out, const std::
     long (*e)(long t, long i, long j);
   };
   std::vector<Named> exponents;
-  if (op_id(op) == OpId::hla2 || op_id(op) == OpId::hla2_unmasked) {
+  if (id == OpId::hla2 || id == OpId::hla2_unmasked) {
     exponents = {{"decay-keys-only", "decay γ^(t−i) on the key summary S only (C, m undecayed)", [](long t, long i, long) { return t - i; }},
                  {"decay-values-only", "decay γ^(t−j) on C, m only (S undecayed)", [](long t, long, long j) { return t - j; }}};
-  } else if (op_id(op) == OpId::ahla) {
+  } else if (id == OpId::ahla) {
     exponents = {{"decay-outer-only", "decay γ^(t−i) on the outer summary only (P undecayed)", [](long t, long i, long) { return t - i; }},
                  {"decay-inner-only", "decay γ^(i−j) on P only (the outer summary undecayed)", [](long, long i, long j) { return i - j; }},
                  {"decay-both-from-t", "decay γ^((t−i)+(t−j)): both summaries decayed from t", [](long t, long i, long j) { return (t - i) + (t - j); }}};
@@ -424,12 +426,13 @@ Out<rational> with_decays(const std::string& op, const GP& g, long w, const Opti
 }  // namespace
 
 std::vector<GatedCandidate> gated_diagnosis_candidates(const std::string& op) {
+  const OpId id = op_id(op);
   std::vector<GatedCandidate> out;
   auto add = [&](std::string key, std::string what, std::string claim,
                  std::function<Out<rational>(const GP&, const Options&)> f, bool last_row_undefined = false) {
     out.push_back({std::move(key), std::move(what), std::move(claim), last_row_undefined, std::move(f)});
   };
-  if (op_id(op) == OpId::hla2) {
+  if (id == OpId::hla2) {
     add("gated:hla2/serial/algorithm1-rule",
         "Algorithm 1's decay rule with gates: G_t = gamma_t G_{t-1} + k_t k_t^T C_{t-1} (SPEC's keeps gamma_t^2 G_{t-1} + "
         "gamma_t k_t (k_t^T C_{t-1}))", "gated.hla2.algorithm1-rule",
@@ -470,7 +473,7 @@ std::vector<GatedCandidate> gated_diagnosis_candidates(const std::string& op) {
         fmt::format("a chunk form whose carry is decayed by one gate too many (Pi_{{r=s-1..t}}: the previous chunk's last "
                     "gate too, chunk width {})", w), "",
         [at_boundaries](const GP& g, const Options& o) { return at_boundaries(g, o, true); });
-    if (op_id(op) == OpId::linear || op_id(op) == OpId::hla2)
+    if (id == OpId::linear || id == OpId::hla2)
       add(fmt::format("mistake:carry-first-gate-power@w={}", w),
           fmt::format("a chunk form whose carry is decayed by the chunk's first gate to a power (gamma_s^(a+1) at offset a, "
                       "for Pi_{{r=s..s+a}} gamma_r; chunk width {})", w), "",
