@@ -12,10 +12,10 @@
 #include "core/dispatch.hpp"
 #include "core/gates.hpp"
 #include "core/parse.hpp"
-#include "fast/distributed/comm.hpp"
+#include "mpi/comm.hpp"
 #include "fast/distributed/plan.hpp"
-#include "verify/bounds.hpp"
-#include "verify/evaluate.hpp"
+#include "numerics/bounds.hpp"
+#include "numerics/evaluate.hpp"
 
 namespace hla::cli {
 namespace {
@@ -90,7 +90,7 @@ void run_check(const Shape& shape, std::uint64_t seed) {
 // Every option case, with and without an initial state, at lengths that give every rank one token (n = P),
 // blocks that do not divide n (n = 2P + 1) and a longer sequence; chunk widths that do not divide the blocks.
 // rational, fp61: outputs and final state exactly equal to the serial form's. mpfr256, double, float: every
-// output within the rounding bound of verify/bounds.hpp (the sweeps' bound) of the MPFR reference.
+// output within the rounding bound of numerics/bounds.hpp (the sweeps' bound) of the MPFR reference.
 struct DistributedCase {
   Eigen::Index n;
   int chunk;

@@ -5,10 +5,10 @@
 #include <fstream>
 
 #include "cli/commands.hpp"
-#include "core/files.hpp"
+#include "io/files.hpp"
 #include "core/types.hpp"
-#include "fast/distributed/comm.hpp"
-#include "verify/claims.hpp"
+#include "mpi/comm.hpp"
+#include "claims/claims.hpp"
 
 namespace hla::cli {
 namespace {

@@ -14,7 +14,7 @@
 #include "cli/commands.hpp"
 #include "core/inputs.hpp"
 #include "core/registry.hpp"
-#include "fast/distributed/comm.hpp"
+#include "mpi/comm.hpp"
 #include "fast/distributed/exscan.hpp"
 #include "fast/distributed/plan.hpp"
 #include "fast/distributed/sequence.hpp"

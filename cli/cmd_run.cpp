@@ -10,7 +10,7 @@
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
 #include "core/dispatch.hpp"
-#include "verify/evaluate.hpp"
+#include "numerics/evaluate.hpp"
 
 namespace hla::cli {
 namespace {

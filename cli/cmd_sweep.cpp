@@ -6,7 +6,7 @@
 
 #include "cli/commands.hpp"
 #include "experiments/lib/sweep.hpp"
-#include "fast/distributed/comm.hpp"
+#include "mpi/comm.hpp"
 
 namespace hla::cli {
 namespace {

@@ -15,13 +15,13 @@
 #include "core/operators.hpp"
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
-#include "core/files.hpp"
+#include "io/files.hpp"
 #include "core/parse.hpp"
-#include "verify/external/battery.hpp"
-#include "verify/external/combine.hpp"
-#include "verify/external/exec.hpp"
-#include "verify/external/precision.hpp"
-#include "verify/npy.hpp"
+#include "verify/battery.hpp"
+#include "verify/combine.hpp"
+#include "verify/exec.hpp"
+#include "verify/precision.hpp"
+#include "io/npy.hpp"
 
 namespace hla::cli {
 namespace {

@@ -11,15 +11,15 @@
 #include "cli/commands.hpp"
 #include "core/registry.hpp"
 #include "core/types.hpp"
-#include "fast/distributed/comm.hpp"
-#include "verify/external/exec.hpp"
+#include "mpi/comm.hpp"
+#include "verify/exec.hpp"
 
 namespace {
 constexpr int kInternalError = 70;  // sysexits.h EX_SOFTWARE
 }
 
 int main(int argc, char** argv) {
-  // MPI only under mpirun/srun (fast/distributed/comm.hpp); otherwise nothing changes.
+  // MPI only under mpirun/srun (mpi/comm.hpp); otherwise nothing changes.
   const hla::distributed::Session mpi(&argc, &argv);
   CLI::App app{"HLA harness: verifies, measures and benchmarks Higher-order Linear Attention"};
   app.require_subcommand(1);

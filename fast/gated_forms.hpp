@@ -1,7 +1,7 @@
 // The gated forms by the names the ledger gives them (SPEC "Gated (data-dependent) decay"): linear, hla2 and ahla
 // as literal-sum references, serial recurrences, decoding kernels, scans and chunk forms, each taking per-token gates γ_t
 // (core/gates.hpp). All but the proposal's recurrences are the registry's forms run with Problem::gates
-// (Entry::gated, given in each kind's register.hpp); this names them as the gated ledger (verify/claims_gated.cpp),
+// (Entry::gated, given in each kind's register.hpp); this names them as the gated ledger (claims/gated.cpp),
 // hla verify and the tests hold them against each other, and keeps the proposal's recurrences, which are not forms
 // of the harness. Compiled once per scalar group (fast/gated_forms_impl.hpp): rational, fp61, mpfr256, double, float.
 #pragma once

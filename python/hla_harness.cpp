@@ -1,5 +1,5 @@
 // hla_harness: the harness from Python. A thin layer: it converts NumPy arrays and Python callables and
-// calls the same C++ code as `hla verify` and `hla run` (verify/external/, the registry). No check is
+// calls the same C++ code as `hla verify` and `hla run` (verify/, the registry). No check is
 // implemented twice.
 //
 //   import hla_harness
@@ -20,13 +20,13 @@
 #include <sstream>
 #include <thread>
 
-#include "core/files.hpp"
+#include "io/files.hpp"
 #include "core/inputs.hpp"
 #include "core/parse.hpp"
 #include "core/registry.hpp"
-#include "verify/external/battery.hpp"
-#include "verify/external/combine.hpp"
-#include "verify/external/exec.hpp"
+#include "verify/battery.hpp"
+#include "verify/combine.hpp"
+#include "verify/exec.hpp"
 
 namespace py = pybind11;
 using namespace hla;
@@ -348,7 +348,7 @@ class CallableImplementation : public Implementation {
   double timeout_;
 };
 
-// The report as Python objects; a non-UTF-8 byte in it (a function's message) becomes U+FFFD (core/files.hpp).
+// The report as Python objects; a non-UTF-8 byte in it (a function's message) becomes U+FFFD (io/files.hpp).
 py::object to_python(const nlohmann::json& j) { return py::module_::import("json").attr("loads")(json_text(j)); }
 
 py::object verify_callable(py::object fn, const std::string& op, const py::object& gamma, bool normalized, const py::object& eps,
@@ -384,7 +384,7 @@ py::object verify_callable(py::object fn, const std::string& op, const py::objec
   return to_python(report);
 }
 
-// A segment function and a combine as the combine battery sees them (verify/external/combine.hpp):
+// A segment function and a combine as the combine battery sees them (verify/combine.hpp):
 //   segment(q, k, v, gamma=) -> {part: array}        combine(a, b[, a_tokens=, b_tokens=, gamma=]) -> {part: array}
 // Keywords follow each function's signature, as for verify(): the combine's are passed only if it names them.
 class CallableCombine : public CombineImplementation {

@@ -14,8 +14,8 @@
 
 #include "core/gates.hpp"
 #include "fast/gated_forms.hpp"
-#include "verify/bounds.hpp"
-#include "verify/compare.hpp"
+#include "numerics/bounds.hpp"
+#include "numerics/compare.hpp"
 
 namespace hla::gated_tests {
 
@@ -62,7 +62,7 @@ inline ColVec<double> gates_of_strength(Eigen::Index n, double strength, std::ui
   return g;
 }
 
-// The MPFR-256 outputs, the exact denominators den_t + ε, and the abs operator A (verify/bounds.hpp) of a gated
+// The MPFR-256 outputs, the exact denominators den_t + ε, and the abs operator A (numerics/bounds.hpp) of a gated
 // problem whose inputs and gates are float-representable (so float, double and MPFR see the same numbers).
 struct FloatingReference {
   Mat<mpfr256> O;

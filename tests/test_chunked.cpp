@@ -11,7 +11,7 @@
 #include "core/registry.hpp"
 #include "fast/chunked/hla2.hpp"
 #include "fast/heads.hpp"
-#include "verify/compare.hpp"
+#include "numerics/compare.hpp"
 
 using namespace hla;
 

@@ -8,10 +8,10 @@
 #include <set>
 
 #include "core/inputs.hpp"
-#include "verify/claims.hpp"
-#include "verify/claims_support.hpp"
-#include "verify/counterexample.hpp"
-#include "verify/identity.hpp"
+#include "claims/claims.hpp"
+#include "claims/support.hpp"
+#include "claims/counterexample.hpp"
+#include "numerics/identity.hpp"
 
 using namespace hla;
 using namespace hla::verify;
@@ -151,7 +151,7 @@ TEST_CASE("ledger verdicts are computed and reproducible for a seed", "[claims][
 // the verdicts: a claim found failing must come with a correction that the harness verifies, as
 // "<id>.corrected", and that correction must hold — unless the ledger's own computation proves that no
 // correction of the claimed form exists (a study entry with evidence "no_hla2_form_recurrence": the diagonal
-// gate placements of verify/gated_diagonal.hpp).
+// gate placements of claims/gated_diagonal.hpp).
 TEST_CASE("every failing claim has a verified .corrected entry", "[claims][ledger]") {
   std::ifstream in(std::string(HLA_SOURCE_DIR) + "/results/claims.json");
   REQUIRE(in);
@@ -174,7 +174,7 @@ TEST_CASE("every failing claim has a verified .corrected entry", "[claims][ledge
     if (v != "fails") continue;
     ++failing;
     if (proved_uncorrectable.count(id)) continue;
-    INFO(id << " fails: add " << id << ".corrected to verify/claims_list.cpp");
+    INFO(id << " fails: add " << id << ".corrected to claims/list.cpp");
     CHECK(ids.count(id + ".corrected") == 1);
     CHECK(verdict[id + ".corrected"] == "holds");
   }

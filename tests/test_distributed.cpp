@@ -10,8 +10,8 @@
 
 #include "core/inputs.hpp"
 #include "core/registry.hpp"
-#include "fast/distributed/codec.hpp"
-#include "fast/distributed/comm.hpp"
+#include "mpi/codec.hpp"
+#include "mpi/comm.hpp"
 #include "fast/distributed/plan.hpp"
 #include "fast/scan/operators.hpp"
 

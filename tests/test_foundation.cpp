@@ -21,7 +21,7 @@
 #include "core/parse.hpp"
 #include "core/registry.hpp"
 #include "tests/decode_cases.hpp"
-#include "verify/compare.hpp"
+#include "numerics/compare.hpp"
 
 using namespace hla;
 using namespace hla::decode_tests;

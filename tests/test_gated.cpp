@@ -13,8 +13,8 @@
 #include "core/registry.hpp"
 #include "fast/gated_forms.hpp"
 #include "tests/gated_cases.hpp"
-#include "verify/claims.hpp"
-#include "verify/gated_diagonal.hpp"
+#include "claims/claims.hpp"
+#include "claims/gated_diagonal.hpp"
 
 using namespace hla;
 using namespace hla::gated_tests;
@@ -188,7 +188,7 @@ TEST_CASE("gated: the ledger's gated claims decide as computed (quick)", "[gated
   }
 }
 
-// ---- diagonal gates (the study of verify/gated_diagonal.hpp) ----------------------------------------------------
+// ---- diagonal gates (the study of claims/gated_diagonal.hpp) ----------------------------------------------------
 
 namespace {
 const verify::diagonal::Placement& placement(const std::string& id) {

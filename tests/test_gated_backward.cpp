@@ -1,7 +1,7 @@
 // The gated serial backward (fast/backward/gated.hpp), in exact rationals: ∂L/∂(Q, K, V, γ) = the forward-mode
 // dual-number derivatives of the gated literal-sum references (reference/gated.hpp), and ∂L/∂X_0 those of the gated
 // serial form from a state.
-#include "verify/gradients.hpp"  // first: brings fast/backward/dual.hpp before the forms
+#include "numerics/gradient_checks.hpp"  // first: brings fast/backward/dual.hpp before the forms
 // clang-format off
 #include "fast/backward/gated.hpp"
 #include "fast/gated_forms.hpp"

@@ -13,8 +13,8 @@
 #include "fast/chunked/gated.hpp"
 #include "fast/gated_forms.hpp"
 #include "tests/gated_cases.hpp"
-#include "verify/bounds.hpp"
-#include "verify/compare.hpp"
+#include "numerics/bounds.hpp"
+#include "numerics/compare.hpp"
 
 using namespace hla;
 using namespace hla::gated_tests;
@@ -116,7 +116,7 @@ TEST_CASE("gated chunked: constant gates give the fixed-gamma chunk forms exactl
 
 namespace {
 
-// The rounding depth h (verify/bounds.hpp) of a stable chunked gated form: that of a decaying chunked form
+// The rounding depth h (numerics/bounds.hpp) of a stable chunked gated form: that of a decaying chunked form
 // (accumulation_depth "chunked": w + ⌈n/w⌉ per level, one more rounding per step for the decay) plus, per level
 // (order_of), the log-domain gate factors' own error (bounds::log_gate_depth says why).
 long stable_chunked_depth(const std::string& op, const ColVec<double>& gamma, long w, long d) {

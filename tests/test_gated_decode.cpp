@@ -15,7 +15,7 @@
 #include "fast/heads.hpp"
 #include "tests/decode_cases.hpp"
 #include "tests/gated_cases.hpp"
-#include "verify/bounds.hpp"
+#include "numerics/bounds.hpp"
 
 using namespace hla;
 using namespace hla::decode_tests;

@@ -2,7 +2,7 @@
 // hand-written reverse mode through the serial recurrences = forward-mode dual-number derivatives of the
 // references; checkpointed (chunked) backward and the ⊕* reverse scan = serial backward, for several
 // chunk widths including ones that do not divide n; and a wrong adjoint is caught.
-#include "verify/gradients.hpp"  // first: brings fast/backward/dual.hpp before the forms
+#include "numerics/gradient_checks.hpp"  // first: brings fast/backward/dual.hpp before the forms
 
 #include <catch2/catch.hpp>
 #include <random>

@@ -10,14 +10,14 @@
 #include <fstream>
 #include <string>
 
-#include "core/files.hpp"
+#include "io/files.hpp"
 #include "core/inputs.hpp"
 #include "core/registry.hpp"
 #include "experiments/lib/sweep.hpp"
 #include "tests/fuzz/targets.hpp"
 #include "tests/temp_dir.hpp"
-#include "verify/external/exec.hpp"
-#include "verify/npy.hpp"
+#include "verify/exec.hpp"
+#include "io/npy.hpp"
 
 using namespace hla;
 using Catch::Matchers::Contains;

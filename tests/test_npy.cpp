@@ -1,4 +1,4 @@
-// verify/npy: the strict .npy/.npz reader and the .npy writer. Round trips, hand-built headers of every
+// io/npy: the strict .npy/.npz reader and the .npy writer. Round trips, hand-built headers of every
 // format version, files made by NumPy (tests/data/npy/make_fixtures.py), and every refusal with its message.
 #include <catch2/catch.hpp>
 #include <zlib.h>
@@ -10,7 +10,7 @@
 #include <optional>
 
 #include "tests/temp_dir.hpp"
-#include "verify/npy.hpp"
+#include "io/npy.hpp"
 
 using namespace hla;
 using Catch::Matchers::Contains;

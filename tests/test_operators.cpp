@@ -12,8 +12,8 @@
 #include "core/registry.hpp"
 #include "fast/backward/passes.hpp"
 #include "fast/gated_forms.hpp"
-#include "verify/bounds.hpp"
-#include "verify/claims.hpp"
+#include "numerics/bounds.hpp"
+#include "claims/claims.hpp"
 
 using namespace hla;
 

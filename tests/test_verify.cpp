@@ -9,13 +9,13 @@
 #include <fstream>
 
 #include "temp_dir.hpp"
-#include "verify/bounds.hpp"
-#include "verify/exactness.hpp"
+#include "numerics/bounds.hpp"
+#include "numerics/exactness.hpp"
 #include "fast/gated_forms.hpp"
-#include "verify/external/battery.hpp"
-#include "verify/external/diagnosis.hpp"
-#include "verify/external/exec.hpp"
-#include "verify/external/precision.hpp"
+#include "verify/battery.hpp"
+#include "verify/diagnosis.hpp"
+#include "verify/exec.hpp"
+#include "verify/precision.hpp"
 
 using namespace hla;
 using namespace hla::verify::ext;

@@ -12,7 +12,7 @@
 //
 // The sweep engine measures the same passes with peak RSS and gradient errors: configs/backward.toml.
 // Registered at static initialization; the main is experiments/bench/bench_main.cpp.
-#include "verify/gradients.hpp"  // first (dual.hpp, magnitude.hpp); declares run_pass<float, double> compiled once
+#include "numerics/gradient_checks.hpp"  // first (dual.hpp, magnitude.hpp); declares run_pass<float, double> compiled once
 
 #include <benchmark/benchmark.h>
 #include <fmt/core.h>

@@ -43,7 +43,7 @@
 #include "core/registry.hpp"
 #include "fast/chunked/hla2.hpp"
 #include "fast/heads.hpp"
-#include "verify/npy.hpp"
+#include "io/npy.hpp"
 
 using namespace hla;
 

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "verify/compare.hpp"
+#include "numerics/compare.hpp"
 
 namespace hla::sweep {
 

@@ -1,5 +1,5 @@
 // Backward points of a sweep: see sweep_backward.hpp and experiments/README.md ("Backward passes").
-#include "verify/gradients.hpp"  // first: fast/backward/dual.hpp and magnitude.hpp precede the forms' headers
+#include "numerics/gradient_checks.hpp"  // first: fast/backward/dual.hpp and magnitude.hpp precede the forms' headers
 // clang-format off
 #include "fast/backward/passes.hpp"
 // clang-format on

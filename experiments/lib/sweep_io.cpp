@@ -7,7 +7,7 @@
 #include <set>
 #include <sstream>
 
-#include "core/files.hpp"
+#include "io/files.hpp"
 #include "experiments/lib/sweep.hpp"
 
 namespace hla::sweep {

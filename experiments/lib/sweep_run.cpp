@@ -17,7 +17,7 @@
 #include <sstream>
 
 #include "core/dispatch.hpp"
-#include "core/files.hpp"
+#include "io/files.hpp"
 #include "core/gates.hpp"
 #include "core/inputs.hpp"
 #include "core/parse.hpp"
@@ -26,11 +26,11 @@
 #include "experiments/lib/measure.hpp"
 #include "experiments/lib/sweep.hpp"
 #include "experiments/lib/sweep_backward.hpp"
-#include "fast/distributed/comm.hpp"
-#include "fast/distributed/farm.hpp"
-#include "verify/bounds.hpp"
-#include "verify/exactness.hpp"
-#include "verify/compare.hpp"
+#include "mpi/comm.hpp"
+#include "mpi/farm.hpp"
+#include "numerics/bounds.hpp"
+#include "numerics/exactness.hpp"
+#include "numerics/compare.hpp"
 
 namespace hla::sweep {
 namespace fs = std::filesystem;
@@ -185,7 +185,7 @@ class ReferenceStore {
 };
 
 // ---- the rounding-error bound --------------------------------------------------------------------------------
-// The bound's depth h for a registered form (verify/bounds.hpp): its own accumulation depth.
+// The bound's depth h for a registered form (numerics/bounds.hpp): its own accumulation depth.
 // `log_mass` = Σ_t |log γ_t| of the point's gates: the stable gated chunk forms compute their gate factors from
 // within-chunk log-gates, whose own roundings bounds::log_gate_depth counts (per prefix-sum level).
 template <class T> long bound_depth(const Point& pt, double log_mass) {
@@ -381,7 +381,7 @@ SweepSummary run_sweep(const Config& c, const SweepOptions& o) {
   const Enumeration en = enumerate(c);  // validates names before anything is written
   const std::vector<Point> mine = shard_points(en.points, o.shard);
   const fs::path dir = o.out_dir.empty() ? fs::path("results") / c.name : o.out_dir;
-  // Under mpirun (fast/distributed/farm.hpp) rank 0 alone reads and writes the output files; the other
+  // Under mpirun (mpi/farm.hpp) rank 0 alone reads and writes the output files; the other
   // ranks compute the points it hands them.
   const int ranks = distributed::world_size();
   const bool writer = distributed::world_rank() == 0;

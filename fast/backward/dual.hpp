@@ -1,6 +1,6 @@
 // Forward-mode dual numbers x + ẋ·ε (ε² = 0) over any scalar T of the harness: the exact derivative of
 // any rational expression, in exact arithmetic when T is exact. The gradient checker
-// (verify/gradients.hpp) runs the *unchanged* reference templates (reference/) and serial forms
+// (numerics/gradient_checks.hpp) runs the *unchanged* reference templates (reference/) and serial forms
 // (fast/serial/) in Dual<T> with one tangent direction per input entry; L = Σ ⟨dO, O⟩ then has
 // tangent ∂L/∂x for the seeded entry x. This is the yardstick of every hand-written backward.
 //

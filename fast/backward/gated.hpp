@@ -91,7 +91,7 @@ GatedGradients<T> gated_backward(const std::string& op, const GatedProblem<T>& g
 
 }  // namespace hla::backward
 
-// The scalars gated_backward is compiled for, once (verify/external/gated_backward.cpp): HLA_GATED_BACKWARD_SCALARS()
+// The scalars gated_backward is compiled for, once (verify/gated_backward.cpp): HLA_GATED_BACKWARD_SCALARS()
 // instantiates them there, HLA_GATED_BACKWARD_SCALARS(extern) declares them for every other caller.
 #define HLA_GATED_BACKWARD_ONE(EXTERN, T)                                                                      \
   EXTERN template hla::backward::GatedGradients<T> hla::backward::gated_backward<T>(                             \

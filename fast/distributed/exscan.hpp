@@ -20,7 +20,7 @@
 #include <optional>
 #include <stdexcept>
 
-#include "fast/distributed/comm.hpp"
+#include "mpi/comm.hpp"
 #include "fast/distributed/plan.hpp"
 
 namespace hla::distributed {

@@ -61,7 +61,7 @@ template <class Op, class T> typename Op::Seg segment(const Op& op, const Proble
 
 // A segment lists its parts once, in `Seg::fields(seg, visit)`: the serial state's parts, then the
 // segment-only parts — matrices, or a scalar such as ρ (visited as a T). Its named parts (equality, counting,
-// printing counterexamples) and its serialization across ranks (fast/distributed/codec.hpp) derive from it.
+// printing counterexamples) and its serialization across ranks (mpi/codec.hpp) derive from it.
 template <class Seg, class T> NamedState<T> named_segment(const Seg& s) {
   NamedState<T> n;
   Seg::fields(s, [&](const char* name, const auto& part) {

@@ -19,13 +19,13 @@
 #include <vector>
 
 #include "cli/options.hpp"
-#include "core/files.hpp"
+#include "io/files.hpp"
 #include "core/dispatch.hpp"
 #include "core/inputs.hpp"
 #include "core/parse.hpp"
 #include "experiments/lib/sweep.hpp"
-#include "verify/external/exec.hpp"
-#include "verify/npy.hpp"
+#include "verify/exec.hpp"
+#include "io/npy.hpp"
 
 namespace hla::fuzz {
 
@@ -47,7 +47,7 @@ inline void rational_text(std::string_view bytes) {
   }
 }
 
-// The .npy and .npz readers (verify/npy.hpp): an array with as many values as its shape says, which
+// The .npy and .npz readers (io/npy.hpp): an array with as many values as its shape says, which
 // re-serializes and reads back bit for bit, or an NpyError.
 inline void npy_bytes(std::string_view bytes) {
   auto check = [](const npy::Array& a) {
@@ -130,7 +130,7 @@ inline std::pair<verify::ext::Request, verify::ext::Case> small_case(unsigned ch
   return {req, c};
 }
 
-// What an outside implementation writes back to `hla verify --exec` (verify/external/exec.hpp) for an
+// What an outside implementation writes back to `hla verify --exec` (verify/exec.hpp) for an
 // hla2 case at n = 3, d = dv = 2 written by write_case: an Outcome of the case's shapes or one with an
 // error message, never an exception. Input: a byte of flags (bit 0: float32, bit 1: the case wants its
 // state, bit 2: --grad), then the files o.npy, state_out/<part>.npy in the operator's order, dq, dk,
@@ -178,7 +178,7 @@ inline std::string npy_header(const std::string& shape_text) {
   return std::string("\x93NUMPY\x01\x00", 8) + static_cast<char>(h.size() & 0xff) + static_cast<char>(h.size() >> 8) + h;
 }
 
-// How `hla verify --exec` reads back the files and folders a command leaves (verify/external/exec.hpp): any
+// How `hla verify --exec` reads back the files and folders a command leaves (verify/exec.hpp): any
 // tree of directories, files of any claimed and actual size, symlinks (loops, to devices, to folders), FIFOs
 // and permissions. read_outcome answers with an Outcome (an error naming what was wrong, or the case's
 // shapes), never an exception or a hang, and the round's temporary directory is removed whatever is in it.

@@ -1,0 +1,69 @@
+// Building blocks of the claim checks: "form A equals form B" decided by identity testing, with
+// counterexample and floating-point evidence; log–log fits for cost claims.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/inputs.hpp"
+#include "core/registry.hpp"
+#include "claims/claims.hpp"
+#include "claims/counterexample.hpp"
+#include "numerics/identity.hpp"
+
+namespace hla::verify {
+
+// A registered form: operator, form, variant ("" = the paper's or the definition).
+struct FormRef {
+  std::string op, form, variant;
+  std::string name() const { return op + "/" + form + (variant.empty() ? "" : "/" + variant); }
+};
+
+// Which options the identity ranges over. Parameters switched on are drawn at random (field-uniform in
+// F_p; γ = 1/2, ε = 1/8, λ = 1/2 in the rational counterexample search).
+struct ParamSpace {
+  bool decay = false, normalized = false, ridge = false;
+  std::vector<int> chunks{16};   // every chunk width is checked (scan/chunked forms)
+  std::vector<int> threads{1};
+  std::string describe() const;
+};
+
+// Evaluates `form` on p under opt once per (chunk, threads) in the space, rows stacked.
+template <class T> Mat<T> run_stacked(const FormRef& f, const Problem<T>& p, const Options& opt, const ParamSpace& space);
+
+// Upper bound on the total degree of either side's entries, as polynomials in inputs and parameters.
+int identity_degree(const std::string& op, Eigen::Index n, const ParamSpace& space);
+
+// The identity tester's shapes: awkward sizes, d ≠ dv, n = 1, n not a multiple of the chunk widths.
+std::vector<Shape> identity_shapes(bool quick);
+
+// Decides lhs = rhs over the space. Verdict holds/fails; a failure carries the smallest rational
+// counterexample found and floating-point evidence of the size of the disagreement.
+ClaimResult check_equal(const FormRef& lhs, const FormRef& rhs, const ParamSpace& space, const LedgerContext& ctx,
+                        const std::string& method_note = "");
+
+// The same, for two arbitrary field/rational evaluations (claims whose sides are not registered forms).
+struct CustomSides {
+  std::string lhs_name, rhs_name;
+  FieldEvaluation field;
+  RationalEvaluation rational_eval;            // for the counterexample search (may be empty)
+  std::function<int(const Shape&)> degree;
+};
+ClaimResult check_custom(const CustomSides& sides, const std::vector<Shape>& shapes, const LedgerContext& ctx,
+                         const std::string& method);
+
+nlohmann::json counterexample_json(const Counterexample& c, const std::string& options, const std::string& lhs_name,
+                                   const std::string& rhs_name);
+
+// Least-squares fit of log(y) = a + b log(x): exponent b and RMS residual in log space.
+struct PowerFit {
+  double exponent = 0, intercept = 0, rms_residual = 0;
+};
+PowerFit fit_power(const std::vector<double>& x, const std::vector<double>& y);
+
+// Median thread-CPU time per call of f over `repeats` samples (after one warm-up); see the .cpp.
+double median_seconds(const std::function<void()>& f, int repeats);
+
+}  // namespace hla::verify

@@ -1,0 +1,146 @@
+// Atomic writes, early output checks and self-removing temporary directories (io/files.hpp).
+#include "io/files.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "core/types.hpp"
+
+namespace hla {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string reason(int err) { return std::strerror(err); }
+
+// The folder a file at `path` goes into ("." for a bare name).
+fs::path folder_of(const fs::path& path) { return path.parent_path().empty() ? fs::path(".") : path.parent_path(); }
+
+// A new file beside `path` that nobody else can have prepared: a random name, O_EXCL (never an existing
+// file), O_NOFOLLOW (never through a symlink). Returns the descriptor and sets `tmp`; -1 with errno set.
+int create_beside(const fs::path& path, fs::path& tmp) {
+  static thread_local std::mt19937_64 rng{std::random_device{}() ^ static_cast<std::uint64_t>(::getpid())};
+  for (int attempt = 0; attempt < 16; ++attempt) {
+    tmp = path;
+    tmp += ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(rng() % 1000000000);
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd >= 0 || errno != EEXIST) return fd;
+  }
+  return -1;
+}
+
+// An atomic write renames a new file over `path`: over a device, a FIFO or a symlink (/dev/null, /dev/stdout as
+// root) that would replace the node itself, for every user of it. Only a new name or a regular file is written.
+void require_new_or_regular(const fs::path& path, const std::string& what) {
+  std::error_code ec;
+  const fs::file_status st = fs::symlink_status(path, ec);
+  if (ec || st.type() == fs::file_type::not_found || st.type() == fs::file_type::regular) return;
+  if (st.type() == fs::file_type::directory)
+    throw InputError(what + " '" + path.string() + "' is a directory (give a file name)");
+  throw InputError(what + " '" + path.string() + "' exists and is not a regular file (a symlink, device or FIFO would be "
+                   "replaced, not written through): give a new file name or a regular file");
+}
+
+}  // namespace
+
+void check_writable(const fs::path& path, const std::string& what) {
+  std::error_code ec;
+  require_new_or_regular(path, what);
+  const fs::path dir = folder_of(path);
+  if (!fs::is_directory(dir, ec)) throw InputError(what + " '" + path.string() + "': folder '" + dir.string() + "' does not exist");
+  // The real test: the temporary file the atomic write will create, created and removed now.
+  fs::path tmp;
+  const int fd = create_beside(path, tmp);
+  if (fd < 0) throw InputError(what + " '" + path.string() + "' cannot be written: " + reason(errno));
+  ::close(fd);
+  ::unlink(tmp.c_str());
+}
+
+void write_file_atomically(const fs::path& path, std::string_view text, const std::string& what) {
+  require_new_or_regular(path, what);
+  fs::path tmp;
+  const int fd = create_beside(path, tmp);
+  if (fd < 0) throw InputError("cannot write " + what + " '" + path.string() + "': " + reason(errno));
+  auto fail = [&](int err) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw InputError("cannot write " + what + " '" + path.string() + "': " + reason(err));
+  };
+  std::size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) fail(n < 0 ? errno : ENOSPC);
+    done += static_cast<std::size_t>(n);
+  }
+  if (::fsync(fd) != 0) fail(errno);
+  if (::close(fd) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    throw InputError("cannot write " + what + " '" + path.string() + "': " + reason(err));
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    throw InputError("cannot write " + what + " '" + path.string() + "': " + reason(err));
+  }
+}
+
+std::string json_text(const nlohmann::json& j, int indent) {
+  return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+fs::path temp_root() {
+  const char* env = std::getenv("TMPDIR");
+  const fs::path root = env && *env ? fs::path(env) : fs::path("/tmp");  // empty means unset, as for mktemp(1)
+  std::error_code ec;
+  if (!fs::is_directory(root, ec))
+    throw InputError("TMPDIR '" + root.string() + "' is not a directory (set TMPDIR to a writable directory)");
+  return root;
+}
+
+TempDir::TempDir(const std::string& stem) {
+  const fs::path root = temp_root();
+  std::string tmpl = (root / (stem + "-XXXXXX")).string();
+  if (!::mkdtemp(tmpl.data()))
+    throw InputError("cannot create a temporary directory in TMPDIR '" + root.string() + "': " + reason(errno) +
+                     " (set TMPDIR to a writable directory)");
+  path_ = tmpl;
+}
+
+// Gives the owner back read, write and search permission on every directory of the tree (an implementation may
+// have made its folders read-only, or unreadable with chmod 0), never through a symlink: each entry is lstat'ed and
+// only a real directory is changed. A directory without read permission cannot be opened, so it is changed by
+// path, parents first. Iterative, so a deep tree cannot exhaust the stack.
+namespace {
+void make_removable(const fs::path& top) {
+  std::vector<fs::path> todo{top};
+  while (!todo.empty()) {
+    const fs::path dir = std::move(todo.back());
+    todo.pop_back();
+    struct stat st {};
+    if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;
+    (void)::chmod(dir.c_str(), S_IRWXU);
+    std::error_code ec;
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+      if (it->symlink_status(ec).type() == fs::file_type::directory) todo.push_back(it->path());
+  }
+}
+}  // namespace
+
+TempDir::~TempDir() {
+  if (keep_) return;
+  std::error_code ec;  // never throws: this runs while an exception unwinds
+  if (fs::remove_all(path_, ec) != static_cast<std::uintmax_t>(-1) && !ec) return;
+  make_removable(path_);
+  fs::remove_all(path_, ec);
+}
+
+}  // namespace hla

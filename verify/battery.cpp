@@ -1,0 +1,1227 @@
+// The battery behind `hla verify` and hla_harness.verify (battery.hpp).
+#include "verify/battery.hpp"
+
+#include <fmt/core.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "core/build_info.hpp"
+#include "core/inputs.hpp"
+#include "core/parse.hpp"
+#include "verify/diagnosis.hpp"
+#include "verify/precision.hpp"
+
+namespace hla::verify::ext {
+namespace {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+// A random case whose error exceeds the bound by a normwise relative error above this is not a precision
+// problem: no float32-or-better arithmetic loses 5% of every output.
+constexpr double kNotRounding = 0.05;
+
+// Exact cases up to this n take part in the diagnosis of every candidate; longer ones only in that of
+// chunk-dependent candidates (the short ones decide the rest, and rationals at n = 300 are slow).
+constexpr Eigen::Index kDiagnosisMaxN = 16;
+// File mode has one case, the user's own: it is worth seconds of exact arithmetic at a larger n.
+constexpr Eigen::Index kGivenDiagnosisMaxN = 64;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// One returned matrix (o, or with --grad dq, dk, dv) against what it must be.
+struct MatrixCheck {
+  double worst_ratio = 0;  // max over entries of |got − expected| / bound
+  Eigen::Index row = -1, col = -1;
+  double expected = 0, got = 0;
+  double max_err = 0, max_ref = 0, max_bound = 0;
+  double worst_format_ratio = 0;  // max |got − expected| / format_bound (where a precision problem ends)
+  bool mismatch() const { return worst_ratio > 1; }
+  double normwise() const { return max_ref > 0 ? max_err / max_ref : max_err; }
+  // Beyond the bound by more than any rounding explains: kNotRounding normwise and beyond the format bound.
+  bool far() const { return mismatch() && normwise() > kNotRounding && worst_format_ratio > 1; }
+};
+
+MatrixCheck check_matrix(const Mat<mpfr256>& want, const Mat<double>& bound, const Mat<double>& format_bound,
+                         const Mat<double>& got) {
+  MatrixCheck k;
+  for (Eigen::Index t = 0; t < want.rows(); ++t)
+    for (Eigen::Index j = 0; j < want.cols(); ++j) {
+      // NaN or Inf where the operator is finite is a wrong value (0/0 from a missing ε, say): the
+      // implementation answered, and differs there.
+      const bool finite = std::isfinite(got(t, j));
+      const double err = finite ? abs(mpfr256(got(t, j)) - want(t, j)).convert_to<double>() : INFINITY;
+      const double ref = abs(want(t, j)).convert_to<double>();
+      const double b = bound(t, j);
+      k.max_err = std::max(k.max_err, err);
+      k.max_ref = std::max(k.max_ref, ref);
+      if (std::isfinite(b)) k.max_bound = std::max(k.max_bound, b);
+      const double ratio = !finite ? INFINITY : err == 0 ? 0 : std::isinf(b) ? 0 : b > 0 ? err / b : INFINITY;
+      if (format_bound.size()) {
+        const double fb = format_bound(t, j);
+        const double fr = !finite ? INFINITY : err == 0 ? 0 : std::isinf(fb) ? 0 : fb > 0 ? err / fb : INFINITY;
+        k.worst_format_ratio = std::max(k.worst_format_ratio, fr);
+      }
+      if (ratio > k.worst_ratio) {
+        k.worst_ratio = ratio;
+        k.row = t;
+        k.col = j;
+        k.expected = want(t, j).convert_to<double>();
+        k.got = got(t, j);
+      }
+    }
+  return k;
+}
+
+// A case's whole check. Its MatrixCheck part is the worst of the returned matrices (`which`); `parts` has each.
+struct CaseCheck : MatrixCheck {
+  bool answered = false;
+  std::string error;
+  std::string which = "o";
+  std::vector<std::pair<std::string, MatrixCheck>> parts;
+  // The returned state (when the case asked for it): the first entry beyond its bound, and normwise sizes.
+  std::string state_problem;
+  std::string state_part;
+  Eigen::Index state_row = -1, state_col = -1;
+  double state_expected = 0, state_got = 0;
+  double state_max_err = 0, state_max_ref = 0;
+  bool output_mismatch() const { return mismatch(); }
+  bool any_mismatch() const { return output_mismatch() || !state_problem.empty(); }
+  double state_normwise() const { return state_max_ref > 0 ? state_max_err / state_max_ref : state_max_err; }
+  bool far() const {
+    for (const auto& [name, m] : parts)
+      if (m.far()) return true;
+    return !state_problem.empty() && (state_part.empty() || state_normwise() > kNotRounding);
+  }
+  const MatrixCheck* part(const std::string& name) const {
+    for (const auto& [n, m] : parts)
+      if (n == name) return &m;
+    return nullptr;
+  }
+};
+
+CaseCheck check_case(const Case& c, const Outcome& o, const Request& req) {
+  CaseCheck k;
+  if (!o.error.empty()) {
+    k.error = o.error;
+    return k;
+  }
+  k.answered = true;
+  k.parts.emplace_back("o", check_matrix(c.expected, c.bound, c.format_bound, o.O));
+  if (req.grad && c.dO.size()) {
+    const GradientValues& e = c.expected_grad;
+    const GradientBounds &b = c.grad_bound, &f = c.grad_format_bound;
+    k.parts.emplace_back("dq", check_matrix(e.dQ, b.dQ, f.dQ, o.dQ));
+    k.parts.emplace_back("dk", check_matrix(e.dK, b.dK, f.dK, o.dK));
+    k.parts.emplace_back("dv", check_matrix(e.dV, b.dV, f.dV, o.dV));
+    // ∂L/∂γ with --gates, when the implementation gave it (dgamma.npy is optional)
+    if (o.dgamma.size() && e.dgamma.size()) k.parts.emplace_back("dgamma", check_matrix(e.dgamma, b.dgamma, f.dgamma, o.dgamma));
+    // ∂L/∂state_in, when the implementation gave it and a bound exists (unnormalized options)
+    for (const auto& [name, got] : o.dstate_in.parts)
+      for (const auto& [bn, bm] : b.dstate.parts)
+        if (bn == name) k.parts.emplace_back("dstate_in." + name, check_matrix(e.dstate.at(name), bm, bm, got));
+  }
+  for (const auto& [name, m] : k.parts)
+    if (m.worst_ratio > k.worst_ratio || (name == "o" && k.which == "o")) {
+      static_cast<MatrixCheck&>(k) = m;
+      k.which = name;
+    }
+  if (c.want_state && req.state) {
+    for (const auto& [name, want] : c.expected_state.parts) {
+      const Mat<double>* got = nullptr;
+      for (const auto& [n2, m] : o.state_out.parts)
+        if (n2 == name) got = &m;
+      if (!got) {
+        if (k.state_problem.empty()) k.state_problem = "state_out has no part '" + name + "'";
+        continue;
+      }
+      const Mat<double>& bound = c.state_bound.at(name);
+      for (Eigen::Index i = 0; i < want.size(); ++i) {
+        const double g = (*got)(i);
+        const double err = std::isfinite(g) ? abs(mpfr256(g) - want(i)).convert_to<double>() : INFINITY;
+        k.state_max_err = std::max(k.state_max_err, err);
+        k.state_max_ref = std::max(k.state_max_ref, abs(want(i)).convert_to<double>());
+        if (err > bound(i) && k.state_problem.empty()) {
+          k.state_part = name;
+          k.state_row = i % want.rows();
+          k.state_col = i / want.rows();
+          k.state_expected = want(i).convert_to<double>();
+          k.state_got = g;
+          k.state_problem = fmt::format("state_out part '{}' entry ({}, {}): expected {:.17g}, got {:.17g}", name, k.state_row,
+                                        k.state_col, k.state_expected, g);
+        }
+      }
+    }
+  }
+  return k;
+}
+
+// Does this check prove that the implementation computes another function? On a sharp case (exact for the
+// declared arithmetic) any excess over the bound does; elsewhere only an error beyond rounding (far()).
+bool proves_difference(const Case& c, const CaseCheck& k) {
+  return k.answered && (c.sharp ? k.output_mismatch() : k.far());
+}
+bool part_proves_difference(const Case& c, const MatrixCheck& m) { return c.sharp ? m.mismatch() : m.far(); }
+
+// JSON has no NaN or Inf: a non-finite number is written as the string "NaN", "Infinity" or "-Infinity"
+// (as Python's json module reads them back with parse_constant, and as a reader sees at a glance).
+json number(double x) {
+  if (std::isnan(x)) return "NaN";
+  if (std::isinf(x)) return x > 0 ? "Infinity" : "-Infinity";
+  return x;
+}
+double number_of(const json& j) {
+  if (j.is_number()) return j.get<double>();
+  const std::string t = j.is_string() ? j.get<std::string>() : "NaN";
+  return t == "Infinity" ? INFINITY : t == "-Infinity" ? -INFINITY : NAN;
+}
+
+json first_difference_json(const CaseCheck& k) {
+  return {{"output", k.which}, {"row", k.row}, {"col", k.col}, {"expected", number(k.expected)}, {"got", number(k.got)}};
+}
+json random_entry_json(const Case& c, const CaseCheck& k, const Request& req) {
+  const double u = precision_model(req.declared(), req.dtype).u_format;
+  auto entry = [&](const MatrixCheck& m) {
+    return json{{"worst_ratio", number(m.worst_ratio)},
+                {"normwise_error", number(m.normwise())},
+                {"bound_normwise", number(m.max_ref > 0 ? m.max_bound / m.max_ref : m.max_bound)},
+                {"error_in_u", number(m.normwise() / u)}};
+  };
+  json j = entry(k);  // the worst of the returned matrices
+  j["n"] = c.n();
+  j["bound"] = c.bound_kind;
+  if (k.parts.size() > 1) {
+    j["worst_output"] = k.which;
+    for (const auto& [name, m] : k.parts) j["by_output"][name] = entry(m);
+  }
+  return j;
+}
+
+json matrix_json(const Mat<double>& m) {
+  json rows = json::array();
+  for (Eigen::Index t = 0; t < m.rows(); ++t) {
+    json r = json::array();
+    for (Eigen::Index j = 0; j < m.cols(); ++j) r.push_back(number(m(t, j)));
+    rows.push_back(r);
+  }
+  return rows;
+}
+// A state as {part: rows}, or "none" (a counterexample's state_in, so it can be re-run by hand).
+json state_json(const NamedState<double>& st) {
+  if (st.parts.empty()) return "none";
+  json j = json::object();
+  for (const auto& [name, m] : st.parts) j[name] = matrix_json(m);
+  return j;
+}
+Mat<double> rounded(const Mat<mpfr256>& m) {
+  return m.unaryExpr([](const mpfr256& x) { return x.convert_to<double>(); });
+}
+
+json options_json(const Options& o) {
+  return {{"gamma", format_rational(o.gamma)}, {"normalized", o.normalized}, {"eps", format_rational(o.eps)},
+          {"ridge", format_rational(o.ridge)}};
+}
+
+// Runs a round, timing it and logging it; the implementation must answer every case.
+std::vector<Outcome> run_round(Implementation& impl, const std::vector<Case>& cases, const Request& req,
+                               const std::string& what, json& rounds, double& impl_seconds, std::ostream* progress) {
+  RoundLog log;
+  log.what = what;
+  log.cases = cases.size();
+  if (progress) *progress << "verify: " << what << ": " << cases.size() << " cases ..." << std::flush;
+  const auto t0 = Clock::now();
+  std::vector<Outcome> out = impl.run(cases, req, log);
+  if (log.seconds == 0) log.seconds = seconds_since(t0);
+  impl_seconds += log.seconds;
+  if (out.size() != cases.size()) {
+    out.resize(cases.size());
+    for (auto& o : out)
+      if (o.error.empty() && o.O.size() == 0) o.error = "no answer for this case";
+  }
+  if (progress) *progress << fmt::format(" {:.2f} s{}\n", log.seconds, log.failure.empty() ? "" : " — " + log.failure);
+  rounds.push_back({{"what", log.what}, {"cases", log.cases}, {"seconds", log.seconds}, {"failure", log.failure}});
+  return out;
+}
+
+void compute_all(std::vector<Case>& cases, const Request& req) {
+  std::string failure;
+#pragma omp parallel for schedule(dynamic)
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    try {
+      compute_expected(cases[i], req);
+    } catch (const std::exception& e) {
+#pragma omp critical
+      failure = e.what();
+    }
+  }
+  if (!failure.empty()) throw std::runtime_error("computing the expected outputs failed: " + failure);
+}
+
+// ---- counterexample search ---------------------------------------------------------------------------------
+// Simplifications of a failing exact case: its prefix up to the first wrong row, one column of Q and K (or of
+// V) fewer, one non-zero entry set to 0. Long cases only get the first two, so every round stays small.
+// Under shape constraints lengths move by whole multiples and the widths stay.
+std::vector<Case> simplifications(const Case& c, Eigen::Index first_bad_row, const Request& req) {
+  std::vector<Case> out;
+  // With --grad the upstream gradient dO follows the rows and the value columns of V.
+  const bool grad = c.dO.size() > 0;
+  auto variant = [&](Problem<double> p, const std::string& how, Mat<double> dO = {}) {
+    Case s;
+    s.kind = "shrink";
+    s.group = c.group;
+    s.opt = c.opt;
+    s.in = std::move(p);
+    if (grad) s.dO = dO.size() ? std::move(dO) : c.dO;
+    // The gates follow the rows: a shorter variant is a prefix, but for "drop-first", of the case's tokens.
+    if (c.gamma.size()) s.gamma = how == "drop-first" ? c.gamma.tail(s.n()) : c.gamma.head(s.n());
+    s.name = how;
+    out.push_back(std::move(s));
+  };
+  const Eigen::Index n = c.n(), d = c.in.Q.cols(), dv = c.in.V.cols();
+  const Eigen::Index step = req.n_multiple, prefix = req.fit_n(first_bad_row + 1);
+  if (prefix < n) variant(slice_rows(c.in, 0, prefix), "prefix", grad ? Mat<double>(c.dO.topRows(prefix)) : Mat<double>());
+  // Half the length too: a gradient's first wrong row need not be where a shorter sequence still fails.
+  std::vector<Eigen::Index> parts{req.fit_n(n / 2)};
+  if (req.fit_n(3 * n / 4) != parts.front()) parts.push_back(req.fit_n(3 * n / 4));
+  for (const Eigen::Index len : parts)
+    if (len >= 1 && len < n && len != prefix)
+      variant(slice_rows(c.in, 0, len), "prefix-part", grad ? Mat<double>(c.dO.topRows(len)) : Mat<double>());
+  if (prefix == n && n > 2 * step)
+    variant(slice_rows(c.in, step, n), "drop-first", grad ? Mat<double>(c.dO.bottomRows(n - step)) : Mat<double>());
+  // Wide cases first lose half their columns at once (a fault of the wide case, e.g. a feature tiling, shows
+  // in a few rounds), then one column at a time.
+  if (!req.fixed_widths && d > 4) {
+    Problem<double> p = c.in;
+    p.Q = c.in.Q.leftCols(d / 2);
+    p.K = c.in.K.leftCols(d / 2);
+    variant(p, "halve-qk-cols");
+  }
+  if (!req.fixed_widths && dv > 4) {
+    Problem<double> p = c.in;
+    p.V = c.in.V.leftCols(dv / 2);
+    variant(p, "halve-v-cols", grad ? Mat<double>(c.dO.leftCols(dv / 2)) : Mat<double>());
+  }
+  for (Eigen::Index j = 0; !req.fixed_widths && d > 1 && j < d; ++j) {
+    Problem<double> p = c.in;
+    Mat<double> Q(n, d - 1), K(n, d - 1);
+    Q << c.in.Q.leftCols(j), c.in.Q.rightCols(d - 1 - j);
+    K << c.in.K.leftCols(j), c.in.K.rightCols(d - 1 - j);
+    p.Q = Q;
+    p.K = K;
+    variant(p, "drop-qk-col");
+  }
+  for (Eigen::Index j = 0; !req.fixed_widths && dv > 1 && j < dv; ++j) {
+    Problem<double> p = c.in;
+    Mat<double> V(n, dv - 1);
+    V << c.in.V.leftCols(j), c.in.V.rightCols(dv - 1 - j);
+    p.V = V;
+    Mat<double> dO;
+    if (grad) {
+      dO.resize(n, dv - 1);
+      dO << c.dO.leftCols(j), c.dO.rightCols(dv - 1 - j);
+    }
+    variant(p, "drop-v-col", dO);
+  }
+  if (n <= 16 && c.in.Q.size() + c.in.K.size() + c.in.V.size() <= 256) {
+    for (int which = 0; which < 3; ++which) {
+      const Mat<double>& m = which == 0 ? c.in.Q : which == 1 ? c.in.K : c.in.V;
+      for (Eigen::Index i = 0; i < m.size(); ++i) {
+        if (m(i) == 0) continue;
+        Problem<double> p = c.in;
+        (which == 0 ? p.Q : which == 1 ? p.K : p.V)(i) = 0;
+        variant(p, "zero-entry");
+      }
+    }
+    for (Eigen::Index i = 0; grad && i < c.dO.size(); ++i) {
+      if (c.dO(i) == 0) continue;
+      Mat<double> dO = c.dO;
+      dO(i) = 0;
+      variant(c.in, "zero-upstream-entry", dO);
+    }
+  }
+  return out;
+}
+
+// Smaller first: fewer tokens, then fewer columns in all (so halving dv beats dropping one of d's), then
+// fewer non-zero entries.
+std::tuple<Eigen::Index, Eigen::Index, Eigen::Index, long> size_key(const Case& c) {
+  const long nnz = static_cast<long>((c.in.Q.array() != 0).count() + (c.in.K.array() != 0).count() +
+                                     (c.in.V.array() != 0).count() + (c.dO.array() != 0).count());
+  return {c.n(), 2 * c.in.Q.cols() + c.in.V.cols(), c.in.Q.cols(), nnz};
+}
+
+// Where the counterexample search starts: the simplest failing option group (unnormalized before normalized,
+// γ = 1 before decay, no ridge before ridge), then the smallest case.
+std::pair<int, std::tuple<Eigen::Index, Eigen::Index, Eigen::Index, long>> start_key(const Case& c) {
+  return {int(c.opt.gamma != 1) + int(c.opt.normalized) + int(c.opt.ridge != 0), size_key(c)};
+}
+
+// The first row beyond its bound in any returned matrix (o; dq, dk, dv with --grad).
+Eigen::Index first_bad_row(const Case& c, const Outcome& o) {
+  std::vector<std::tuple<const Mat<mpfr256>*, const Mat<double>*, const Mat<double>*>> parts{{&c.expected, &c.bound, &o.O}};
+  if (c.dO.size() && o.dQ.size())
+    parts.insert(parts.end(), {{&c.expected_grad.dQ, &c.grad_bound.dQ, &o.dQ},
+                               {&c.expected_grad.dK, &c.grad_bound.dK, &o.dK},
+                               {&c.expected_grad.dV, &c.grad_bound.dV, &o.dV}});
+  for (Eigen::Index t = 0; t < c.n(); ++t)
+    for (const auto& [want, bound, got] : parts)
+      for (Eigen::Index j = 0; j < want->cols(); ++j) {
+        const double err = abs(mpfr256((*got)(t, j)) - (*want)(t, j)).convert_to<double>();
+        if (!(err <= (*bound)(t, j))) return t;
+      }
+  return c.n() - 1;
+}
+
+json counterexample_json(const Case& c, const Outcome& o, const CaseCheck& k, int rounds) {
+  json j = {{"case", c.name},
+          {"n", c.n()},
+          {"d", c.in.Q.cols()},
+          {"dv", c.in.V.cols()},
+          {"options", options_json(c.opt)},
+          {"q", matrix_json(c.in.Q)},
+          {"k", matrix_json(c.in.K)},
+          {"v", matrix_json(c.in.V)},
+          {"gamma", c.gamma.size() ? matrix_json(Mat<double>(c.gamma.transpose())) : json(nullptr)},
+          {"expected", matrix_json(rounded(c.expected))},
+          {"got", matrix_json(o.O)},
+          {"first_difference", first_difference_json(k)},
+          {"shrink_rounds", rounds}};
+  if (k.output_mismatch()) j["first_wrong_row"] = first_bad_row(c, o);
+  if (c.dO.size() && o.dQ.size()) {
+    // the upstream gradient, and the returned gradient that differs most, expected and got
+    j["do"] = matrix_json(c.dO);
+    const std::string part = k.which.rfind("dstate_in.", 0) == 0 ? k.which.substr(10) : "";
+    const auto pick = [&]() -> std::pair<const Mat<mpfr256>*, const Mat<double>*> {
+      if (k.which == "dk") return {&c.expected_grad.dK, &o.dK};
+      if (k.which == "dv") return {&c.expected_grad.dV, &o.dV};
+      if (k.which == "dgamma") return {&c.expected_grad.dgamma, &o.dgamma};
+      if (!part.empty()) return {&c.expected_grad.dstate.at(part), &o.dstate_in.at(part)};
+      return {&c.expected_grad.dQ, &o.dQ};
+    }();
+    j["gradient"] = {{"output", k.which == "o" ? "dq" : k.which},
+                     {"expected", matrix_json(rounded(*pick.first))},
+                     {"got", matrix_json(*pick.second)}};
+  }
+  return j;
+}
+
+// ---- diagnosis ----------------------------------------------------------------------------------------------
+// Candidates are evaluated on cases up to max_n tokens (the chunk-width ones, whose difference only shows past
+// a chunk, on every case): in exact rationals where that is cheap, in float64 on long or wide cases
+// (diagnosis.hpp says why the decision is the same).
+constexpr Eigen::Index kRationalDiagnosisWork = 4096;  // n · d · (d + dv) up to which a case is diagnosed in rationals
+
+bool diagnose_in_rationals(const Case& c) {
+  return c.n() * c.in.Q.cols() * (c.in.Q.cols() + c.in.V.cols()) <= kRationalDiagnosisWork;
+}
+
+// One entry per chunk-dependent candidate, with every width it matched at ("…@w=8,16", "widths": [8, 16]),
+// in place of one entry per width.
+json merge_chunk_widths(std::vector<json>& found) {
+  json matches = json::array();
+  std::map<std::string, std::size_t> at_base;
+  for (auto& f : found) {
+    if (f.is_null()) continue;
+    const std::string key = f["key"];
+    const auto at = key.find("@w=");
+    if (at == std::string::npos) {
+      matches.push_back(std::move(f));
+      continue;
+    }
+    const std::string base = key.substr(0, at), width = key.substr(at + 3);
+    auto it = at_base.find(base);
+    if (it == at_base.end()) {
+      std::string what = f["description"];
+      for (const std::string& pattern : {fmt::format("width {})", width), fmt::format("every {} tokens", width)}) {
+        const auto p = what.find(pattern);
+        if (p != std::string::npos) what.replace(p, pattern.size(), std::string(pattern).replace(pattern.find(width), width.size(), "w"));
+      }
+      f["description"] = what;
+      f["widths"] = json::array({std::stoi(width)});
+      at_base[base] = matches.size();
+      matches.push_back(std::move(f));
+    } else {
+      json& m = matches[it->second];
+      m["widths"].push_back(std::stoi(width));
+      m["cases"] = std::max(m["cases"].get<int>(), f["cases"].get<int>());
+    }
+  }
+  for (auto& m : matches)
+    if (m.contains("widths")) {
+      std::string list;
+      for (const auto& w : m["widths"]) list += fmt::format("{}{}", list.empty() ? "" : ",", w.get<int>());
+      const std::string key = m["key"];
+      m["key"] = key.substr(0, key.find("@w=")) + "@w=" + list;
+    }
+  return matches;
+}
+
+// A candidate's output r on case c against what the implementation returned (rows [0, rows)): equal stays true while
+// every entry is within the case's bound (plus a float32-level margin), distinguishable becomes true where the
+// candidate is beyond it from the operator itself.
+void compare_candidate(const Case& c, const Outcome& out, const Mat<double>& r, bool in_rationals, Eigen::Index rows, bool& equal,
+                       bool& distinguishable) {
+  const Mat<double>& got = out.O;
+  const double u = 1e3 * std::numeric_limits<float>::epsilon();
+  // float64 candidates carry their own rounding, at most 2^-29 of the float32-level bound (diagnosis.hpp).
+  const double own = in_rationals ? 1 : 1 + std::ldexp(1.0, -20);
+  for (Eigen::Index t = 0; t < std::min(rows, got.rows()) && equal; ++t)
+    for (Eigen::Index j = 0; j < got.cols() && equal; ++j) {
+      const double want = r(t, j);
+      const double tol = (std::isfinite(c.bound(t, j)) ? c.bound(t, j) + u * std::fabs(want) : u * std::fabs(want)) * own;
+      if (!(std::fabs(got(t, j) - want) <= tol)) equal = false;  // NaN is never equal
+      if (std::fabs(c.expected(t, j).convert_to<double>() - want) > tol) distinguishable = true;
+    }
+}
+
+json diagnose(const std::string& op, const std::vector<const Case*>& cases, const std::vector<const Outcome*>& outs,
+              const std::vector<bool>& spec_fails, Eigen::Index max_n = kDiagnosisMaxN) {
+  const std::vector<Candidate<rational>> exact_cands = diagnosis_candidates<rational>(op);
+  const std::vector<Candidate<double>> float_cands = diagnosis_candidates<double>(op);
+  // The float64 candidate of index ci must be the rational one's (long cases are judged through it).
+  bool aligned = exact_cands.size() == float_cands.size();
+  for (std::size_t ci = 0; aligned && ci < exact_cands.size(); ++ci) aligned = exact_cands[ci].key == float_cands[ci].key;
+  if (!aligned) throw std::logic_error("diagnosis: the rational and float64 candidate lists of " + op + " differ");
+  std::vector<Problem<rational>> exact(cases.size());
+  for (std::size_t i = 0; i < cases.size(); ++i)
+    if (diagnose_in_rationals(*cases[i])) exact[i] = exact_inputs(cases[i]->in);
+  std::vector<json> found(exact_cands.size());
+  const bool any_failure = std::find(spec_fails.begin(), spec_fails.end(), true) != spec_fails.end();
+#pragma omp parallel for schedule(dynamic)
+  for (std::size_t ci = 0; ci < exact_cands.size(); ++ci) {
+    const Candidate<rational>& cand = exact_cands[ci];
+    const bool by_width = cand.key.find("@w=") != std::string::npos;
+    int applied = 0;
+    // A candidate is judged on the cases it is evaluated on (exact arithmetic is costly beyond n = 16 for
+    // the quadratic ones); when the implementation failed somewhere, the candidate must reproduce at least
+    // one of those failures, or it explains nothing.
+    bool equal = true, explains_a_failure = false, distinguishable = false;
+    for (std::size_t i = 0; i < cases.size() && equal; ++i) {
+      const Case& c = *cases[i];
+      if (!by_width && c.n() > max_n) continue;
+      const bool in_rationals = diagnose_in_rationals(c);
+      std::optional<Mat<double>> r;
+      try {
+        if (in_rationals) {
+          if (auto x = cand.eval(exact[i], c.opt)) r = Mat<double>(x->unaryExpr([](const rational& v) { return to_double(v); }));
+        } else {
+          r = float_cands[ci].eval(c.in, c.opt);
+        }
+      } catch (const std::exception&) {
+        r.reset();
+      }
+      if (!r) continue;
+      ++applied;
+      if (spec_fails[i]) explains_a_failure = true;
+      compare_candidate(c, *outs[i], *r, in_rationals, c.n(), equal, distinguishable);
+    }
+    // A mistake or another operator that coincides with the operator on every case it was tried on says
+    // nothing (a correct implementation would "match" it); registered forms equal to it are listed.
+    const bool registered = cand.key.rfind("mistake:", 0) != 0 && cand.key.rfind("operator:", 0) != 0;
+    if (equal && applied > 0 && (explains_a_failure || !any_failure) && (registered || distinguishable))
+      found[ci] = {{"key", cand.key}, {"description", cand.description}, {"claim", cand.claim}, {"cases", applied}};
+  }
+  return merge_chunk_widths(found);
+}
+
+// The gated catalogue (diagnosis.hpp, gated_diagnosis_candidates) on the exact cases, in exact rationals on every case
+// small enough for them (the chunk-width candidates on all of those, the others up to max_n tokens): listed as
+// diagnose() lists the mistakes — equal on every case evaluated, reproducing a failure, distinguishable from SPEC.
+json diagnose_gated(const std::string& op, const std::vector<const Case*>& cases, const std::vector<const Outcome*>& outs,
+                    const std::vector<bool>& spec_fails, Eigen::Index max_n = kDiagnosisMaxN) {
+  const std::vector<GatedCandidate> cands = gated_diagnosis_candidates(op);
+  std::vector<std::optional<GatedProblem<rational>>> exact(cases.size());
+  for (std::size_t i = 0; i < cases.size(); ++i)
+    if (diagnose_in_rationals(*cases[i]))
+      exact[i] = GatedProblem<rational>{exact_inputs(cases[i]->in), cases[i]->gamma.unaryExpr([](double x) { return rational(x); })};
+  std::vector<json> found(cands.size());
+  const bool any_failure = std::find(spec_fails.begin(), spec_fails.end(), true) != spec_fails.end();
+#pragma omp parallel for schedule(dynamic)
+  for (std::size_t ci = 0; ci < cands.size(); ++ci) {
+    const GatedCandidate& cand = cands[ci];
+    const bool by_width = cand.key.find("@w=") != std::string::npos;
+    int applied = 0;
+    bool equal = true, explains_a_failure = false, distinguishable = false;
+    for (std::size_t i = 0; i < cases.size() && equal; ++i) {
+      const Case& c = *cases[i];
+      if (!exact[i] || (!by_width && c.n() > max_n)) continue;
+      std::optional<Mat<rational>> r;
+      try {
+        r = cand.eval(*exact[i], c.opt);
+      } catch (const std::exception&) {
+        r.reset();
+      }
+      if (!r) continue;
+      ++applied;
+      if (spec_fails[i]) explains_a_failure = true;
+      compare_candidate(c, *outs[i], Mat<double>(r->unaryExpr([](const rational& v) { return to_double(v); })), true,
+                        cand.last_row_undefined ? c.n() - 1 : c.n(), equal, distinguishable);
+    }
+    if (equal && applied > 0 && (explains_a_failure || !any_failure) && distinguishable)
+      found[ci] = {{"key", cand.key}, {"description", cand.description}, {"claim", cand.claim}, {"cases", applied}};
+  }
+  return merge_chunk_widths(found);
+}
+
+// What the returned gradients compute instead (gradients.hpp's candidates), per returned matrix, on the small
+// exact cases (from the zero state): a candidate is listed for dq, dk or dv when it equals that matrix on every
+// case it is evaluated on, reproduces at least one of its failures and differs from the true gradient somewhere.
+json diagnose_gradients(const std::string& op, const std::vector<const Case*>& cases, const std::vector<const Outcome*>& outs,
+                        const std::vector<const CaseCheck*>& checks) {
+  const std::vector<GradientCandidate> cands = gradient_candidates(op);
+  // Chunk-width candidates on every small-width case (their difference shows only past a chunk), the rest up
+  // to kDiagnosisMaxN tokens.
+  std::vector<std::size_t> use;
+  for (std::size_t i = 0; i < cases.size(); ++i)
+    if (diagnose_in_rationals(*cases[i]) && cases[i]->state_in.parts.empty() && cases[i]->dO.size() && outs[i]->dQ.size())
+      use.push_back(i);
+  std::vector<Problem<rational>> in(cases.size());
+  std::vector<Mat<rational>> up(cases.size());
+  for (std::size_t i : use) {
+    in[i] = exact_inputs(cases[i]->in);
+    up[i] = cases[i]->dO.unaryExpr([](double x) { return rational(x); });
+  }
+  const std::vector<std::string> names{"dq", "dk", "dv"};
+  std::vector<std::array<json, 3>> found(cands.size());
+#pragma omp parallel for schedule(dynamic)
+  for (std::size_t ci = 0; ci < cands.size(); ++ci) {
+    std::array<bool, 3> equal{true, true, true}, explains{false, false, false}, distinct{false, false, false};
+    int applied = 0;
+    const bool by_width = cands[ci].key.find("@w=") != std::string::npos;
+    for (std::size_t i : use) {
+      const Case& c = *cases[i];
+      if (!by_width && c.n() > kDiagnosisMaxN) continue;
+      std::optional<ExactGradients> g;
+      try {
+        g = cands[ci].eval(in[i], c.opt, up[i]);
+      } catch (const std::exception&) {
+        g.reset();
+      }
+      if (!g) continue;
+      ++applied;
+      const std::array<const Mat<rational>*, 3> want{&g->dQ, &g->dK, &g->dV};
+      const std::array<const Mat<double>*, 3> got{&outs[i]->dQ, &outs[i]->dK, &outs[i]->dV};
+      const std::array<const Mat<mpfr256>*, 3> truth{&c.expected_grad.dQ, &c.expected_grad.dK, &c.expected_grad.dV};
+      const std::array<const Mat<double>*, 3> bound{&c.grad_bound.dQ, &c.grad_bound.dK, &c.grad_bound.dV};
+      const double u = 1e3 * std::numeric_limits<float>::epsilon();
+      for (int o = 0; o < 3; ++o) {
+        if (const MatrixCheck* m = checks[i]->part(names[o]); m && part_proves_difference(c, *m)) explains[o] = true;
+        for (Eigen::Index e = 0; e < want[o]->size() && equal[o]; ++e) {
+          const double w = to_double((*want[o])(e));
+          const double tol = (std::isfinite((*bound[o])(e)) ? (*bound[o])(e) : 0.0) + u * std::fabs(w);
+          if (!(std::fabs((*got[o])(e) - w) <= tol)) equal[o] = false;
+          if (std::fabs((*truth[o])(e).convert_to<double>() - w) > tol) distinct[o] = true;
+        }
+      }
+    }
+    for (int o = 0; o < 3; ++o)
+      if (applied > 0 && equal[o] && explains[o] && distinct[o])
+        found[ci][o] = {{"key", cands[ci].key}, {"description", cands[ci].description}, {"claim", cands[ci].claim}, {"cases", applied}};
+  }
+  json out = json::object();
+  for (int o = 0; o < 3; ++o) {
+    std::vector<json> list;
+    for (auto& f : found) list.push_back(f[o]);
+    json merged = merge_chunk_widths(list);
+    if (!merged.empty()) out[names[o]] = merged;
+  }
+  return out;
+}
+
+// The catalogue's state mistake (diagnosis.hpp) on every returned state beyond its bound: the padding width
+// that explains them all, if one does.
+std::optional<int> padding_width(const std::string& op, const std::vector<Case>& cases, const std::vector<Outcome>& outs,
+                                 const std::vector<CaseCheck>& checks) {
+  std::vector<ReturnedState> states;
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    // a split's second half starts from the implementation's own state, its expected state from the true one
+    if (!checks[i].answered || checks[i].state_problem.empty() || checks[i].state_part.empty() || cases[i].kind == "split-b")
+      continue;
+    ReturnedState s;
+    s.opt = cases[i].opt;
+    s.n = cases[i].n();
+    s.d = cases[i].in.Q.cols();
+    s.dv = cases[i].in.V.cols();
+    for (const auto& [name, m] : cases[i].expected_state.parts) s.truth.parts.emplace_back(name, rounded(m));
+    s.got = outs[i].state_out;
+    s.bound = cases[i].state_bound;
+    states.push_back(std::move(s));
+  }
+  return padding_decay_width(op, states);
+}
+
+// The finest format coarser than the declared arithmetic (precision.hpp, coarser_formats) that explains every case
+// over its bound: each is judged again by that format's bounds, as if the implementation had declared it, and
+// must fall within them (smallest cases first, so a wrong implementation is refused at its first case). A
+// difference no format explains is another function.
+std::optional<EmulatedFormat> explaining_format(const std::vector<Case>& cases, const std::vector<Outcome>& outs,
+                                                const std::vector<CaseCheck>& checks, const Request& req) {
+  // Only the forward and the state are explained: the gradients' bounds for a narrow format are proven, not
+  // calibrated, and so loose that they would explain a wrong backward pass.
+  std::vector<std::size_t> over;
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    if (!checks[i].answered || !checks[i].any_mismatch()) continue;
+    for (const auto& [name, m] : checks[i].parts)
+      if (name != "o" && part_proves_difference(cases[i], m)) return std::nullopt;
+    over.push_back(i);
+  }
+  std::sort(over.begin(), over.end(), [&](std::size_t a, std::size_t b) { return size_key(cases[a]) < size_key(cases[b]); });
+  for (const EmulatedFormat& f : coarser_formats(req.declared())) {
+    bool explained = true;
+    for (std::size_t i : over) {
+      Case c = cases[i];
+      bound_as(c, req, f);
+      // a narrow format explains only through its emulation (sharp or calibrated), never its loose proven bound
+      const bool narrow = precision_model(f.precision, req.dtype).significand_bits < 24;
+      if ((narrow && c.bound_kind == "proven") || check_case(c, outs[i], req).any_mismatch()) {
+        explained = false;
+        break;
+      }
+    }
+    if (explained) return f;
+  }
+  return std::nullopt;
+}
+
+json precision_diagnosis_json(const std::optional<EmulatedFormat>& f) {
+  if (!f) return {{"format", nullptr}, {"description", "no emulated format explains it (fp32, TF32, fp16, bf16 products, a bf16 state)"}};
+  return {{"format", f->key()}, {"description", "consistent with " + f->description()}};
+}
+
+}  // namespace
+
+int exit_code_for(const std::string& verdict) {
+  if (verdict == "computes") return 0;
+  if (verdict == "differs" || verdict == "lower-precision") return 1;
+  return 2;
+}
+
+json run_battery(Implementation& impl, const Request& req, const BatteryOptions& opts) {
+  const auto t0 = Clock::now();
+  std::ostream* progress = opts.progress;
+  validate_request(req);
+  std::vector<Case> cases = make_cases(req);
+  compute_all(cases, req);
+  json rounds = json::array();
+  double impl_seconds = 0;
+  std::vector<Outcome> outs = run_round(impl, cases, req, "battery", rounds, impl_seconds, progress);
+
+  // Split and carry: the second halves start from the implementation's own state.
+  if (req.state) {
+    std::vector<Case> seconds;
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+      if (cases[i].kind != "split-a" || !outs[i].error.empty()) continue;
+      auto whole = std::find_if(cases.begin(), cases.end(), [&](const Case& c) { return c.name == cases[i].pair; });
+      if (whole == cases.end()) continue;
+      seconds.push_back(make_split_b(*whole, cases[i], outs[i].state_out, req));
+    }
+    if (!seconds.empty()) {
+      compute_all(seconds, req);
+      std::vector<Outcome> more = run_round(impl, seconds, req, "split second halves", rounds, impl_seconds, progress);
+      cases.insert(cases.end(), seconds.begin(), seconds.end());
+      outs.insert(outs.end(), more.begin(), more.end());
+    }
+  }
+
+  std::vector<CaseCheck> checks(cases.size());
+  for (std::size_t i = 0; i < cases.size(); ++i) checks[i] = check_case(cases[i], outs[i], req);
+
+  // Protocol findings, one line per distinct message (a failed round gives every case the same one).
+  json findings = json::array();
+  {
+    std::vector<std::pair<std::string, std::vector<std::string>>> by_error;
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+      if (checks[i].answered) continue;
+      auto it = std::find_if(by_error.begin(), by_error.end(), [&](const auto& e) { return e.first == checks[i].error; });
+      if (it == by_error.end()) by_error.push_back({checks[i].error, {cases[i].name}});
+      else it->second.push_back(cases[i].name);
+    }
+    for (const auto& r : rounds)
+      if (!r["failure"].get<std::string>().empty())
+        findings.push_back({{"case", "round: " + r["what"].get<std::string>()}, {"cases", r["cases"]}, {"error", r["failure"]}});
+    for (const auto& [error, names] : by_error)
+      findings.push_back({{"case", names.front()}, {"cases", names.size()}, {"error", error}});
+  }
+
+  // Exact cases, by option group. A group is "computes" only when every case of it was answered and right.
+  json exact = {{"cases", 0}, {"passed", 0}, {"failed", 0}};
+  double exact_worst = 0;
+  // With --grad the forward (o) and the backward (dq, dk, dv, dstate_in) are localized apart.
+  std::map<std::string, std::string> groups, gradient_groups;
+  std::vector<std::size_t> exact_idx;
+  bool exact_over = false;
+  auto localize = [](std::string& g, bool answered, bool bad) {
+    if (!answered) {
+      if (g != "differs") g = "incomplete";
+    } else if (bad) {
+      g = "differs";
+    } else if (g.empty()) {
+      g = "computes";
+    }
+  };
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    if (cases[i].kind != "exact") continue;
+    exact_idx.push_back(i);
+    exact["cases"] = exact["cases"].get<int>() + 1;
+    const CaseCheck& k = checks[i];
+    const MatrixCheck* o = k.part("o");
+    bool backward_bad = false;
+    for (const auto& [name, m] : k.parts) backward_bad = backward_bad || (name != "o" && part_proves_difference(cases[i], m));
+    localize(groups[cases[i].group], k.answered, o && part_proves_difference(cases[i], *o));
+    if (req.grad) localize(gradient_groups[cases[i].group], k.answered, backward_bad);
+    if (!k.answered) continue;
+    const bool bad = proves_difference(cases[i], k);
+    if (!bad && k.output_mismatch()) exact_over = true;  // a decayed case beyond a narrow format's bound
+    exact[bad ? "failed" : "passed"] = exact[bad ? "failed" : "passed"].get<int>() + 1;
+    exact_worst = std::max(exact_worst, k.worst_ratio);
+  }
+  exact["worst_ratio"] = number(exact_worst);
+
+  // Random cases, per n.
+  json random = json::array();
+  bool random_far = false, random_over = false;
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    if (cases[i].kind != "random" || !checks[i].answered) continue;
+    const CaseCheck& k = checks[i];
+    random.push_back(random_entry_json(cases[i], k, req));
+    if (k.output_mismatch()) random_over = true;
+    if (k.far()) random_far = true;
+  }
+
+  // Carry checks (state handed in, and split-and-carry on the implementation). Sharp cases (exact inputs, exact
+  // for the declared arithmetic) are judged like exact cases: any excess differs; the others like random
+  // cases: an excess within rounding of a lower precision is a precision problem, not another function.
+  json carry = json::array();
+  std::size_t first_carry_failure = cases.size();
+  bool carry_over = false;
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const std::string& kind = cases[i].kind;
+    if (kind != "carry" && kind != "split-a" && kind != "split-b" && kind != "whole") continue;
+    if (!checks[i].answered) continue;
+    const CaseCheck& k = checks[i];
+    const bool differs = k.any_mismatch() && (cases[i].sharp || k.far());
+    const std::string result = differs ? "differs" : k.any_mismatch() ? "over-bound" : "ok";
+    std::string detail;
+    if (k.output_mismatch())
+      detail = fmt::format("{} row {} col {}: expected {:.17g}, got {:.17g} ({:.3g} x the bound)",
+                           k.which == "o" ? "output" : k.which, k.row, k.col, k.expected, k.got, k.worst_ratio);
+    else if (!k.state_problem.empty())
+      detail = k.state_problem;
+    if (differs && first_carry_failure == cases.size()) first_carry_failure = i;
+    if (result == "over-bound") carry_over = true;
+    carry.push_back({{"case", cases[i].name}, {"kind", kind}, {"result", result}, {"detail", detail}});
+  }
+
+  // Per returned matrix with --grad (o, dq, dk, dv, dstate_in.*): "differs" where a case proves a difference in
+  // it, "lower-precision" where it is only over its bound, "computes" else.
+  json outputs = json::object();
+  if (req.grad) {
+    std::vector<std::string> names;
+    std::map<std::string, std::string> v;
+    for (std::size_t i = 0; i < cases.size(); ++i)
+      for (const auto& [name, m] : checks[i].parts) {
+        if (!v.count(name)) names.push_back(name);
+        std::string& x = v[name];
+        if (x.empty()) x = "computes";
+        if (part_proves_difference(cases[i], m)) x = "differs";
+        else if (m.mismatch() && x == "computes") x = "lower-precision";
+      }
+    for (const auto& name : names) outputs[name] = v[name];
+  }
+
+  // The verdict. A difference on exact or carry cases that a coarser format explains (every case over its bound
+  // within that format's bounds) is a lower precision, with the format named; one that no format explains, or
+  // a random case beyond rounding, is another function.
+  std::string verdict = "computes";
+  bool exact_failed = exact["failed"].get<int>() > 0;
+  if (!findings.empty()) verdict = "error";
+  else if (exact_failed || first_carry_failure != cases.size() || random_far) verdict = "differs";
+  else if (random_over || carry_over || exact_over) verdict = "lower-precision";
+  json precision_diagnosis = nullptr;
+  bool explained = false;
+  if (verdict == "lower-precision" || (verdict == "differs" && !random_far)) {
+    const std::optional<EmulatedFormat> f = explaining_format(cases, outs, checks, req);
+    if (f || verdict == "lower-precision") precision_diagnosis = precision_diagnosis_json(f);
+    if (f && verdict == "differs") {
+      explained = true;
+      verdict = "lower-precision";
+      exact["explained"] = exact["failed"];
+      exact["failed"] = 0;
+      exact_failed = false;
+      first_carry_failure = cases.size();
+      for (auto* gs : {&groups, &gradient_groups})
+        for (auto& [g, v] : *gs)
+          if (v == "differs") v = "lower-precision";
+      for (auto& x : carry)
+        if (x["result"] == "differs") x["result"] = "over-bound";
+      for (auto& v : outputs)
+        if (v == "differs") v = "lower-precision";
+    }
+  }
+
+  // The smallest counterexample, by re-running the implementation on simplified cases: from the smallest
+  // failing exact case, or, when only random cases showed the difference, from the smallest of those (a case
+  // then keeps failing while it stays far beyond rounding).
+  json counterexample = nullptr;
+  std::size_t start = cases.size();
+  const bool from_random = !exact_failed && random_far;
+  if (verdict == "differs" && (exact_failed || from_random))
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+      if (!checks[i].answered || cases[i].kind != (from_random ? "random" : "exact")) continue;
+      if (!proves_difference(cases[i], checks[i])) continue;
+      if (start == cases.size() || start_key(cases[i]) < start_key(cases[start])) start = i;
+    }
+  if (start != cases.size()) {
+
+    Case best = cases[start];
+    Outcome best_out = outs[start];
+    CaseCheck best_check = checks[start];
+    int used = 0;
+    for (int round = 1; round <= opts.shrink_rounds; ++round) {
+      std::vector<Case> trial = simplifications(best, first_bad_row(best, best_out), req);
+      if (trial.empty()) break;
+      for (std::size_t j = 0; j < trial.size(); ++j) trial[j].name = fmt::format("shrink{}-{:03d}-{}", round, j, trial[j].name);
+      compute_all(trial, req);
+      std::vector<Outcome> got = run_round(impl, trial, req, fmt::format("shrink {}", round), rounds, impl_seconds, progress);
+      used = round;
+      std::size_t pick = trial.size();
+      for (std::size_t j = 0; j < trial.size(); ++j) {
+        CaseCheck k = check_case(trial[j], got[j], req);
+        if (!proves_difference(trial[j], k)) continue;
+        if (pick == trial.size() || size_key(trial[j]) < size_key(trial[pick])) {
+          pick = j;
+          best_check = k;
+        }
+      }
+      if (pick == trial.size()) break;
+      best = trial[pick];
+      best_out = got[pick];
+    }
+    counterexample = counterexample_json(best, best_out, best_check, used);
+    if (from_random) counterexample["note"] = "from a random case: the error is far beyond rounding, but no exact case showed it";
+  } else if (verdict == "differs" && first_carry_failure != cases.size()) {
+    const std::size_t i = first_carry_failure;
+    const CaseCheck& k = checks[i];
+    counterexample = counterexample_json(cases[i], outs[i], k, 0);
+    if (!k.output_mismatch() && !k.state_part.empty())
+      counterexample["first_difference"] = {{"state_part", k.state_part}, {"row", k.state_row}, {"col", k.state_col},
+                                            {"expected", number(k.state_expected)}, {"got", number(k.state_got)}};
+    counterexample["state_in"] = state_json(cases[i].state_in);
+    if (!cases[i].pair.empty()) counterexample["note"] = "split-and-carry: compared with the whole sequence " + cases[i].pair;
+    for (const auto& c : carry)
+      if (c["case"] == cases[i].name) counterexample["detail"] = c["detail"];
+  }
+
+  // Diagnosis on the exact cases the implementation answered.
+  json matches = json::array(), gradient_matches = json::object();
+  std::string diagnosis_note;
+  if (opts.diagnose && !exact_idx.empty()) {
+    std::vector<const Case*> dc;
+    std::vector<const Outcome*> doo;
+    std::vector<const CaseCheck*> dk;
+    std::vector<bool> fails;  // of the forward (o): the gradients are diagnosed on their own
+    bool o_failed = false;
+    for (std::size_t i : exact_idx) {
+      if (!checks[i].answered) continue;
+      dc.push_back(&cases[i]);
+      doo.push_back(&outs[i]);
+      dk.push_back(&checks[i]);
+      fails.push_back(!explained && part_proves_difference(cases[i], *checks[i].part("o")));
+      o_failed = o_failed || fails.back();
+    }
+    // (the gradient catalogue's candidates take a fixed γ: with gates a wrong backward is judged, not named)
+    if (req.grad && exact_failed && verdict != "error" && !req.gates) gradient_matches = diagnose_gradients(req.op, dc, doo, dk);
+    // A difference that no exact case shows (random or carry cases only) is not explained by what the
+    // exact cases match: the report says so instead of listing the operator's own forms.
+    if (verdict == "error") {
+      diagnosis_note = "the protocol failed (see the findings): no diagnosis";
+    } else if (verdict == "differs" && !exact_failed) {
+      // (the padding mistake is decided on fixed-γ streaming forms: not with gates)
+      const int w = first_carry_failure != cases.size() && !req.gates ? padding_width(req.op, cases, outs, checks).value_or(0) : 0;
+      // with gates: the state handed in not decayed by the first token's gate
+      std::vector<CarriedOutputs> carried;
+      for (std::size_t i = 0; req.gates && i < cases.size(); ++i)
+        if (!cases[i].state_in.parts.empty() && checks[i].answered)
+          carried.push_back({cases[i].opt, cases[i].in, cases[i].gamma, cases[i].state_in, outs[i].O, cases[i].bound, cases[i].expected});
+      if (!carried.empty() && state_in_undecayed(req.op, carried))
+        matches.push_back({{"key", "mistake:state-in-undecayed"},
+                           {"description", "the state handed in is not decayed by the first token's gate (gamma_0 taken as 1 "
+                                           "for it): right from the zero state"},
+                           {"claim", ""}, {"cases", static_cast<int>(carried.size())}});
+      else if (w > 0)
+        matches.push_back({{"key", fmt::format("mistake:padding-decays-state@w={}", w)},
+                           {"description", fmt::format("zero padding to a multiple of {} tokens that decays the returned state "
+                                                       "(every wrong state is the true one after the padding's zero tokens)", w)},
+                           {"claim", ""}, {"cases", 0}});
+      else
+        diagnosis_note = "every exact case is right; the difference shows only on " +
+                         std::string(first_carry_failure != cases.size() ? "state-carry" : "random") +
+                         " cases, which the candidates are not compared on";
+    } else if (!dc.empty()) {
+      if (!o_failed) matches.push_back({{"key", req.op + "/reference/spec"}, {"description", "SPEC's " + req.op}, {"claim", ""},
+                                        {"cases", static_cast<int>(dc.size())}});
+      // Under a length constraint the smallest exact cases are longer: the diagnosis follows them.
+      const Eigen::Index max_n = std::max<Eigen::Index>(kDiagnosisMaxN, req.fit_n(1));
+      json more = req.gates ? diagnose_gated(req.op, dc, doo, fails, max_n) : diagnose(req.op, dc, doo, fails, max_n);
+      for (auto& m : more) matches.push_back(m);
+    }
+  }
+  json localization = json::object(), gradient_localization = json::object();
+  for (const auto& [g, v] : groups) localization[g] = v;
+  for (const auto& [g, v] : gradient_groups) gradient_localization[g] = v;
+
+  const double total = seconds_since(t0);
+  json report = {{"verdict", verdict},
+                 {"op", req.op},
+                 {"options", options_json(req.opt)},
+                 {"dtype", dtype_name(req.dtype)},
+                 {"precision", precision_name(req.declared())},
+                 {"state", req.state},
+                 {"max_n", req.max_n},
+                 {"constraints", {{"fixed_d", req.fixed_widths}, {"n_multiple", req.n_multiple}}},
+                 {"matches", matches},
+                 {"precision_diagnosis", precision_diagnosis},
+                 {"diagnosis_note", diagnosis_note},
+                 {"localization", localization},
+                 {"gradient_localization", gradient_localization},
+                 {"grad", req.grad},
+                 {"outputs", outputs},
+                 {"gradient_matches", gradient_matches},
+                 {"exact", exact},
+                 {"random", random},
+                 {"carry", carry},
+                 {"counterexample", counterexample},
+                 {"findings", findings},
+                 {"rounds", rounds},
+                 {"timings", {{"total_seconds", total}, {"implementation_seconds", impl_seconds}, {"harness_seconds", total - impl_seconds}}},
+                 {"harness", {{"commit", build_info::source_tree()}}}};
+  report["seed"] = req.seed;  // the cases are a function of it: the report says how to draw them again
+  report["gates"] = req.gates ? json{{"range", {req.gate_lo, req.gate_hi}}} : json(nullptr);
+  report["summary"] = summary_text(report);
+  return report;
+}
+
+namespace {
+
+bool mentions_shape(std::string error) {
+  std::transform(error.begin(), error.end(), error.begin(), [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+  for (const char* word : {"shape", "size", "dimension", "multiple", "n=", "d=", "dv=", "n %", "block"})
+    if (error.find(word) != std::string::npos) return true;
+  return false;
+}
+
+// A case's options in full, as the counterexample line prints them.
+// With per-token gates (--gates) the decay is theirs: "gates" in place of gamma=1.
+std::string options_text(const json& o, bool gated) {
+  return fmt::format("{}, {}, lambda={}", gated ? "gates" : "gamma=" + o["gamma"].get<std::string>(),
+                     o["normalized"].get<bool>() ? "normalized eps=" + o["eps"].get<std::string>() : std::string("unnormalized"),
+                     o["ridge"].get<std::string>());
+}
+
+// Row r (0-based) as the start of a chunk: the largest power of two ≥ 4 dividing it, if any.
+std::string chunk_boundary_note(long row) {
+  if (row <= 0) return "";
+  long w = 1;
+  while (row % (2 * w) == 0) w *= 2;
+  return w >= 4 ? fmt::format(" = a multiple of {}: the first row of a chunk, if chunks are {} wide", w, w) : "";
+}
+
+}  // namespace
+
+std::string summary_text(const json& r) {
+  std::ostringstream s;
+  const json& o = r["options"];
+  const bool gated = r.contains("gates") && !r["gates"].is_null();
+  s << "hla verify: " << r["op"].get<std::string>() << " (" << (gated ? "gates" : "gamma=" + o["gamma"].get<std::string>())
+    << (o["normalized"].get<bool>() ? ", normalized eps=" + o["eps"].get<std::string>() : "")
+    << (o["ridge"].get<std::string>() != "0" ? ", lambda=" + o["ridge"].get<std::string>() : "") << "), "
+    << r["dtype"].get<std::string>()
+    << (r.contains("precision") && r["precision"] != (r["dtype"] == "float64" ? "fp64" : "fp32")
+            ? " (declared " + r["precision"].get<std::string>() + " arithmetic)" : "")
+    << (r.value("state", false) ? ", with state" : "") << (r.value("grad", false) ? ", with gradients" : "") << "\n";
+  s << "verdict: " << r["verdict"].get<std::string>();
+  if (r.contains("precision_diagnosis") && r["precision_diagnosis"].is_object())
+    s << " (" << r["precision_diagnosis"]["description"].get<std::string>() << ")";
+  s << "\n";
+  if (r.contains("mode")) s << "  mode: " << r["mode"].get<std::string>() << "\n";
+  if (r.contains("exact") && r["exact"]["cases"].get<int>() > 0)
+    s << fmt::format("  exact cases: {} ({} within bound, {}{} beyond; worst {:.3g} x the bound)\n", r["exact"]["cases"].get<int>(),
+                     r["exact"]["passed"].get<int>(),
+                     r["exact"].contains("explained") ? fmt::format("{} beyond it but within the format's, ", r["exact"]["explained"].get<int>()) : "",
+                     r["exact"]["failed"].get<int>(), number_of(r["exact"]["worst_ratio"]));
+  if (r.contains("localization") && !r["localization"].empty()) {
+    const bool grad = r.contains("gradient_localization") && !r["gradient_localization"].empty();
+    s << "  by option group (exact cases" << (grad ? "), forward o:" : "):");
+    for (auto& [g, v] : r["localization"].items()) s << " " << g << "=" << v.get<std::string>();
+    s << "\n";
+    if (grad) {
+      s << "  by option group (exact cases), backward:";
+      for (auto& [g, v] : r["gradient_localization"].items()) s << " " << g << "=" << v.get<std::string>();
+      s << "\n";
+    }
+    if (r["localization"].contains("base"))
+      s << "  computes the operator at " << (gated ? "the gates" : "gamma = 1") << ", unnormalized, without ridge: "
+        << (r["localization"]["base"] == "computes" ? "yes" : r["localization"]["base"] == "differs" ? "no" : "unknown (cases unanswered)")
+        << "\n";
+  }
+  if (r.contains("outputs") && !r["outputs"].empty()) {
+    s << "  by output:";
+    for (const std::string name : {"o", "dq", "dk", "dv", "dgamma"})
+      if (r["outputs"].contains(name)) s << " " << name << "=" << r["outputs"][name].get<std::string>();
+    for (auto& [name, v] : r["outputs"].items())
+      if (name.rfind("dstate_in.", 0) == 0) s << " " << name << "=" << v.get<std::string>();
+    s << "\n";
+  }
+  if (r.contains("random") && !r["random"].empty()) {
+    // u is the declared arithmetic's unit roundoff; the error is normwise: the largest error over the largest output.
+    const std::string prec = r.value("precision", std::string(r["dtype"] == "float64" ? "fp64" : "fp32"));
+    s << fmt::format("  random cases: error = max |got - expected| / max |expected|, in u = {}'s unit roundoff 2^{}; "
+                     "bound: {}\n", prec, std::ilogb(precision_model(parse_precision(prec), DType::float64).u_format),
+                     r["random"][0].value("bound", std::string("proven")) == "calibrated"
+                         ? "what correct " + prec + " implementations err (an emulated " + prec + " kernel, with a margin)"
+                         : "the proven worst case");
+    for (const auto& x : r["random"])
+      s << fmt::format("  random n={:<5} error {:.3g} u, {:.3g} x the bound{}\n", x["n"].get<long>(), number_of(x["error_in_u"]),
+                       number_of(x["worst_ratio"]), x.value("bound", std::string()) == "calibrated" ? " (calibrated)" : "");
+  }
+  if (r.contains("carry")) {
+    int ok = 0, over = 0, bad = 0;
+    for (const auto& x : r["carry"]) (x["result"] == "ok" ? ok : x["result"] == "over-bound" ? over : bad)++;
+    if (ok + over + bad)
+      s << fmt::format("  state carry: {} ok, {}{} differ\n", ok, over ? fmt::format("{} over the bound but within rounding of a lower precision, ", over) : "", bad);
+    for (const auto& x : r["carry"])
+      if (x["result"] != "ok") s << "    " << x["case"].get<std::string>() << ": " << x["detail"].get<std::string>() << "\n";
+  }
+  if (!r.value("diagnosis_note", std::string()).empty()) s << "  diagnosis: " << r["diagnosis_note"].get<std::string>() << "\n";
+  // A forward that computes the operator lists every registered form equal to it: the summary counts them.
+  const json& ms = r["matches"];
+  // With --grad the forward's matches are the output o's, beside dq's, dk's and dv's below.
+  const std::string lead = r.value("grad", false) ? "  o matches " : "  matches ";
+  const bool spec_first = !ms.empty() && ms[0]["key"].get<std::string>().find("/reference/spec") != std::string::npos;
+  if (spec_first && ms.size() > 1)
+    s << lead << ms[0]["key"].get<std::string>() << ": " << ms[0]["description"].get<std::string>() << " (and "
+      << ms.size() - 1 << " registered forms equal to it on every exact case; --json lists them)\n";
+  for (const auto& m : ms) {
+    if (spec_first && ms.size() > 1) break;
+    s << lead << m["key"].get<std::string>() << ": " << m["description"].get<std::string>();
+    if (!m["claim"].get<std::string>().empty()) s << " (see claim " << m["claim"].get<std::string>() << ")";
+    s << "\n";
+  }
+  if (r.contains("gradient_matches"))
+    for (const std::string name : {"dq", "dk", "dv"})
+      if (r["gradient_matches"].contains(name))
+        for (const auto& m : r["gradient_matches"][name]) {
+          s << "  " << name << " matches " << m["key"].get<std::string>() << ": " << m["description"].get<std::string>();
+          if (!m["claim"].get<std::string>().empty()) s << " (see claim " << m["claim"].get<std::string>() << ")";
+          s << "\n";
+        }
+  if (!r["counterexample"].is_null()) {
+    const json& c = r["counterexample"];
+    s << fmt::format("  counterexample (n={}, d={}, dv={}, {}):\n", c["n"].get<long>(), c["d"].get<long>(), c["dv"].get<long>(),
+                     options_text(c["options"], gated));
+    const json& f = c["first_difference"];
+    const std::string where = f.contains("state_part") ? "state part " + f["state_part"].get<std::string>() + " "
+                              : f.value("output", std::string("o")) != "o" ? f["output"].get<std::string>() + " "
+                                                                            : "";
+    // first the entry that differs (for a state, the part), then the inputs when they are small enough to read
+    s << fmt::format("    {} at {}row {}, col {}: expected {:.17g}, got {:.17g}\n",
+                     f.contains("state_part") ? "first difference" : "worst difference", where, f["row"].get<long>(),
+                     f["col"].get<long>(), number_of(f["expected"]), number_of(f["got"]));
+    if (c.contains("first_wrong_row"))
+      s << "    first wrong row " << c["first_wrong_row"].get<long>() << chunk_boundary_note(c["first_wrong_row"].get<long>()) << "\n";
+    const long entries = c["n"].get<long>() * (2 * c["d"].get<long>() + c["dv"].get<long>());
+    if (c.contains("q") && entries <= 160) {
+      s << "    q = " << c["q"].dump() << "\n    k = " << c["k"].dump() << "\n    v = " << c["v"].dump() << "\n";
+      if (gated) s << "    gamma = " << c["gamma"].dump() << "\n";
+      s << "    expected = " << c["expected"].dump() << "\n    got      = " << c["got"].dump() << "\n";
+      if (c.contains("state_in") && c["state_in"].is_object()) s << "    state_in = " << c["state_in"].dump() << "\n";
+      if (c.contains("gradient")) {
+        const std::string g = c["gradient"]["output"];
+        s << "    do = " << c["do"].dump() << "\n    expected " << g << " = " << c["gradient"]["expected"].dump() << "\n    got      "
+          << g << " = " << c["gradient"]["got"].dump() << "\n";
+      }
+    } else if (c.contains("q")) {
+      s << "    (inputs and outputs in --json)\n";
+    }
+    if (c.contains("detail") && !f.contains("state_part")) s << "    " << c["detail"].get<std::string>() << "\n";
+    if (c.contains("note")) s << "    (" << c["note"].get<std::string>() << ")\n";
+  }
+  for (const auto& f : r["findings"]) {
+    const long count = f.value("cases", 1L);
+    s << "  error in " << f["case"].get<std::string>() << (count > 1 ? fmt::format(" (and {} more cases)", count - 1) : "") << ": "
+      << f["error"].get<std::string>() << "\n";
+  }
+  // The shape hint only where a finding is about shapes (a wrong shape returned, an assertion on n or d), not
+  // after any exception.
+  bool shape_finding = false;
+  for (const auto& f : r["findings"]) shape_finding = shape_finding || mentions_shape(f["error"].get<std::string>());
+  if (shape_finding && r.contains("constraints") && !r["constraints"]["fixed_d"].get<bool>() &&
+      r["constraints"]["n_multiple"].get<long>() == 1)
+    s << "  hint: an implementation that takes only some shapes (one head size, whole blocks of tokens) can say so with\n"
+         "        --fixed-d --d D --dv DV and --n-multiple B: every case then has that shape\n";
+  if (r.contains("timings"))
+    // three significant digits: a fast implementation's 0.04 s is not "0.0 s"
+    s << fmt::format("  time: {:.3g} s in the implementation ({} round{}), {:.3g} s in the harness\n",
+                     r["timings"]["implementation_seconds"].get<double>(), r["rounds"].size(), r["rounds"].size() == 1 ? "" : "s",
+                     r["timings"]["harness_seconds"].get<double>());
+  return s.str();
+}
+
+json judge_given(const Request& req, const Problem<double>& in, const Mat<double>& out, const ColVec<double>& gates) {
+  validate_request(req);
+  if (req.gates) check_gates(gates, in.Q.rows());
+  Case c;
+  c.kind = "given";
+  c.group = "user";
+  c.opt = req.opt;
+  c.in = in;
+  c.gamma = gates;
+  c.name = "given";
+  compute_expected(c, req);
+  Outcome o;
+  o.O = out;
+  o.error = check_returned_output(c, out);
+  const CaseCheck k = check_case(c, o, req);
+  std::string verdict = !k.answered ? "error" : k.worst_ratio <= 1 ? "computes" : k.far() ? "differs" : "lower-precision";
+  json precision_diagnosis = nullptr;
+  if (verdict == "lower-precision") precision_diagnosis = precision_diagnosis_json(explaining_format({c}, {o}, {k}, req));
+  json matches = json::array();
+  if (k.answered && verdict != "computes" && c.n() <= kGivenDiagnosisMaxN) {
+    std::vector<const Case*> dc{&c};
+    std::vector<const Outcome*> doo{&o};
+    matches = req.gates ? diagnose_gated(req.op, dc, doo, {true}, kGivenDiagnosisMaxN)
+                        : diagnose(req.op, dc, doo, {true}, kGivenDiagnosisMaxN);
+  }
+  json findings = json::array();
+  if (!k.answered) findings.push_back({{"case", "given"}, {"error", k.error}});
+  json report = {{"verdict", verdict},
+                 {"mode", "file: measured on the given inputs against MPFR-256 and the rounding bound (no exact cases: a "
+                          "'differs' here means an error beyond 5% normwise, not a proof)"},
+                 {"op", req.op},
+                 {"options", options_json(req.opt)},
+                 {"dtype", dtype_name(req.dtype)},
+                 {"precision", precision_name(req.declared())},
+                 {"state", false},
+                 {"matches", matches},
+                 {"precision_diagnosis", precision_diagnosis},
+                 {"random", json::array({random_entry_json(c, k, req)})},
+                 {"counterexample", nullptr},
+                 {"findings", findings},
+                 {"rounds", json::array()},
+                 {"harness", {{"commit", build_info::source_tree()}}}};
+  if (verdict == "differs")
+    report["counterexample"] = {{"n", c.n()}, {"d", c.in.Q.cols()}, {"dv", c.in.V.cols()}, {"options", options_json(c.opt)},
+                                {"first_difference", first_difference_json(k)},
+                                {"note", "the given inputs (not shrunk)"}};
+  report["gates"] = req.gates ? json{{"given", true}} : json(nullptr);
+  report["summary"] = summary_text(report);
+  return report;
+}
+
+}  // namespace hla::verify::ext

@@ -1,0 +1,386 @@
+// The black-box protocol: case files out, a command run with a time-out, outputs read back strictly.
+#include "verify/exec.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstring>
+#include <cstdlib>
+#include <exception>
+#include <iterator>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+#include <tuple>
+
+#include "io/files.hpp"
+#include "core/parse.hpp"
+#include "io/npy.hpp"
+
+namespace hla::verify::ext {
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char ch : s) out += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return out + "'";
+}
+
+std::string tail_of(const fs::path& file, std::size_t max_chars) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return "";
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  const std::streamoff start = size > static_cast<std::streamoff>(max_chars) ? size - static_cast<std::streamoff>(max_chars) : 0;
+  in.seekg(start);
+  std::string s(static_cast<std::size_t>(size - start), '\0');
+  in.read(s.data(), static_cast<std::streamsize>(s.size()));
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+npy::DType npy_dtype(DType t) { return t == DType::float64 ? npy::DType::f64 : npy::DType::f32; }
+
+// The signal InterruptGuard caught (0: none) and the process group it is forwarded to (0: none running).
+volatile std::sig_atomic_t caught_signal = 0;
+volatile std::sig_atomic_t running_group = 0;
+constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP};
+
+extern "C" void forward_signal(int sig) {
+  caught_signal = sig;
+  if (running_group > 0) ::kill(-running_group, sig);
+}
+
+// Kills and reaps hla's children that are left once the command's group is gone: only processes the command
+// started outside its group (a daemon) can be, re-parented here (PR_SET_CHILD_SUBREAPER). Repeated, since
+// ending one re-parents its own children; a process never outlives its round.
+void end_orphans() {
+  const std::string self = std::to_string(::getpid());
+  for (int pass = 0; pass < 64; ++pass) {
+    bool any = false;
+    std::error_code ec;
+    for (fs::directory_iterator it("/proc", ec), end; !ec && it != end; it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+      std::ifstream stat_file(it->path() / "stat");
+      std::string stat;
+      std::getline(stat_file, stat);
+      const std::size_t close = stat.rfind(')');  // the name in parentheses may hold spaces and ')'
+      if (close == std::string::npos) continue;
+      std::istringstream fields(stat.substr(close + 1));
+      std::string state, parent;
+      fields >> state >> parent;
+      if (parent != self) continue;
+      const pid_t child = static_cast<pid_t>(std::stol(name));
+      ::kill(child, SIGKILL);
+      ::waitpid(child, nullptr, 0);
+      any = true;
+    }
+    if (!any) return;
+  }
+}
+
+// What a path is, without following a final symlink and without throwing (a symlink loop is a type too).
+fs::file_type type_of(const fs::path& p) {
+  std::error_code ec;
+  const fs::file_status st = fs::symlink_status(p, ec);
+  return ec ? fs::file_type::not_found : st.type();
+}
+
+// An array read back: its dtype must be the case's, its shape exactly what the protocol says.
+Mat<double> read_matrix(const fs::path& file, const std::string& label, Eigen::Index rows, Eigen::Index cols, bool vector_ok,
+                        const Request& req, std::string& error) {
+  if (type_of(file) == fs::file_type::not_found) {
+    error = "missing " + label + " (the command did not write it)";
+    return {};
+  }
+  try {
+    const npy::Array a = npy::read(file, static_cast<std::size_t>(rows * cols));
+    if (a.dtype != npy_dtype(req.dtype)) {
+      error = fmt::format("{} is {}, expected {}", label, a.dtype == npy::DType::f64 ? "float64" : "float32", dtype_name(req.dtype));
+      return {};
+    }
+    std::vector<std::size_t> want{static_cast<std::size_t>(rows), static_cast<std::size_t>(cols)};
+    const bool as_vector = vector_ok && a.shape.size() == 1 && a.shape[0] == static_cast<std::size_t>(rows);
+    if (a.shape != want && !as_vector) {
+      std::string got = "(";
+      for (std::size_t i = 0; i < a.shape.size(); ++i) got += (i ? ", " : "") + std::to_string(a.shape[i]);
+      got += a.shape.size() == 1 ? ",)" : ")";
+      error = fmt::format("{} has shape {}, expected ({}, {}){}", label, got, rows, cols, vector_ok ? fmt::format(" or ({},)", rows) : "");
+      return {};
+    }
+    Mat<double> m(rows, cols);
+    for (Eigen::Index t = 0; t < rows; ++t)
+      for (Eigen::Index j = 0; j < cols; ++j) m(t, j) = a.data[static_cast<std::size_t>(t * cols + j)];
+    return m;
+  } catch (const InputError& e) {
+    error = std::string("malformed ") + label + ": " + problem_in(e, file);
+    return {};
+  }
+}
+
+}  // namespace
+
+double checked_timeout(double seconds) {
+  if (!(seconds > 0) || !(seconds <= 7 * 24 * 3600.0))
+    throw InputError(fmt::format("--timeout must lie in (0, 604800] seconds, got {}", seconds));
+  return seconds;
+}
+
+void write_cases(const fs::path& dir, const std::function<void()>& write) {
+  try {
+    write();
+  } catch (const fs::filesystem_error& e) {
+    throw InputError("cannot write the cases in " + dir.parent_path().string() + " (TMPDIR): " + e.code().message());
+  }
+}
+
+std::string problem_in(const std::exception& e, const fs::path& file) {
+  std::string what = e.what();
+  const std::string path = file.string() + ": ";
+  if (what.rfind(path, 0) == 0) what.erase(0, path.size());
+  return what;
+}
+
+Interrupted::Interrupted(int sig) : std::runtime_error(fmt::format("interrupted by signal {} ({})", sig, ::strsignal(sig))), signal(sig) {}
+
+InterruptGuard::InterruptGuard() {
+  caught_signal = 0;
+  struct sigaction sa {};
+  sa.sa_handler = forward_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  for (std::size_t i = 0; i < std::size(kForwarded); ++i) ::sigaction(kForwarded[i], &sa, &previous_[i]);
+}
+
+InterruptGuard::~InterruptGuard() {
+  running_group = 0;
+  for (std::size_t i = 0; i < std::size(kForwarded); ++i) ::sigaction(kForwarded[i], &previous_[i], nullptr);
+  // A signal that came after the last check, with no Interrupted on its way: delivered now, as it would have been.
+  if (caught_signal && std::uncaught_exceptions() == 0) ::raise(caught_signal);
+}
+
+void InterruptGuard::check() {
+  if (caught_signal) throw Interrupted(caught_signal);
+}
+
+std::string ProcessResult::describe() const {
+  std::string s;
+  if (timed_out) s = fmt::format("timed out after {:.0f} s (killed)", seconds);
+  else if (signal) s = fmt::format("killed by signal {} ({})", signal, ::strsignal(signal));
+  else if (exit_code != 0) s = fmt::format("exited with status {}", exit_code);
+  if (!s.empty() && !stderr_tail.empty()) s += "; stderr ends with:\n" + stderr_tail;
+  return s;
+}
+
+ProcessResult run_command(const std::string& command, const fs::path& dir, double timeout, const fs::path& log_dir) {
+  const std::string line = command + " " + shell_quote(dir.string());
+  const fs::path out_file = log_dir / "stdout", err_file = log_dir / "stderr";
+  InterruptGuard::check();
+  // Whatever the command starts outside its process group (setsid, a double fork) is re-parented to hla
+  // rather than to init once its parent ends, so that end_orphans can end it.
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  const auto t0 = std::chrono::steady_clock::now();
+  const pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error(std::string("fork failed: ") + std::strerror(errno));
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    const int in = ::open("/dev/null", O_RDONLY);
+    const int out = ::open(out_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int err = ::open(err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (in >= 0) ::dup2(in, 0);
+    if (out >= 0) ::dup2(out, 1);
+    if (err >= 0) ::dup2(err, 2);
+    ::execl("/bin/sh", "sh", "-c", line.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::setpgid(pid, pid);  // also here: no race with the child's own call
+  running_group = pid;
+  if (caught_signal) ::kill(-pid, caught_signal);  // came between the check above and now
+  ProcessResult r;
+  int status = 0;
+  for (;;) {
+    const pid_t w = ::waitpid(pid, &status, WNOHANG);
+    if (w == pid) break;
+    if (w < 0 && errno != EINTR) break;
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (caught_signal) {
+      // The group has the signal (forward_signal sent it): 2 s to clean up (free a GPU, flush), then killed.
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+      while (::waitpid(pid, &status, WNOHANG) == 0 && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      ::kill(-pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      running_group = 0;
+      end_orphans();
+      throw Interrupted(caught_signal);
+    }
+    if (elapsed > timeout) {
+      r.timed_out = true;
+      ::kill(-pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(elapsed < 1 ? 2 : 20));
+  }
+  ::kill(-pid, SIGKILL);  // whatever the command left running in its group
+  running_group = 0;
+  end_orphans();
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!r.timed_out) {
+    if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
+    else if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
+  }
+  r.stderr_tail = tail_of(err_file, 1500);
+  return r;
+}
+
+void write_case(const fs::path& dir, const Case& c, const Request& req) {
+  const fs::path cd = dir / c.name;
+  fs::create_directories(cd);
+  const npy::DType t = npy_dtype(req.dtype);
+  npy::write(cd / "q.npy", c.in.Q, t);
+  npy::write(cd / "k.npy", c.in.K, t);
+  npy::write(cd / "v.npy", c.in.V, t);
+  if (req.grad) npy::write(cd / "do.npy", c.dO, t);
+  if (req.gates) npy::write(cd / "gamma.npy", std::vector<double>(c.gamma.data(), c.gamma.data() + c.gamma.size()), t);
+  json parts = json::object();
+  const std::vector<PartShape> layout = state_layout(req.op, c.in.Q.cols(), c.in.V.cols());
+  for (const PartShape& p : layout) parts[p.name] = p.vector ? json::array({p.rows}) : json::array({p.rows, p.cols});
+  auto is_vector = [&](const std::string& name) {
+    return std::any_of(layout.begin(), layout.end(), [&](const PartShape& p) { return p.name == name && p.vector; });
+  };
+  json given = json::array();
+  if (!c.state_in.parts.empty()) {
+    fs::create_directories(cd / "state_in");
+    for (const auto& [name, m] : c.state_in.parts) {
+      if (is_vector(name)) npy::write(cd / "state_in" / (name + ".npy"), std::vector<double>(m.data(), m.data() + m.size()), t);
+      else npy::write(cd / "state_in" / (name + ".npy"), m, t);
+      given.push_back(name);
+    }
+  }
+  auto value = [&](const rational& r) { return round_to(req.dtype, from_rational<double>(r)); };
+  json j = {{"op", req.op},
+            {"case", c.name},
+            {"kind", c.kind},
+            {"n", c.n()},
+            {"d", c.in.Q.cols()},
+            {"dv", c.in.V.cols()},
+            {"gamma", value(c.opt.gamma)},
+            {"normalized", c.opt.normalized},
+            {"eps", value(c.opt.eps)},
+            {"ridge", value(c.opt.ridge)},
+            {"exact", {{"gamma", format_rational(c.opt.gamma)}, {"eps", format_rational(c.opt.eps)}, {"ridge", format_rational(c.opt.ridge)}}},
+            {"dtype", dtype_name(req.dtype)},
+            {"state", c.want_state && req.state},
+            {"grad", req.grad},
+            {"gates", req.gates},
+            {"state_parts", parts},
+            {"state_in", given}};
+  write_file_atomically(cd / "case.json", j.dump(2) + "\n", "case file");
+}
+
+std::string check_returned_output(const Case& c, const Mat<double>& o) {
+  if (o.rows() != c.n() || o.cols() != c.in.V.cols())
+    return fmt::format("output has shape ({}, {}), expected ({}, {})", o.rows(), o.cols(), c.n(), c.in.V.cols());
+  return "";
+}
+
+std::string check_returned_gradients(const Case& c, const Outcome& o, const Request& req) {
+  if (!req.grad) return "";
+  const Eigen::Index n = c.n(), d = c.in.Q.cols(), dv = c.in.V.cols();
+  for (const auto& [name, m, cols] : {std::tuple{"dq", &o.dQ, d}, std::tuple{"dk", &o.dK, d}, std::tuple{"dv", &o.dV, dv}})
+    if (m->rows() != n || m->cols() != cols)
+      return fmt::format("{} has shape ({}, {}), expected ({}, {})", name, m->rows(), m->cols(), n, cols);
+  return "";
+}
+
+std::string check_returned_state(const Case& c, const NamedState<double>& s, const Request& req) {
+  if (!c.want_state || !req.state) return "";
+  for (const PartShape& p : state_layout(req.op, c.in.Q.cols(), c.in.V.cols())) {
+    const Mat<double>* m = nullptr;
+    for (const auto& [name, x] : s.parts)
+      if (name == p.name) m = &x;
+    if (!m) return "state_out has no part '" + p.name + "'";
+    if (m->rows() != p.rows || m->cols() != p.cols)
+      return fmt::format("state_out part '{}' has shape ({}, {}), expected ({}, {})", p.name, m->rows(), m->cols(), p.rows, p.cols);
+  }
+  return "";
+}
+
+Outcome read_outcome(const fs::path& dir, const Case& c, const Request& req) {
+  Outcome o;
+  const fs::path cd = dir / c.name;
+  o.O = read_matrix(cd / "o.npy", "o.npy", c.n(), c.in.V.cols(), false, req, o.error);
+  if (o.error.empty()) o.error = check_returned_output(c, o.O);
+  if (o.error.empty() && req.grad) {
+    const Eigen::Index n = c.n(), d = c.in.Q.cols(), dv = c.in.V.cols();
+    o.dQ = read_matrix(cd / "dq.npy", "dq.npy", n, d, false, req, o.error);
+    if (o.error.empty()) o.dK = read_matrix(cd / "dk.npy", "dk.npy", n, d, false, req, o.error);
+    if (o.error.empty()) o.dV = read_matrix(cd / "dv.npy", "dv.npy", n, dv, false, req, o.error);
+    // ∂L/∂state_in is optional, part by part: each part the command wrote is read and judged, one it did not
+    // write is not (a part with no gradient in some option group need not be written as zeros).
+    if (o.error.empty() && !c.state_in.parts.empty() && type_of(cd / "dstate_in") != fs::file_type::not_found)
+      for (const PartShape& p : state_layout(req.op, d, dv)) {
+        if (type_of(cd / "dstate_in" / (p.name + ".npy")) == fs::file_type::not_found) continue;
+        Mat<double> m = read_matrix(cd / "dstate_in" / (p.name + ".npy"), "dstate_in/" + p.name + ".npy", p.rows, p.cols,
+                                    p.vector || p.cols == 1, req, o.error);
+        if (!o.error.empty()) return o;
+        o.dstate_in.parts.emplace_back(p.name, std::move(m));
+      }
+    // ∂L/∂γ with --gates: optional, judged when written (shape (n,))
+    if (o.error.empty() && req.gates && type_of(cd / "dgamma.npy") != fs::file_type::not_found)
+      o.dgamma = read_matrix(cd / "dgamma.npy", "dgamma.npy", n, 1, true, req, o.error);
+    if (o.error.empty()) o.error = check_returned_gradients(c, o, req);
+  }
+  if (!o.error.empty() || !c.want_state || !req.state) return o;
+  for (const PartShape& p : state_layout(req.op, c.in.Q.cols(), c.in.V.cols())) {
+    Mat<double> m = read_matrix(cd / "state_out" / (p.name + ".npy"), "state_out/" + p.name + ".npy", p.rows, p.cols, p.vector || p.cols == 1,
+                                req, o.error);
+    if (!o.error.empty()) return o;
+    o.state_out.parts.emplace_back(p.name, std::move(m));
+  }
+  o.error = check_returned_state(c, o.state_out, req);
+  return o;
+}
+
+std::vector<Outcome> ExecImplementation::run(const std::vector<Case>& cases, const Request& req, RoundLog& log) {
+  const InterruptGuard guard;
+  TempDir dir("hla-verify"), logs("hla-verify-log");
+  write_cases(dir.path(), [&] {
+    for (const Case& c : cases) write_case(dir.path(), c, req);
+  });
+  const ProcessResult pr = run_command(command_, dir.path(), timeout_, logs.path());
+  log.seconds = pr.seconds;
+  log.failure = pr.describe();
+  std::vector<Outcome> out;
+  out.reserve(cases.size());
+  for (const Case& c : cases) {
+    Outcome o = read_outcome(dir.path(), c, req);
+    // A failed command's outputs are not trusted: every case carries the failure.
+    if (!log.failure.empty()) o.error = "the command " + log.failure.substr(0, log.failure.find(';')) + (o.error.empty() ? "" : "; " + o.error);
+    out.push_back(std::move(o));
+  }
+  InterruptGuard::check();  // a signal while the outputs were read: stop here, not after the next round
+  if (keep_) {
+    dir.release();
+    log.what += " (kept in " + dir.path().string() + ")";
+  }
+  return out;
+}
+
+}  // namespace hla::verify::ext

@@ -1,0 +1,98 @@
+// The black-box protocol (`hla verify --exec CMD`): any language, through files.
+//
+// Per round the harness makes a fresh directory DIR holding one subdirectory per case:
+//   DIR/<case>/q.npy, k.npy (n×d), v.npy (n×dv)   C order, the requested dtype
+//   DIR/<case>/case.json                          op, n, d, dv, gamma, normalized, eps, ridge (as the dtype's
+//                                                 values; "exact" holds the rationals), dtype, kind, state,
+//                                                 state_parts (name → shape), state_in (names present)
+//   DIR/<case>/state_in/<part>.npy                some cases, with --state
+//   DIR/<case>/gamma.npy (n,)                     with --gates: the per-token gates γ_t (case.json "gates": true;
+//                                                 its "gamma" is then 1, the decay being the gates')
+// and runs `CMD DIR` (DIR appended as the last argument, through /bin/sh) once. The command writes
+//   DIR/<case>/o.npy                              n×dv, same dtype, for every case
+//   DIR/<case>/state_out/<part>.npy               when case.json says "state": true
+// DIR holds nothing but case directories; the command's stdout and stderr go elsewhere.
+#pragma once
+
+#include <signal.h>
+
+#include <filesystem>
+#include <functional>
+#include <stdexcept>
+#include <string>
+
+#include "verify/implementation.hpp"
+
+namespace hla::verify::ext {
+
+// A command's run: how it ended and the tail of what it printed on stderr.
+struct ProcessResult {
+  bool timed_out = false;
+  int exit_code = 0;     // when it exited
+  int signal = 0;        // when a signal ended it
+  double seconds = 0;
+  std::string stderr_tail;
+  std::string describe() const;  // "" for exit 0
+};
+
+// SIGINT, SIGTERM or SIGHUP received while a command ran (or its round was being prepared): the command's
+// process group has been sent the signal and then ended, and the exception unwinds the round, removing its
+// temporary directories. `hla` exits with 128 + signal (130, 143, 129).
+struct Interrupted : std::runtime_error {
+  int signal;
+  explicit Interrupted(int sig);
+};
+
+// While one exists, SIGINT, SIGTERM and SIGHUP are caught (not fatal) and remembered: run_command forwards
+// them to the command's process group (which a terminal's Ctrl-C never reaches: it has its own) and
+// throws Interrupted. The previous handlers are restored when it goes.
+class InterruptGuard {
+ public:
+  InterruptGuard();
+  ~InterruptGuard();
+  InterruptGuard(const InterruptGuard&) = delete;
+  InterruptGuard& operator=(const InterruptGuard&) = delete;
+  // Throws Interrupted if a signal came since the guard was made.
+  static void check();
+
+ private:
+  struct sigaction previous_[3];  // SIGINT, SIGTERM, SIGHUP as they were
+};
+
+// Runs `command 'dir'` through /bin/sh in its own process group; after `timeout` seconds the whole group
+// is killed. stdin is /dev/null; stdout and stderr go to files in log_dir. Under an InterruptGuard a
+// signal is forwarded to the group, which gets 2 s to exit before it is killed, then Interrupted is thrown.
+ProcessResult run_command(const std::string& command, const std::filesystem::path& dir, double timeout,
+                          const std::filesystem::path& log_dir);
+
+// A round's time-out in seconds, checked: NaN, infinities, zero and anything above a week (604800 s, more
+// than any round needs) are refused with an InputError (a NaN would never expire).
+double checked_timeout(double seconds);
+
+// Writes one case's files into dir/<case.name>/ (the protocol above).
+void write_case(const std::filesystem::path& dir, const Case& c, const Request& req);
+// Reads what the command wrote for the case: an Outcome with an error for every way it can be wrong
+// (missing, a symlink loop, not a regular file, unreadable, malformed, another dtype or shape). A file
+// is read header first and only when its header promises the case's shape.
+Outcome read_outcome(const std::filesystem::path& dir, const Case& c, const Request& req);
+
+// Runs `write` (the round's case files), a filesystem error in it (a full disk) as an InputError naming TMPDIR.
+void write_cases(const std::filesystem::path& dir, const std::function<void()>& write);
+
+// An NpyError's message without the file's path (a temporary directory, gone by the time anyone reads it).
+std::string problem_in(const std::exception& e, const std::filesystem::path& file);
+
+class ExecImplementation : public Implementation {
+ public:
+  // keep_dir: leave the rounds' directories in place (their paths are printed) for debugging.
+  ExecImplementation(std::string command, double timeout_seconds, bool keep_dirs = false)
+      : command_(std::move(command)), timeout_(timeout_seconds), keep_(keep_dirs) {}
+  std::vector<Outcome> run(const std::vector<Case>& cases, const Request& req, RoundLog& log) override;
+
+ private:
+  std::string command_;
+  double timeout_;
+  bool keep_;
+};
+
+}  // namespace hla::verify::ext
