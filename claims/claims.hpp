@@ -1,9 +1,9 @@
 // The claims ledger: every claim of the paper (SPEC "Claims ledger"), with a verdict computed here.
 #pragma once
 
-#include <nlohmann/json.hpp>
 #include <functional>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -11,17 +11,17 @@ namespace hla::verify {
 
 struct ClaimResult {
   std::string id, paper, statement;
-  std::string verdict;        // holds | fails | inconclusive
-  std::string method;         // how the verdict was computed
-  std::string bound;          // e.g. "≤ 2^-112 (N=..., D=..., S=2^61-1, T=...)"; empty for measured claims
-  nlohmann::json evidence;    // numbers a reviewer can re-derive
+  std::string verdict;            // holds | fails | inconclusive
+  std::string method;             // how the verdict was computed
+  std::string bound;              // e.g. "≤ 2^-112 (N=..., D=..., S=2^61-1, T=...)"; empty for measured claims
+  nlohmann::json evidence;        // numbers a reviewer can re-derive
   nlohmann::json counterexample;  // null unless the claim fails
   double seconds = 0;
 };
 
 struct LedgerContext {
   std::uint64_t seed = 20251031;
-  bool quick = false;  // fewer shapes and shorter timings (tests)
+  bool quick = false;                              // fewer shapes and shorter timings (tests)
   std::map<std::string, double> previous_seconds;  // claim id → seconds in the last ledger (longest first under mpirun)
 };
 

@@ -42,7 +42,10 @@ inline Counterexample shrink(const RationalEvaluation& eval, Problem<rational> p
           if ((*m)(i) == candidate) break;
           rational keep = (*m)(i);
           (*m)(i) = candidate;
-          if (sides_differ(eval, p)) { changed = true; break; }
+          if (sides_differ(eval, p)) {
+            changed = true;
+            break;
+          }
           (*m)(i) = keep;
         }
   }
@@ -57,7 +60,8 @@ inline std::optional<Counterexample> find_counterexample(const RationalEvaluatio
     for (int d = 1; d <= 3; ++d)
       for (int dv = 1; dv <= 2; ++dv)
         for (int seed = 0; seed < seeds_per_shape; ++seed) {
-          Problem<rational> p = convert_problem<rational>(integer_problem({n, d, dv}, 1000 * n + 100 * d + 10 * dv + seed, 2));
+          Problem<rational> p =
+              convert_problem<rational>(integer_problem({n, d, dv}, 1000 * n + 100 * d + 10 * dv + seed, 2));
           if (sides_differ(eval, p)) return shrink(eval, p);
         }
   return std::nullopt;

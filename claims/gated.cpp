@@ -1,17 +1,17 @@
 // The gated-decay claims: every side is a gated form (fast/gated_forms.hpp) or a registered fixed-γ form,
 // decided by the identity tester in F_p with uniform random gates, a failure shrunk to a rational
 // counterexample with the gates of core/gates.hpp's square_rational_gates (written beside it).
-#include "core/operators.hpp"
 #include "claims/gated.hpp"
+#include "core/operators.hpp"
 
 #include <fmt/core.h>
 
+#include "claims/gated_diagonal.hpp"
+#include "claims/support.hpp"
 #include "core/gates.hpp"
 #include "core/parse.hpp"
 #include "core/registry.hpp"
 #include "fast/gated_forms.hpp"
-#include "claims/support.hpp"
-#include "claims/gated_diagonal.hpp"
 
 namespace hla::verify {
 namespace {
@@ -125,14 +125,16 @@ ClaimResult check_gated_equal(const std::vector<GatedForm>& lhs, const GatedForm
       "decided in exact arithmetic (the floating-point gated forms' errors are measured by the gated sweep, "
       "configs/gated.toml)",
       sides.lhs_name, sides.rhs_name, draw == GateDraw::squares ? "a_t² (a_t uniform)" : "uniform",
-      operator_info(op).options.ridge ? " and ridge λ" : "", chunks.size() > 1 ? ", chunk widths {1,2,3,5,64}, threads {1,2}" : "");
+      operator_info(op).options.ridge ? " and ridge λ" : "",
+      chunks.size() > 1 ? ", chunk widths {1,2,3,5,64}, threads {1,2}" : "");
   ClaimResult r = check_custom(sides, identity_shapes(ctx.quick), ctx, method);
   if (r.counterexample.contains("n")) {
     const int n = r.counterexample["n"].get<int>();
     r.counterexample["gamma"] = gates_text(square_rational_gates(n));
     r.counterexample["options"] = "gates gamma_t = " + gates_text(square_rational_gates(n)) +
                                   "; rows: unnormalized outputs, then normalized with eps=1/8" +
-                                  (operator_info(op).options.ridge ? ", lambda=1/2" : "") + "; each block once per thread count (1, 2)" +
+                                  (operator_info(op).options.ridge ? ", lambda=1/2" : "") +
+                                  "; each block once per thread count (1, 2)" +
                                   (chunks.size() > 1 ? " and chunk width" : "");
   }
   return r;
@@ -391,8 +393,9 @@ std::vector<Claim> gated_claims() {
           return check_gated_equal(scan_forms(op), serial, GateDraw::uniform, x, {1, 2, 3, 5, 64});
         });
     add("gated." + op + ".chunked",
-        "the chunked " + op + " form with per-chunk gate factors Γ(t, s) ≤ 1 (fast/chunked/gated.hpp; never a quotient of "
-        "cumulative products) = the gated serial recurrence, per token",
+        "the chunked " + op +
+            " form with per-chunk gate factors Γ(t, s) ≤ 1 (fast/chunked/gated.hpp; never a quotient of "
+            "cumulative products) = the gated serial recurrence, per token",
         [=](const LedgerContext& x) {
           return check_gated_equal({{op, "chunked"}}, serial, GateDraw::uniform, x, {1, 2, 3, 5, 64});
         });

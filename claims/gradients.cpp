@@ -13,7 +13,8 @@
 
 namespace hla::verify {
 
-ClaimResult check_backward(const std::string& op, bool decay, bool normalized, fast::DecayRule rule, const LedgerContext& ctx) {
+ClaimResult check_backward(const std::string& op, bool decay, bool normalized, fast::DecayRule rule,
+                           const LedgerContext& ctx) {
   ParamSpace sp;
   sp.decay = decay;
   sp.normalized = normalized;
@@ -26,7 +27,10 @@ ClaimResult check_backward(const std::string& op, bool decay, bool normalized, f
     Mat<fp61> dO = field_problem({s.n, 1, s.dv}, rng()).V;
     Options o;
     if (decay) o.gamma = field_uniform_parameter(rng);
-    if (normalized) { o.normalized = true; o.eps = field_uniform_parameter(rng); }
+    if (normalized) {
+      o.normalized = true;
+      o.eps = field_uniform_parameter(rng);
+    }
     std::vector<Mat<fp61>> lhs, rhs;
     for (int w : chunks) {
       GradientCheck<fp61> c = check_gradients<fp61>(op, p, o, dO, w, rule);
@@ -35,26 +39,34 @@ ClaimResult check_backward(const std::string& op, bool decay, bool normalized, f
       lhs.push_back(flatten(c.chunked, false));
       rhs.push_back(ref);
       rhs.push_back(ref);
-      if (c.has_scan) { lhs.push_back(flatten(c.scan, false)); rhs.push_back(ref); }
+      if (c.has_scan) {
+        lhs.push_back(flatten(c.scan, false));
+        rhs.push_back(ref);
+      }
     }
     auto stack = [](const std::vector<Mat<fp61>>& parts) {
       Eigen::Index rows = 0;
       for (const auto& m : parts) rows += m.rows();
       Mat<fp61> out(rows, 1);
       Eigen::Index at = 0;
-      for (const auto& m : parts) { out.middleRows(at, m.rows()) = m; at += m.rows(); }
+      for (const auto& m : parts) {
+        out.middleRows(at, m.rows()) = m;
+        at += m.rows();
+      }
       return out;
     };
     return std::make_pair(stack(lhs), stack(rhs));
   };
   sides.degree = [&](const Shape& s) { return identity_degree(op, s.n, sp); };
-  const std::vector<Shape> shapes = ctx.quick ? std::vector<Shape>{{1, 1, 1}, {4, 2, 3}} : std::vector<Shape>{{1, 1, 1}, {4, 2, 3}, {7, 3, 2}, {10, 2, 2}};
-  return check_custom(sides, shapes, ctx,
-                      fmt::format("identity test in F_p of dL/dQ, dL/dK, dL/dV for L = Σ⟨dO, O⟩ (random dO): serial "
-                                  "reverse mode, chunk-checkpointed reverse mode{} at widths {{1,2,3,5}} = forward-mode "
-                                  "(dual number) gradients of the {} reference; γ {}, {}",
-                                  operator_info(op).scan_backward ? ", reverse scan under ⊕*" : "", op, decay ? "random" : "= 1",
-                                  normalized ? "normalized (random ε)" : "unnormalized"));
+  const std::vector<Shape> shapes = ctx.quick ? std::vector<Shape>{{1, 1, 1}, {4, 2, 3}}
+                                              : std::vector<Shape>{{1, 1, 1}, {4, 2, 3}, {7, 3, 2}, {10, 2, 2}};
+  return check_custom(
+      sides, shapes, ctx,
+      fmt::format("identity test in F_p of dL/dQ, dL/dK, dL/dV for L = Σ⟨dO, O⟩ (random dO): serial "
+                  "reverse mode, chunk-checkpointed reverse mode{} at widths {{1,2,3,5}} = forward-mode "
+                  "(dual number) gradients of the {} reference; γ {}, {}",
+                  operator_info(op).scan_backward ? ", reverse scan under ⊕*" : "", op, decay ? "random" : "= 1",
+                  normalized ? "normalized (random ε)" : "unnormalized"));
 }
 
 }  // namespace hla::verify

@@ -4,14 +4,14 @@
 
 #include <cmath>
 
-#include "core/alloc_policy.hpp"
-#include "core/inputs.hpp"
-#include "fast/serial/hla2_variants.hpp"
 #include "claims/claims.hpp"
 #include "claims/gated.hpp"
 #include "claims/gradients.hpp"
 #include "claims/monoid.hpp"
 #include "claims/support.hpp"
+#include "core/alloc_policy.hpp"
+#include "core/inputs.hpp"
+#include "fast/serial/hla2_variants.hpp"
 #include "numerics/evaluate.hpp"
 
 namespace hla::verify {
@@ -57,7 +57,8 @@ ClaimResult check_each_equal(const std::vector<FormRef>& lhs, const FormRef& rhs
   }
   if (merged.verdict == "holds") merged.bound = bounds.front() + (bounds.size() > 1 ? " (each driver alike)" : "");
   merged.method = methods.front();
-  for (std::size_t i = 1; i < methods.size(); ++i) merged.method += " | " + methods[i].substr(0, methods[i].find(" in F_p"));
+  for (std::size_t i = 1; i < methods.size(); ++i)
+    merged.method += " | " + methods[i].substr(0, methods[i].find(" in F_p"));
   return merged;
 }
 
@@ -90,7 +91,10 @@ std::vector<TimedSeries> time_forms(const std::vector<FormRef>& forms, const std
 }
 
 nlohmann::json series_json(const TimedSeries& ts, const PowerFit& fit) {
-  return {{"x", ts.x}, {"median_seconds", ts.seconds}, {"fitted_exponent", fit.exponent}, {"rms_log_residual", fit.rms_residual}};
+  return {{"x", ts.x},
+          {"median_seconds", ts.seconds},
+          {"fitted_exponent", fit.exponent},
+          {"rms_log_residual", fit.rms_residual}};
 }
 
 // Decides a growth claim from a fit with a clean residual: "exactly like x^e" needs |b − e| ≤ tol; an
@@ -112,7 +116,8 @@ ClaimResult per_token_cost(const FormRef& f, const FormRef& generic, const Ledge
   ClaimResult r;
   std::vector<Shape> by_n, by_d;
   std::vector<Eigen::Index> ns;
-  if (ctx.quick) ns = {256, 512, 1024};
+  if (ctx.quick)
+    ns = {256, 512, 1024};
   else
     for (Eigen::Index n = 1 << 10; n <= (1 << 20); n <<= 1) ns.push_back(n);
   for (Eigen::Index n : ns) by_n.push_back({n, 32, 32});  // 2^20 tokens: inputs and outputs far past the caches
@@ -131,12 +136,15 @@ ClaimResult per_token_cost(const FormRef& f, const FormRef& generic, const Ledge
   std::string vn = exponent_verdict(fn, 1.0, 0.1), vd = exponent_verdict(fd, d_exponent, 0.3, true);
   r.verdict = vn == "fails" || vd == "fails" ? "fails" : (vn == "holds" && vd == "holds" ? "holds" : "inconclusive");
   r.method = fmt::format(
-      "median thread-CPU time of the decoding kernel {} (double, γ = 1; freed outputs' pages reused, not re-faulted) vs n = {}..{} at d=dv=32 (expect exponent 1 ± 0.1: "
-      "constant per token) and vs d {} (an O() bound: expect exponent ≤ {} + 0.3). Secondary series, not in the verdict: "
+      "median thread-CPU time of the decoding kernel {} (double, γ = 1; freed outputs' pages reused, not re-faulted) "
+      "vs n = {}..{} at d=dv=32 (expect exponent 1 ± 0.1: "
+      "constant per token) and vs d {} (an O() bound: expect exponent ≤ {} + 0.3). Secondary series, not in the "
+      "verdict: "
       "the generic serial form {} on the same inputs (it reads rows of the column-major inputs, stride n)",
       f.name(), by_n.front().n, by_n.back().n, d_meaning, d_exponent, generic.name());
-  r.bound = fmt::format("n-exponent {:.3f} (rms {:.3f}); d-exponent {:.3f} (rms {:.3f}); generic serial n-exponent {:.3f} (rms {:.3f})",
-                        fn.exponent, fn.rms_residual, fd.exponent, fd.rms_residual, fg.exponent, fg.rms_residual);
+  r.bound = fmt::format(
+      "n-exponent {:.3f} (rms {:.3f}); d-exponent {:.3f} (rms {:.3f}); generic serial n-exponent {:.3f} (rms {:.3f})",
+      fn.exponent, fn.rms_residual, fd.exponent, fd.rms_residual, fg.exponent, fg.rms_residual);
   r.evidence["time_vs_n"] = series_json(tn, fn);
   r.evidence["time_vs_d"] = series_json(td, fd);
   r.evidence["time_vs_n_generic_serial"] = series_json(tg, fg);
@@ -152,7 +160,11 @@ ClaimResult state_size(const FormRef& f, const std::function<std::size_t(Eigen::
   for (Shape s : {Shape{1, 4, 3}, Shape{10, 4, 3}, Shape{1000, 4, 3}, Shape{100, 16, 8}, Shape{3000, 16, 8}}) {
     Run<double> run = registry<double>().find(f.op, f.form, f.variant)(gaussian_problem(s, 3), Options{});
     const std::size_t counted = run.state.numbers(), expected = formula(s.d, s.dv);
-    rows.push_back({{"n", s.n}, {"d", s.d}, {"dv", s.dv}, {"state_numbers", counted}, {"formula", expected},
+    rows.push_back({{"n", s.n},
+                    {"d", s.d},
+                    {"dv", s.dv},
+                    {"state_numbers", counted},
+                    {"formula", expected},
                     {"state_bytes_double", counted * sizeof(double)}});
     if (counted != expected) r.verdict = "fails";
   }
@@ -219,7 +231,8 @@ ClaimResult ridge_difference(const LedgerContext& ctx) {
     Mat<T> predicted = Mat<T>::Zero(p.n(), p.dv());
     for (Eigen::Index t = 0; t < p.n(); ++t) {
       T g(1);
-      for (Eigen::Index j = t; j >= 0; --j, g *= gamma) predicted.row(t) += lambda * g * p.Q.row(t).dot(p.Q.row(j)) * p.V.row(j);
+      for (Eigen::Index j = t; j >= 0; --j, g *= gamma)
+        predicted.row(t) += lambda * g * p.Q.row(t).dot(p.Q.row(j)) * p.V.row(j);
     }
     return std::make_pair(Mat<T>(with_ridge - exact_masked), predicted);
   };
@@ -243,7 +256,8 @@ ClaimResult ridge_difference(const LedgerContext& ctx) {
   auto [diff, pred] = sides_of(p, o);
   const bool nonzero = !diff.isZero();
   r.evidence["difference_nonzero_on_random_rational_inputs"] = nonzero;
-  r.evidence["exact_difference"] = "λ Σ_{j≤t} γ^{(t−j)} (q_t·q_j) v_j (numerator); the same with v_j → 1 in the denominator";
+  r.evidence["exact_difference"] =
+      "λ Σ_{j≤t} γ^{(t−j)} (q_t·q_j) v_j (numerator); the same with v_j → 1 in the denominator";
   if (r.verdict == "holds" && !nonzero) r.verdict = "fails";
   return r;
 }
@@ -277,9 +291,10 @@ ClaimResult hla3_recurrence(const LedgerContext& ctx) {
     return sides_of(field_problem(s, rng()), o);
   };
   sides.degree = [](const Shape&) { return 7; };
-  return check_custom(sides, identity_shapes(ctx.quick), ctx,
-                      "identity test in F_p: outputs of hla3/serial (Alg. 3) = hla3/serial-eq75 at every token, and the "
-                      "final F = S^K S^Q P − G⁽¹⁾ − G⁽²⁾ − G⁽³⁾, η likewise (eq. 7.4)");
+  return check_custom(
+      sides, identity_shapes(ctx.quick), ctx,
+      "identity test in F_p: outputs of hla3/serial (Alg. 3) = hla3/serial-eq75 at every token, and the "
+      "final F = S^K S^Q P − G⁽¹⁾ − G⁽²⁾ − G⁽³⁾, η likewise (eq. 7.4)");
 }
 
 // §5.2 multi-query: one S^K shared across heads gives each head's output of the per-head form.
@@ -311,9 +326,10 @@ ClaimResult multiquery(const LedgerContext& ctx) {
     return sides_of(Qs, base.K, base.V, o);
   };
   sides.degree = [&](const Shape& s) { return identity_degree("hla2", s.n, space(true, true, true)); };
-  ClaimResult r = check_custom(sides, identity_shapes(ctx.quick), ctx,
-                               "identity test in F_p, 3 heads, random γ, ε, λ, normalized: fast::hla2_multiquery_serial "
-                               "(§5.2) vs hla2/serial/corrected per head");
+  ClaimResult r =
+      check_custom(sides, identity_shapes(ctx.quick), ctx,
+                   "identity test in F_p, 3 heads, random γ, ε, λ, normalized: fast::hla2_multiquery_serial "
+                   "(§5.2) vs hla2/serial/corrected per head");
   Problem<double> g = gaussian_problem({16, 8, 4}, 1);
   std::vector<Mat<double>> Qs(heads, g.Q);
   auto mq = fast::hla2_multiquery_serial<double>(Qs, g.K, g.V, Options{}, fast::DecayRule::corrected);
@@ -327,20 +343,24 @@ ClaimResult multiquery(const LedgerContext& ctx) {
 const std::vector<Claim>& all_claims() {
   static const std::vector<Claim> claims = [] {
     std::vector<Claim> c;
-    auto add = [&](std::string id, std::string paper, std::string statement, std::function<ClaimResult(const LedgerContext&)> f) {
+    auto add = [&](std::string id, std::string paper, std::string statement,
+                   std::function<ClaimResult(const LedgerContext&)> f) {
       c.push_back({std::move(id), std::move(paper), std::move(statement), std::move(f)});
     };
     const FormRef hla2_ref{"hla2", "reference", "spec"}, hla2_serial{"hla2", "serial", "paper"},
         hla2_serial_fix{"hla2", "serial", "corrected"};
-    add("hla2.masked.streaming", "Thm 3.1, eq. 3.3, §3.1 updates", "serial online updates give q_tᵀ(S_t C_t − G_t) = hla2 (γ=1)",
+    add("hla2.masked.streaming", "Thm 3.1, eq. 3.3, §3.1 updates",
+        "serial online updates give q_tᵀ(S_t C_t − G_t) = hla2 (γ=1)",
         [=](const LedgerContext& x) { return check_equal(hla2_serial, hla2_ref, space(false, false), x); });
     add("hla2.masked.normalized", "Thm 3.1, eq. 3.4", "normalized serial = normalized hla2 (γ=1)",
         [=](const LedgerContext& x) { return check_equal(hla2_serial, hla2_ref, space(false, true), x); });
     add("hla2.unmasked.streaming", "eq. 3.1", "q_tᵀ S_t C_t = hla2-unmasked (with §4.3 decay, normalized or not)",
         [](const LedgerContext& x) {
-          ClaimResult a = check_equal({"hla2-unmasked", "serial", "paper"}, {"hla2-unmasked", "reference", "spec"}, space(true, false), x);
+          ClaimResult a = check_equal({"hla2-unmasked", "serial", "paper"}, {"hla2-unmasked", "reference", "spec"},
+                                      space(true, false), x);
           if (a.verdict != "holds") return a;
-          ClaimResult b = check_equal({"hla2-unmasked", "serial", "paper"}, {"hla2-unmasked", "reference", "spec"}, space(true, true), x);
+          ClaimResult b = check_equal({"hla2-unmasked", "serial", "paper"}, {"hla2-unmasked", "reference", "spec"},
+                                      space(true, true), x);
           b.evidence["unnormalized"] = a.evidence;
           return b;
         });
@@ -353,30 +373,36 @@ const std::vector<Claim>& all_claims() {
     add("hla2.monoid.masked.assoc", "eq. 4.1", "the semidirect product is associative",
         [](const LedgerContext& x) { return check_monoid("hla2", "paper", false, x); });
     add("hla2.scan.masked", "Thm 4.1, γ=1", "exclusive scan under eq. 4.1 + local inclusion = serial, per token",
-        [=](const LedgerContext& x) { return check_each_equal(drivers("hla2", "paper"), hla2_serial, scan_space(false, false), x); });
-    add("hla2.monoid.unmasked-decay.assoc", "§4.2 decay-aware monoid", "(S, C, m, ρ) decayed concatenation is associative",
+        [=](const LedgerContext& x) {
+          return check_each_equal(drivers("hla2", "paper"), hla2_serial, scan_space(false, false), x);
+        });
+    add("hla2.monoid.unmasked-decay.assoc", "§4.2 decay-aware monoid",
+        "(S, C, m, ρ) decayed concatenation is associative",
         [](const LedgerContext& x) { return check_monoid("hla2-unmasked", "paper", true, x); });
-    add("hla2.monoid.masked-decay.assoc", "§4.2 decay-aware masked", "decayed (S, C, m, G, h, ρ) concatenation is associative",
+    add("hla2.monoid.masked-decay.assoc", "§4.2 decay-aware masked",
+        "decayed (S, C, m, G, h, ρ) concatenation is associative",
         [](const LedgerContext& x) { return check_monoid("hla2", "paper", true, x); });
     add("hla2.scan.masked-decay", "Thm 4.1, γ<1",
         "scan under the decayed masked operator = the decayed serial recurrence (§4.3), per token",
-        [=](const LedgerContext& x) { return check_each_equal(drivers("hla2", "paper"), hla2_serial, scan_space(true, false), x); });
+        [=](const LedgerContext& x) {
+          return check_each_equal(drivers("hla2", "paper"), hla2_serial, scan_space(true, false), x);
+        });
     add("hla2.serial.masked-decay", "§4.3, Alg. 1 with γ", "the decayed serial recurrence = hla2 with γ < 1",
         [=](const LedgerContext& x) { return check_equal(hla2_serial, hla2_ref, space(true, false), x); });
-    add("hla2.ridge", "§5.1 Remark", "with λ > 0 the output differs from the exact masked form (state the exact difference)",
-        ridge_difference);
+    add("hla2.ridge", "§5.1 Remark",
+        "with λ > 0 the output differs from the exact masked form (state the exact difference)", ridge_difference);
     add("hla2.multiquery", "§5.2", "sharing K, V across heads gives the per-head outputs unchanged", multiquery);
     add("hla2.packed-symmetric", "§5.2", "packed upper-triangle storage of S gives the same outputs",
         [=](const LedgerContext& x) {
           return check_equal({"hla2", "serial-packed", "corrected"}, hla2_serial_fix, space(true, true, true), x);
         });
-    add("hla2.chunk-form", "Figure 1(C)", "the drawn per-chunk formula for O^(k) = hla2",
-        [=](const LedgerContext& x) {
-          ParamSpace sp = space(false, false);
-          sp.chunks = {1, 2, 3, 5, 64};
-          return check_equal({"hla2", "chunk-figure1c", "paper"}, hla2_ref, sp, x,
-                             "the figure's O^(k) read literally: carry q_tᵀ(S^(k−1)C^(k−1) − G^(k−1)) plus the masked intra-chunk product");
-        });
+    add("hla2.chunk-form", "Figure 1(C)", "the drawn per-chunk formula for O^(k) = hla2", [=](const LedgerContext& x) {
+      ParamSpace sp = space(false, false);
+      sp.chunks = {1, 2, 3, 5, 64};
+      return check_equal({"hla2", "chunk-figure1c", "paper"}, hla2_ref, sp, x,
+                         "the figure's O^(k) read literally: carry q_tᵀ(S^(k−1)C^(k−1) − G^(k−1)) plus the masked "
+                         "intra-chunk product");
+    });
     add("hla2.backward", "§4.2 \"Backward for gradients\"",
         "reverse-mode scan gradients = serial-recurrence gradients = gradients of the reference",
         [](const LedgerContext& x) {
@@ -397,31 +423,37 @@ const std::vector<Claim>& all_claims() {
     add("ahla.monoid.assoc", "eq. 6.2", "the AHLA concatenation is associative",
         [](const LedgerContext& x) { return check_monoid("ahla", "paper", false, x); });
     add("ahla.scan", "§6.2, γ=1", "exclusive scan under eq. 6.2 + local inclusion = Algorithm 2",
-        [=](const LedgerContext& x) { return check_each_equal(drivers("ahla", "paper"), ahla_serial, scan_space(false, false), x); });
+        [=](const LedgerContext& x) {
+          return check_each_equal(drivers("ahla", "paper"), ahla_serial, scan_space(false, false), x);
+        });
     add("ahla.monoid-decay.assoc", "§6.2 decay-aware", "the decayed AHLA concatenation (as printed) is associative",
         [](const LedgerContext& x) { return check_monoid("ahla", "paper", true, x); });
     add("ahla.scan-decay", "§6.2, γ<1", "scan under the decayed concatenation = decayed Algorithm 2",
-        [=](const LedgerContext& x) { return check_each_equal(drivers("ahla", "paper"), ahla_serial, scan_space(true, false), x); });
+        [=](const LedgerContext& x) {
+          return check_each_equal(drivers("ahla", "paper"), ahla_serial, scan_space(true, false), x);
+        });
     add("ahla.chunk-form", "Figure 2(C)",
         "the drawn per-chunk formula = ahla (subscript <t read literally: chunk tokens i < t; the i ≤ t reading is "
         "recorded beside it)",
         [=](const LedgerContext& x) {
           ParamSpace sp = space(false, false);
           sp.chunks = {1, 2, 3, 5, 64};
-          ClaimResult literal = check_equal({"ahla", "chunk-figure2c-lt", "paper"}, ahla_ref, sp, x,
-                                            "R^{KQ,(k)}_{<t} read as Σ over chunk tokens i < t (the literal subscript)");
+          ClaimResult literal =
+              check_equal({"ahla", "chunk-figure2c-lt", "paper"}, ahla_ref, sp, x,
+                          "R^{KQ,(k)}_{<t} read as Σ over chunk tokens i < t (the literal subscript)");
           ClaimResult inclusive = check_equal({"ahla", "chunk-figure2c-le", "paper"}, ahla_ref, sp, x,
                                               "R^{KQ,(k)}_{<t} read as Σ over chunk tokens i ≤ t");
-          literal.evidence["reading_i_le_t"] = {{"verdict", inclusive.verdict}, {"bound", inclusive.bound},
-                                                {"counterexample", inclusive.counterexample}};
-          literal.evidence["finding"] = "literal reading (i < t): " + literal.verdict + "; reading i ≤ t: " + inclusive.verdict;
+          literal.evidence["reading_i_le_t"] = {
+              {"verdict", inclusive.verdict}, {"bound", inclusive.bound}, {"counterexample", inclusive.counterexample}};
+          literal.evidence["finding"] =
+              "literal reading (i < t): " + literal.verdict + "; reading i ≤ t: " + inclusive.verdict;
           return literal;
         });
     const FormRef hla3_ref{"hla3", "reference", "spec"}, hla3_alg3{"hla3", "serial", "paper"};
-    add("hla3.unmasked", "§7.1", "q_tᵀ S^K_t S^Q_t P_t = hla3-unmasked",
-        [](const LedgerContext& x) {
-          return check_equal({"hla3-unmasked", "serial", "paper"}, {"hla3-unmasked", "reference", "spec"}, space(false, true), x);
-        });
+    add("hla3.unmasked", "§7.1", "q_tᵀ S^K_t S^Q_t P_t = hla3-unmasked", [](const LedgerContext& x) {
+      return check_equal({"hla3-unmasked", "serial", "paper"}, {"hla3-unmasked", "reference", "spec"},
+                         space(false, true), x);
+    });
     add("hla3.masked.streaming", "Thm 7.1, Alg. 3", "Algorithm 3 = hla3",
         [=](const LedgerContext& x) { return check_equal(hla3_alg3, hla3_ref, space(false, false), x); });
     add("hla3.masked.normalized", "Thm 7.1", "normalized Algorithm 3 = normalized hla3",
@@ -430,84 +462,110 @@ const std::vector<Claim>& all_claims() {
     add("hla3.monoid.assoc", "Thm 7.2", "⊗3 (eqs. 7.6–7.7) is associative",
         [](const LedgerContext& x) { return check_monoid("hla3", "paper", false, x); });
     add("hla3.scan", "Thm 7.2, Alg. 4", "exclusive scan under ⊗3 + local inclusion = Algorithm 3 (γ=1)",
-        [=](const LedgerContext& x) { return check_each_equal(drivers("hla3", "paper"), hla3_alg3, scan_space(false, true), x); });
+        [=](const LedgerContext& x) {
+          return check_each_equal(drivers("hla3", "paper"), hla3_alg3, scan_space(false, true), x);
+        });
     add("cost.hla2.per-token", "§1, §3.1, §9", "serial time per token is O(d² + d·dv), independent of n",
         [=](const LedgerContext& x) {
           return per_token_cost({"hla2", "decode", "corrected"}, hla2_serial, x, 2.0, "with dv = d (O(d²))", 0);
         });
     add("cost.hla2.state", "§5", "serial state is constant in n: d² + 2d·dv + 2d numbers per head",
         [=](const LedgerContext&) {
-          return state_size(hla2_serial, [](Eigen::Index d, Eigen::Index dv) { return std::size_t(d * d + 2 * d * dv + 2 * d); },
-                            "d² + 2d·dv + 2d");
+          return state_size(
+              hla2_serial, [](Eigen::Index d, Eigen::Index dv) { return std::size_t(d * d + 2 * d * dv + 2 * d); },
+              "d² + 2d·dv + 2d");
         });
     add("cost.ahla.per-token", "§6.1", "streaming AHLA is O(d·dv) time and O(d·dv + d) state per token",
         [=](const LedgerContext& x) {
-          ClaimResult t = per_token_cost({"ahla", "decode", "paper"}, ahla_serial, x, 1.0, "at dv = 32 (O(d·dv): exponent 1 in d)", 32);
-          ClaimResult s = state_size(ahla_serial, [](Eigen::Index d, Eigen::Index dv) { return std::size_t(2 * d * dv + 2 * d); },
-                                     "2d·dv + 2d");
+          ClaimResult t = per_token_cost({"ahla", "decode", "paper"}, ahla_serial, x, 1.0,
+                                         "at dv = 32 (O(d·dv): exponent 1 in d)", 32);
+          ClaimResult s = state_size(
+              ahla_serial, [](Eigen::Index d, Eigen::Index dv) { return std::size_t(2 * d * dv + 2 * d); },
+              "2d·dv + 2d");
           t.evidence["state"] = s.evidence;
           t.bound += "; state = 2d·dv + 2d: " + s.verdict;
           if (s.verdict == "fails") t.verdict = "fails";
           return t;
         });
     add("cost.hla3.scan-state", "§7.3", "⊗3 segment state is O(d³·dv) when the maps are dense", hla3_scan_state);
-    add("cost.chunked", "Figure 1(C)", "chunked form is O(N·C·(d+dv) + M·(d² + d·dv)) for M = N/C chunks", chunked_cost);
+    add("cost.chunked", "Figure 1(C)", "chunked form is O(N·C·(d+dv) + M·(d² + d·dv)) for M = N/C chunks",
+        chunked_cost);
 
     // ---- added by this harness: corrections, verified the same way ----
     add("hla2.serial.masked-decay.corrected", "§4.3 (corrected)",
         "G_t = γ² G_{t−1} + γ k_t k_tᵀ C_{t−1} (h likewise) gives hla2 with γ < 1 exactly; normalized and ridge too",
         [=](const LedgerContext& x) { return check_equal(hla2_serial_fix, hla2_ref, space(true, true, true), x); });
     add("hla2.monoid.masked-decay.assoc.corrected", "§4.2 (corrected)",
-        "(ρ_B S_A+S_B, ρ_B C_A+C_B, ρ_B m_A+m_B, ρ_B² G_A+G_B+ρ_B S_B C_A, ρ_B² h_A+h_B+ρ_B S_B m_A, ρ_Aρ_B) is associative",
+        "(ρ_B S_A+S_B, ρ_B C_A+C_B, ρ_B m_A+m_B, ρ_B² G_A+G_B+ρ_B S_B C_A, ρ_B² h_A+h_B+ρ_B S_B m_A, ρ_Aρ_B) is "
+        "associative",
         [](const LedgerContext& x) { return check_monoid("hla2", "corrected", true, x); });
     add("hla2.scan.masked-decay.corrected", "Thm 4.1, γ<1 (corrected)",
         "scan under the corrected decayed operator = hla2 reference with γ < 1, per token, every driver",
-        [=](const LedgerContext& x) { return check_each_equal(drivers("hla2", "corrected"), hla2_ref, scan_space(true, true), x); });
+        [=](const LedgerContext& x) {
+          return check_each_equal(drivers("hla2", "corrected"), hla2_ref, scan_space(true, true), x);
+        });
     add("ahla.monoid-decay.assoc.corrected", "§6.2 (corrected)",
         "the decayed AHLA concatenation with an undecayed R^KQ in the cross-terms is associative",
         [](const LedgerContext& x) { return check_monoid("ahla", "corrected", true, x); });
-    add("ahla.scan-decay.corrected", "§6.2, γ<1 (corrected)", "scan under the corrected decayed concatenation = ahla reference",
-        [=](const LedgerContext& x) { return check_each_equal(drivers("ahla", "corrected"), ahla_ref, scan_space(true, true), x); });
+    add("ahla.scan-decay.corrected", "§6.2, γ<1 (corrected)",
+        "scan under the corrected decayed concatenation = ahla reference", [=](const LedgerContext& x) {
+          return check_each_equal(drivers("ahla", "corrected"), ahla_ref, scan_space(true, true), x);
+        });
     add("hla3.masked.streaming.corrected", "Thm 7.1 (corrected)",
         "F_t = F_{t−1} + S^K_t q_t q_tᵀ P_t, η likewise: q_tᵀF_t = hla3, state d² + 2d·dv + 2d",
-        [=](const LedgerContext& x) { return check_equal({"hla3", "serial", "corrected"}, hla3_ref, space(false, false), x); });
+        [=](const LedgerContext& x) {
+          return check_equal({"hla3", "serial", "corrected"}, hla3_ref, space(false, false), x);
+        });
     add("hla3.masked.normalized.corrected", "Thm 7.1 (corrected)",
-        "the corrected recurrence (F_t, η_t) normalized by den_t + ε = normalized hla3",
-        [=](const LedgerContext& x) { return check_equal({"hla3", "serial", "corrected"}, hla3_ref, space(false, true), x); });
+        "the corrected recurrence (F_t, η_t) normalized by den_t + ε = normalized hla3", [=](const LedgerContext& x) {
+          return check_equal({"hla3", "serial", "corrected"}, hla3_ref, space(false, true), x);
+        });
     add("hla3.scan.corrected", "Thm 7.2 (corrected)",
         "scan under the corrected third-order operator (state 3d² + 3d·dv + 3d) = hla3 reference, every driver",
-        [=](const LedgerContext& x) { return check_each_equal(drivers("hla3", "corrected"), hla3_ref, scan_space(false, true), x); });
+        [=](const LedgerContext& x) {
+          return check_each_equal(drivers("hla3", "corrected"), hla3_ref, scan_space(false, true), x);
+        });
     add("hla3.monoid.assoc.corrected", "Thm 7.2 (corrected)", "the corrected third-order concatenation is associative",
         [](const LedgerContext& x) { return check_monoid("hla3", "corrected", false, x); });
     add("hla2.chunk-form.corrected", "Figure 1(C) (corrected)",
-        "the chunk form re-derived from SPEC hla2 (the figure's O^(k) plus q_tᵀ S^(k−1) Σ_{j in chunk, j≤t} q_j v_jᵀ) = hla2: "
-        "the u-form, its fused kernel and the (S, C, G) carry, with γ, λ and normalization, every chunk width and thread count",
+        "the chunk form re-derived from SPEC hla2 (the figure's O^(k) plus q_tᵀ S^(k−1) Σ_{j in chunk, j≤t} q_j v_jᵀ) "
+        "= hla2: "
+        "the u-form, its fused kernel and the (S, C, G) carry, with γ, λ and normalization, every chunk width and "
+        "thread count",
         [=](const LedgerContext& x) {
           ParamSpace sp = scan_space(true, true);
           sp.ridge = true;
-          return check_each_equal({{"hla2", "chunked", "corrected"}, {"hla2", "chunked-fused", "corrected"},
-                                   {"hla2", "chunked-monoid", "corrected"}}, hla2_ref, sp, x);
+          return check_each_equal({{"hla2", "chunked", "corrected"},
+                                   {"hla2", "chunked-fused", "corrected"},
+                                   {"hla2", "chunked-monoid", "corrected"}},
+                                  hla2_ref, sp, x);
         });
     add("ahla.chunk-form.corrected", "Figure 2(C) (corrected)",
-        "the drawn per-chunk formula with R^{KQ,(k)} summed over chunk tokens i ≤ t = ahla; the chunked matrix form built on it too",
+        "the drawn per-chunk formula with R^{KQ,(k)} summed over chunk tokens i ≤ t = ahla; the chunked matrix form "
+        "built on it too",
         [=](const LedgerContext& x) {
           ParamSpace sp = space(false, false);  // the figure defines neither decay nor normalization
           sp.chunks = kScanChunks;
-          return check_each_equal({{"ahla", "chunk-figure2c-le", "paper"}, {"ahla", "chunked", "paper"}}, ahla_ref, sp, x);
+          return check_each_equal({{"ahla", "chunk-figure2c-le", "paper"}, {"ahla", "chunked", "paper"}}, ahla_ref, sp,
+                                  x);
         });
     add("hla3.scan-vs-eq75", "Thm 7.2 / eq. 7.5", "scan under ⊗3 as printed = the eq. 7.5 recurrence it summarizes",
         [](const LedgerContext& x) {
-          return check_each_equal(drivers("hla3", "paper"), {"hla3", "serial-eq75", "paper"}, scan_space(false, true), x);
+          return check_each_equal(drivers("hla3", "paper"), {"hla3", "serial-eq75", "paper"}, scan_space(false, true),
+                                  x);
         });
     add("hla2.backward.corrected", "§4.2 backward (corrected decay)",
-        "with γ < 1 and the corrected decay rule/operator, reverse-scan gradients = serial = reference gradients (normalized)",
+        "with γ < 1 and the corrected decay rule/operator, reverse-scan gradients = serial = reference gradients "
+        "(normalized)",
         [](const LedgerContext& x) { return check_backward("hla2", true, true, fast::DecayRule::corrected, x); });
     add("ahla.backward", "§4.2 backward, applied to §6",
-        "reverse-mode gradients through Algorithm 2 (serial and chunk-checkpointed) = gradients of the ahla reference (γ, normalized)",
+        "reverse-mode gradients through Algorithm 2 (serial and chunk-checkpointed) = gradients of the ahla reference "
+        "(γ, normalized)",
         [](const LedgerContext& x) { return check_backward("ahla", true, true, fast::DecayRule::paper, x); });
-    add("linear.scan", "§4.2 \"Connection to linear attention\"", "first-order scans = the linear reference, with decay",
-        [](const LedgerContext& x) {
-          return check_each_equal(drivers("linear", "paper"), {"linear", "reference", "spec"}, scan_space(true, true), x);
+    add("linear.scan", "§4.2 \"Connection to linear attention\"",
+        "first-order scans = the linear reference, with decay", [](const LedgerContext& x) {
+          return check_each_equal(drivers("linear", "paper"), {"linear", "reference", "spec"}, scan_space(true, true),
+                                  x);
         });
     // ---- gated (data-dependent) decay: SPEC's gated section, beyond the paper (claims/gated.cpp) ----
     for (Claim& g : gated_claims()) c.push_back(std::move(g));

@@ -2,15 +2,15 @@
 
 #include <fmt/core.h>
 
-#include "fast/scan/operators.hpp"
 #include "claims/support.hpp"
+#include "fast/scan/operators.hpp"
 
 namespace hla::verify {
 namespace {
 
 // The monoid laws of the (op, variant) operator on three adjacent segments of p (scan::associativity_sides).
-template <class T>
-std::pair<Mat<T>, Mat<T>> associativity_sides(const std::string& op, scan::Variant v, const Problem<T>& p, const Options& o) {
+template <class T> std::pair<Mat<T>, Mat<T>> associativity_sides(const std::string& op, scan::Variant v,
+                                                                 const Problem<T>& p, const Options& o) {
   return scan::with_scan_op<T>(op, v, o, [&](const auto& alg) { return scan::associativity_sides(alg, p); });
 }
 
@@ -35,15 +35,18 @@ ClaimResult check_monoid(const std::string& op, const std::string& variant, bool
   ParamSpace sp;
   sp.decay = decay;
   sides.degree = [&](const Shape& s) { return identity_degree(op, s.n, sp) + 2; };
-  const std::vector<Shape> shapes = ctx.quick ? std::vector<Shape>{{3, 1, 1}, {6, 2, 1}, {7, 2, 3}}
-                                              : std::vector<Shape>{{3, 1, 1}, {6, 2, 1}, {7, 2, 3}, {9, 3, 2}, {12, 3, 3}};
-  ClaimResult r = check_custom(sides, shapes, ctx,
-                               fmt::format("identity test in F_p of every state part: segments A=[0,n/3), B=[n/3,2n/3), "
-                                           "C=[2n/3,n) of a random sequence (multi-token for n ≥ 6){}; operator {} / {}",
-                                           decay ? ", random γ" : ", γ = 1", op, variant));
+  const std::vector<Shape> shapes = ctx.quick
+                                        ? std::vector<Shape>{{3, 1, 1}, {6, 2, 1}, {7, 2, 3}}
+                                        : std::vector<Shape>{{3, 1, 1}, {6, 2, 1}, {7, 2, 3}, {9, 3, 2}, {12, 3, 3}};
+  ClaimResult r =
+      check_custom(sides, shapes, ctx,
+                   fmt::format("identity test in F_p of every state part: segments A=[0,n/3), B=[n/3,2n/3), "
+                               "C=[2n/3,n) of a random sequence (multi-token for n ≥ 6){}; operator {} / {}",
+                               decay ? ", random γ" : ", γ = 1", op, variant));
   if (r.verdict == "fails" && r.counterexample.contains("options"))
-    r.counterexample["options"] = decay ? "gamma=1/2; A=[0,n/3), B=[n/3,2n/3), C=[2n/3,n); rows are all state parts stacked"
-                                        : "gamma=1; A=[0,n/3), B=[n/3,2n/3), C=[2n/3,n); rows are all state parts stacked";
+    r.counterexample["options"] =
+        decay ? "gamma=1/2; A=[0,n/3), B=[n/3,2n/3), C=[2n/3,n); rows are all state parts stacked"
+              : "gamma=1; A=[0,n/3), B=[n/3,2n/3), C=[2n/3,n); rows are all state parts stacked";
   return r;
 }
 
@@ -59,18 +62,26 @@ ClaimResult hla3_scan_state(const LedgerContext&) {
     const std::size_t dense = scan::segment(scan::Hla3TensorOp<double>(o), p, 0, 3).named().numbers();
     const std::size_t minimal = scan::segment(scan::Hla3MinimalOp<double>(o), p, 0, 3).named().numbers();
     formula_ok = formula_ok && dense == scan::Hla3TensorOp<double>::numbers(d, dv);
-    rows.push_back({{"d", d}, {"dv", dv}, {"paper_dense_numbers", dense}, {"corrected_numbers", minimal},
+    rows.push_back({{"d", d},
+                    {"dv", dv},
+                    {"paper_dense_numbers", dense},
+                    {"corrected_numbers", minimal},
                     {"d3_dv", d * d * d * dv}});
-    if (d >= 8) { ds.push_back(static_cast<double>(d)); counts.push_back(static_cast<double>(dense)); }
+    if (d >= 8) {
+      ds.push_back(static_cast<double>(d));
+      counts.push_back(static_cast<double>(dense));
+    }
   }
   PowerFit f = fit_power(ds, counts);
   r.verdict = formula_ok && std::abs(f.exponent - 3.0) <= 0.25 ? "holds" : "fails";
-  r.method = "count the numbers in a ⊗3 segment state (paper, dense M^KQP and M^KQm) at d = 2..24, dv = 4; fit the "
-             "exponent in d for d ≥ 8; compare with the corrected operator's state (no maps)";
+  r.method =
+      "count the numbers in a ⊗3 segment state (paper, dense M^KQP and M^KQm) at d = 2..24, dv = 4; fit the "
+      "exponent in d for d ≥ 8; compare with the corrected operator's state (no maps)";
   r.bound = fmt::format("d-exponent {:.2f} (rms {:.3f}); corrected state 3d² + 3d·dv + 3d", f.exponent, f.rms_residual);
   r.evidence["counts"] = rows;
-  r.evidence["finding"] = "the dense maps make the printed ⊗3 state O(d³·dv); the corrected operator (hla3.scan.corrected) "
-                          "is exact with 3d² + 3d·dv + 3d numbers and no maps";
+  r.evidence["finding"] =
+      "the dense maps make the printed ⊗3 state O(d³·dv); the corrected operator (hla3.scan.corrected) "
+      "is exact with 3d² + 3d·dv + 3d numbers and no maps";
   return r;
 }
 
@@ -85,7 +96,8 @@ ClaimResult chunked_cost(const LedgerContext& ctx) {
   }
   const Eigen::Index d = 32;
   std::vector<double> ns, tn;
-  for (Eigen::Index n : ctx.quick ? std::vector<Eigen::Index>{1024, 2048, 4096} : std::vector<Eigen::Index>{2048, 4096, 8192, 16384, 32768}) {
+  for (Eigen::Index n : ctx.quick ? std::vector<Eigen::Index>{1024, 2048, 4096}
+                                  : std::vector<Eigen::Index>{2048, 4096, 8192, 16384, 32768}) {
     Problem<double> p = gaussian_problem({n, d, d}, 2);
     Options o;
     o.chunk = 64;
@@ -101,10 +113,13 @@ ClaimResult chunked_cost(const LedgerContext& ctx) {
     by_c.push_back({{"chunk", c}, {"median_seconds", median_seconds([&] { (void)(*e)(p, o); }, ctx.quick ? 1 : 3)}});
   }
   r.verdict = fn.rms_residual > 0.25 ? "inconclusive" : (std::abs(fn.exponent - 1.0) <= 0.1 ? "holds" : "fails");
-  r.method = fmt::format("median thread-CPU time of {} (double, d=dv={}, C=64) vs N: the formula is linear in N at fixed C; "
-                         "time vs C at fixed N recorded beside it", e->key(), d);
+  r.method = fmt::format(
+      "median thread-CPU time of {} (double, d=dv={}, C=64) vs N: the formula is linear in N at fixed C; "
+      "time vs C at fixed N recorded beside it",
+      e->key(), d);
   r.bound = fmt::format("N-exponent {:.3f} (rms {:.3f})", fn.exponent, fn.rms_residual);
-  r.evidence["time_vs_n"] = {{"n", ns}, {"median_seconds", tn}, {"fitted_exponent", fn.exponent}, {"rms", fn.rms_residual}};
+  r.evidence["time_vs_n"] = {
+      {"n", ns}, {"median_seconds", tn}, {"fitted_exponent", fn.exponent}, {"rms", fn.rms_residual}};
   r.evidence["time_vs_chunk"] = by_c;
   return r;
 }

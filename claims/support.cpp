@@ -14,8 +14,8 @@
 namespace hla::verify {
 
 std::string ParamSpace::describe() const {
-  std::string s = fmt::format("γ {}, {}, λ {}", decay ? "random" : "= 1", normalized ? "normalized with random ε" : "unnormalized",
-                              ridge ? "random" : "= 0");
+  std::string s = fmt::format("γ {}, {}, λ {}", decay ? "random" : "= 1",
+                              normalized ? "normalized with random ε" : "unnormalized", ridge ? "random" : "= 0");
   if (chunks.size() > 1 || chunks.front() != 16) {
     s += ", chunk widths {";
     for (std::size_t i = 0; i < chunks.size(); ++i) s += fmt::format("{}{}", i ? "," : "", chunks[i]);
@@ -25,7 +25,8 @@ std::string ParamSpace::describe() const {
   return s;
 }
 
-template <class T> Mat<T> run_stacked(const FormRef& f, const Problem<T>& p, const Options& opt, const ParamSpace& space) {
+template <class T>
+Mat<T> run_stacked(const FormRef& f, const Problem<T>& p, const Options& opt, const ParamSpace& space) {
   const Entry<T>& e = registry<T>().find(f.op, f.form, f.variant);
   std::vector<Mat<T>> parts;
   for (int w : space.chunks)
@@ -100,7 +101,10 @@ namespace {
 Options field_options(const ParamSpace& space, std::mt19937_64& rng) {
   Options o;
   if (space.decay) o.gamma = field_uniform_parameter(rng);
-  if (space.normalized) { o.normalized = true; o.eps = field_uniform_parameter(rng); }
+  if (space.normalized) {
+    o.normalized = true;
+    o.eps = field_uniform_parameter(rng);
+  }
   if (space.ridge) o.ridge = field_uniform_parameter(rng);
   return o;
 }
@@ -108,7 +112,10 @@ Options field_options(const ParamSpace& space, std::mt19937_64& rng) {
 Options rational_options(const ParamSpace& space) {
   Options o;
   if (space.decay) o.gamma = rational(1, 2);
-  if (space.normalized) { o.normalized = true; o.eps = rational(1, 8); }
+  if (space.normalized) {
+    o.normalized = true;
+    o.eps = rational(1, 8);
+  }
   if (space.ridge) o.ridge = rational(1, 2);
   return o;
 }
@@ -127,8 +134,11 @@ ClaimResult finish(IdentityOutcome id, const std::string& method, std::optional<
                    const std::string& cx_options, const std::string& lhs_name, const std::string& rhs_name) {
   ClaimResult r;
   r.method = method;
-  r.evidence["identity_test"] = {{"holds", id.holds}, {"points_per_shape", id.points}, {"shapes", id.shapes},
-                                 {"degree_bound", id.degree}, {"entries", id.identities}};
+  r.evidence["identity_test"] = {{"holds", id.holds},
+                                 {"points_per_shape", id.points},
+                                 {"shapes", id.shapes},
+                                 {"degree_bound", id.degree},
+                                 {"entries", id.identities}};
   if (id.holds) {
     r.verdict = "holds";
     r.bound = bound_text(id);
@@ -137,8 +147,10 @@ ClaimResult finish(IdentityOutcome id, const std::string& method, std::optional<
     r.verdict = "fails";
     r.bound = "exact mismatch (proof)";
     r.evidence["identity_test"]["mismatch"] = id.failure;
-    if (cx) r.counterexample = counterexample_json(*cx, cx_options, lhs_name, rhs_name);
-    else r.counterexample = {{"field_mismatch", id.failure}};
+    if (cx)
+      r.counterexample = counterexample_json(*cx, cx_options, lhs_name, rhs_name);
+    else
+      r.counterexample = {{"field_mismatch", id.failure}};
   }
   return r;
 }
@@ -177,7 +189,10 @@ ClaimResult check_equal(const FormRef& lhs, const FormRef& rhs, const ParamSpace
   // inputs of a moderate shape, with γ = 0.95 / ε = 1e-3 / λ = 0.1 where the space varies them.
   Options fo;
   if (space.decay) fo.gamma = rational(19, 20);
-  if (space.normalized) { fo.normalized = true; fo.eps = rational(1, 1000); }
+  if (space.normalized) {
+    fo.normalized = true;
+    fo.eps = rational(1, 1000);
+  }
   if (space.ridge) fo.ridge = rational(1, 10);
   const Problem<double> g = gaussian_problem({ctx.quick ? 16 : 64, 8, 8}, ctx.seed);
   ParamSpace one = space;
@@ -186,7 +201,8 @@ ClaimResult check_equal(const FormRef& lhs, const FormRef& rhs, const ParamSpace
   Mat<mpfr256> rhs_mp = run_stacked(rhs, convert_problem<mpfr256>(g), fo, one);
   ErrorStats ed = compare_to(run_stacked(lhs, convert_problem<double>(g), fo, one), rhs_mp);
   ErrorStats em = compare_to(run_stacked(lhs, convert_problem<mpfr256>(g), fo, one), rhs_mp);
-  r.evidence["float_evidence"] = {{"shape", fmt::format("n={} d=8 dv=8 gaussian, chunk 5", g.n())}, {"options", options_text(fo)},
+  r.evidence["float_evidence"] = {{"shape", fmt::format("n={} d=8 dv=8 gaussian, chunk 5", g.n())},
+                                  {"options", options_text(fo)},
                                   {"double_vs_mpfr_normwise_rel", ed.normwise_rel},
                                   {"double_in_units_of_u", ed.in_units_of_u},
                                   {"mpfr_vs_mpfr_normwise_rel", em.normwise_rel}};
@@ -209,7 +225,10 @@ PowerFit fit_power(const std::vector<double>& x, const std::vector<double>& y) {
   double sx = 0, sy = 0, sxx = 0, sxy = 0;
   for (std::size_t i = 0; i < k; ++i) {
     double lx = std::log(x[i]), ly = std::log(y[i]);
-    sx += lx; sy += ly; sxx += lx * lx; sxy += lx * ly;
+    sx += lx;
+    sy += ly;
+    sxx += lx * lx;
+    sxy += lx * ly;
   }
   PowerFit f;
   f.exponent = (k * sxy - sx * sy) / (k * sxx - sx * sx);

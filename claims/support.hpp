@@ -2,15 +2,15 @@
 // counterexample and floating-point evidence; log–log fits for cost claims.
 #pragma once
 
-#include <nlohmann/json.hpp>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include "core/inputs.hpp"
-#include "core/registry.hpp"
 #include "claims/claims.hpp"
 #include "claims/counterexample.hpp"
+#include "core/inputs.hpp"
+#include "core/registry.hpp"
 #include "numerics/identity.hpp"
 
 namespace hla::verify {
@@ -25,13 +25,14 @@ struct FormRef {
 // F_p; γ = 1/2, ε = 1/8, λ = 1/2 in the rational counterexample search).
 struct ParamSpace {
   bool decay = false, normalized = false, ridge = false;
-  std::vector<int> chunks{16};   // every chunk width is checked (scan/chunked forms)
+  std::vector<int> chunks{16};  // every chunk width is checked (scan/chunked forms)
   std::vector<int> threads{1};
   std::string describe() const;
 };
 
 // Evaluates `form` on p under opt once per (chunk, threads) in the space, rows stacked.
-template <class T> Mat<T> run_stacked(const FormRef& f, const Problem<T>& p, const Options& opt, const ParamSpace& space);
+template <class T>
+Mat<T> run_stacked(const FormRef& f, const Problem<T>& p, const Options& opt, const ParamSpace& space);
 
 // Upper bound on the total degree of either side's entries, as polynomials in inputs and parameters.
 int identity_degree(const std::string& op, Eigen::Index n, const ParamSpace& space);
@@ -48,7 +49,7 @@ ClaimResult check_equal(const FormRef& lhs, const FormRef& rhs, const ParamSpace
 struct CustomSides {
   std::string lhs_name, rhs_name;
   FieldEvaluation field;
-  RationalEvaluation rational_eval;            // for the counterexample search (may be empty)
+  RationalEvaluation rational_eval;  // for the counterexample search (may be empty)
   std::function<int(const Shape&)> degree;
 };
 ClaimResult check_custom(const CustomSides& sides, const std::vector<Shape>& shapes, const LedgerContext& ctx,

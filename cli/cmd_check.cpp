@@ -12,8 +12,8 @@
 #include "core/dispatch.hpp"
 #include "core/gates.hpp"
 #include "core/parse.hpp"
-#include "mpi/comm.hpp"
 #include "fast/distributed/plan.hpp"
+#include "mpi/comm.hpp"
 #include "numerics/bounds.hpp"
 #include "numerics/evaluate.hpp"
 
@@ -43,27 +43,27 @@ std::vector<OptionCase> option_cases() {
 
 bool supports(const Caps& c, const OptionCase& oc) {
   const Options& o = oc.opt;
-  return (o.gamma == 1 || c.decay) && (!o.normalized || c.normalized) && (o.ridge == 0 || c.ridge) && (!oc.gates || c.gates);
+  return (o.gamma == 1 || c.decay) && (!o.normalized || c.normalized) && (o.ridge == 0 || c.ridge) &&
+         (!oc.gates || c.gates);
 }
 
 template <class T> std::string cell(const Entry<T>& e, const Problem<double>& in, const Options& opt) {
   try {
     Evaluation ev = evaluate(e, in, opt);
     if constexpr (is_exact_v<T>)
-      return ev.error.exact_equal ? "exact" : fmt::format("DIFFERS {}/{}", ev.error.mismatches, in.Q.rows() * in.V.cols());
+      return ev.error.exact_equal ? "exact"
+                                  : fmt::format("DIFFERS {}/{}", ev.error.mismatches, in.Q.rows() * in.V.cols());
     else
       return fmt::format("{:.3g}u", ev.error.in_units_of_u);
-  } catch (const NumericalError& err) {
-    return "non-finite";
-  }
+  } catch (const NumericalError& err) { return "non-finite"; }
 }
 
 void run_check(const Shape& shape, std::uint64_t seed) {
   const Problem<double> inputs = gaussian_problem(shape, seed);
   Problem<double> gated_inputs = inputs;
   gated_inputs.gates = draw_gates(parse_gate_spec("range:1/2,1"), shape.n, seed);
-  fmt::print("Every form against its operator's reference (SPEC definitions), n={} d={} dv={} seed={}.\n",
-             shape.n, shape.d, shape.dv, seed);
+  fmt::print("Every form against its operator's reference (SPEC definitions), n={} d={} dv={} seed={}.\n", shape.n,
+             shape.d, shape.dv, seed);
   fmt::print("rational, fp61: exact comparison. mpfr256, double, float: normwise relative error in units of u.\n\n");
   fmt::print("{:<14} {:<14} {:<10} {:<19}", "operator", "form", "variant", "options");
   for (const auto& s : scalar_names()) fmt::print(" {:>12}", s);
@@ -107,9 +107,8 @@ std::vector<DistributedCase> distributed_cases(int P) {
 }
 
 // Whether the mpi form agrees with the serial form on `pre` (the initial state's tokens, maybe empty) then `main`.
-template <class T>
-std::string distributed_cell(const Entry<T>& mpi, const Entry<T>& serial, const Problem<double>& pre,
-                             const Problem<double>& main, const Options& opt, bool& ok) {
+template <class T> std::string distributed_cell(const Entry<T>& mpi, const Entry<T>& serial, const Problem<double>& pre,
+                                                const Problem<double>& main, const Options& opt, bool& ok) {
   const Problem<T> p = convert_problem<T>(main);
   std::optional<NamedState<T>> init;
   if (pre.n() > 0) init = serial(convert_problem<T>(pre), opt).state;
@@ -144,8 +143,10 @@ std::string distributed_cell(const Entry<T>& mpi, const Entry<T>& serial, const 
     Options plain = opt;
     plain.normalized = false;
     plain.eps = 0;
-    const Mat<mpfr256> num = registry<mpfr256>().reference(mpi.op)(convert_problem<mpfr256>(bounds::augmented(full, false)), plain).O;
-    const Mat<double> A = registry<double>().reference(bounds::abs_operator(mpi.op))(bounds::augmented(full, true), plain).O * (1 + 1e-9);
+    const Mat<mpfr256> num =
+        registry<mpfr256>().reference(mpi.op)(convert_problem<mpfr256>(bounds::augmented(full, false)), plain).O;
+    const Mat<double> A =
+        registry<double>().reference(bounds::abs_operator(mpi.op))(bounds::augmented(full, true), plain).O * (1 + 1e-9);
     const mpfr256 eps = from_rational<mpfr256>(opt.eps);
     Mat<mpfr256> R(N, dv);
     ColVec<mpfr256> den(N);
@@ -156,7 +157,8 @@ std::string distributed_cell(const Entry<T>& mpi, const Entry<T>& serial, const 
     const bool inexact = opt.gamma != 1 && to_mpfr(from_rational<T>(opt.gamma)) != from_rational<mpfr256>(opt.gamma);
     const long h = bounds::rounding_depth(mpi.op, bounds::accumulation_depth(mpi.form, N, opt.chunk), opt.gamma != 1,
                                           inexact, N, main.d());
-    const Mat<double> B = bounds::output_bounds(R, A, opt.normalized, den, from_rational<double>(opt.eps), unit_roundoff<T>(), h);
+    const Mat<double> B =
+        bounds::output_bounds(R, A, opt.normalized, den, from_rational<double>(opt.eps), unit_roundoff<T>(), h);
     double worst = 0;
     for (Eigen::Index t = 0; t < n; ++t)
       for (Eigen::Index c = 0; c < dv; ++c) {
@@ -172,8 +174,11 @@ std::string distributed_cell(const Entry<T>& mpi, const Entry<T>& serial, const 
 bool run_distributed_check(std::uint64_t seed) {
   const int P = distributed::comm_size(distributed::sequence_comm());
   fmt::print("\nSequence-parallel forms on P = {} rank(s) against their serial forms (d=3 dv=2, seed={}).\n", P, seed);
-  fmt::print("rational, fp61: outputs and final state exactly equal. mpfr256, double, float: worst error / rounding bound (<= 1).\n\n");
-  fmt::print("{:<8} {:<20} {:<19} {:>3} {:>3} {:>5} {:>7}", "operator", "form", "options", "n", "w", "state", "threads");
+  fmt::print(
+      "rational, fp61: outputs and final state exactly equal. mpfr256, double, float: worst error / rounding bound (<= "
+      "1).\n\n");
+  fmt::print("{:<8} {:<20} {:<19} {:>3} {:>3} {:>5} {:>7}", "operator", "form", "options", "n", "w", "state",
+             "threads");
   for (const auto& s : scalar_names()) fmt::print(" {:>14}", s);
   fmt::print("\n");
   bool all_ok = true;
@@ -195,8 +200,9 @@ bool run_distributed_check(std::uint64_t seed) {
         for (const auto& s : scalar_names()) {
           const std::string text = with_scalar(s, [&]<class T>() -> std::string {
             const auto& reg = registry<T>();
-            return distributed_cell<T>(reg.find(e.op, e.form, e.variant), reg.find(plan.op, plan.serial_form, plan.serial_variant),
-                                       pre, main, opt, all_ok);
+            return distributed_cell<T>(reg.find(e.op, e.form, e.variant),
+                                       reg.find(plan.op, plan.serial_form, plan.serial_variant), pre, main, opt,
+                                       all_ok);
           });
           fmt::print(" {:>14}", text);
           ++cells;
@@ -221,7 +227,8 @@ const CommandRegistrar registrar([](CLI::App& app) {
   sub->add_flag("--distributed-only", *distributed_only, "only the mpi-* forms against their serial forms");
   sub->callback([shape, seed, distributed_only] {
     // Under mpirun every rank computes every cell (the mpi-* forms are collective); rank 0 prints.
-    if (distributed::world_rank() != 0 && !std::freopen("/dev/null", "w", stdout)) throw std::runtime_error("no /dev/null");
+    if (distributed::world_rank() != 0 && !std::freopen("/dev/null", "w", stdout))
+      throw std::runtime_error("no /dev/null");
     if (!*distributed_only) run_check(*shape, *seed);
     const bool ok = run_distributed_check(*seed);
     std::fflush(stdout);

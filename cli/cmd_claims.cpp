@@ -4,11 +4,11 @@
 #include <filesystem>
 #include <fstream>
 
-#include "cli/commands.hpp"
-#include "io/files.hpp"
-#include "core/types.hpp"
-#include "mpi/comm.hpp"
 #include "claims/claims.hpp"
+#include "cli/commands.hpp"
+#include "core/types.hpp"
+#include "io/files.hpp"
+#include "mpi/comm.hpp"
 
 namespace hla::cli {
 namespace {
@@ -61,7 +61,8 @@ void run_claims(const ClaimsArgs& a) {
 
 const CommandRegistrar registrar([](CLI::App& app) {
   auto args = std::make_shared<ClaimsArgs>();
-  auto* sub = app.add_subcommand("claims", "Decide every claim of the paper by computation; write results/claims.{json,md}");
+  auto* sub =
+      app.add_subcommand("claims", "Decide every claim of the paper by computation; write results/claims.{json,md}");
   sub->add_option("--id", args->ids, "check only these claim ids (writes claims-partial.*)");
   sub->add_option("--seed", args->seed, "seed of the random points (same seed -> same verdicts)");
   sub->add_option("--out", args->out, "output folder");

@@ -14,17 +14,19 @@
 #include "cli/commands.hpp"
 #include "core/inputs.hpp"
 #include "core/registry.hpp"
-#include "mpi/comm.hpp"
 #include "fast/distributed/exscan.hpp"
 #include "fast/distributed/plan.hpp"
 #include "fast/distributed/sequence.hpp"
 #include "fast/scan/operators.hpp"
+#include "mpi/comm.hpp"
 
 namespace hla::cli {
 namespace {
 
 using clock_type = std::chrono::steady_clock;
-double seconds_since(clock_type::time_point t0) { return std::chrono::duration<double>(clock_type::now() - t0).count(); }
+double seconds_since(clock_type::time_point t0) {
+  return std::chrono::duration<double>(clock_type::now() - t0).count();
+}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -69,8 +71,10 @@ nlohmann::json run_bench(const BenchArgs& a) {
   const auto& plan = *std::find_if(distributed::distributed_plan().begin(), distributed::distributed_plan().end(),
                                    [&](const auto& x) { return x.op == a.op; });
   const Entry<double>& form = reg.find(a.op, a.form, scan::variant_name(plan.scan_variant));  // checks the name
-  const distributed::CrossScan how = std::find_if(distributed::distributed_forms().begin(), distributed::distributed_forms().end(),
-                                                  [&](const auto& f) { return f.first == a.form; })->second;
+  const distributed::CrossScan how =
+      std::find_if(distributed::distributed_forms().begin(), distributed::distributed_forms().end(),
+                   [&](const auto& f) { return f.first == a.form; })
+          ->second;
   const Problem<double> p = gaussian_problem(Shape{a.n, a.d, a.dv}, 1);
   Options o;
   o.chunk = a.chunk;
@@ -114,7 +118,8 @@ nlohmann::json run_bench(const BenchArgs& a) {
                    {"gather_bytes_rank0", last.gather_bytes_sent},
                    {"state_bytes", scan::with_scan_op<double>(a.op, plan.scan_variant, o, [&](const auto& op) {
                       using Op = std::decay_t<decltype(op)>;
-                      return scan::state_bytes<Op, double>(static_cast<std::size_t>(a.d), static_cast<std::size_t>(a.dv));
+                      return scan::state_bytes<Op, double>(static_cast<std::size_t>(a.d),
+                                                           static_cast<std::size_t>(a.dv));
                     })}};
   if (a.calibrate) {
     // One combine of two multi-token segments of the operator, in double, on this rank.
@@ -147,8 +152,8 @@ nlohmann::json run_bench(const BenchArgs& a) {
     });
     if (P >= 2) {
       nlohmann::json pp = nlohmann::json::array();
-      for (std::size_t bytes : {std::size_t(8), std::size_t(1024), std::size_t(16384), std::size_t(131072), std::size_t(1048576),
-                                std::size_t(4194304)})
+      for (std::size_t bytes : {std::size_t(8), std::size_t(1024), std::size_t(16384), std::size_t(131072),
+                                std::size_t(1048576), std::size_t(4194304)})
         pp.push_back({{"bytes", bytes}, {"round_trip_s", ping_pong(bytes, 51)}});
       j["ping_pong"] = pp;
     }
@@ -158,7 +163,8 @@ nlohmann::json run_bench(const BenchArgs& a) {
 
 const CommandRegistrar registrar([](CLI::App& app) {
   auto a = std::make_shared<BenchArgs>();
-  auto* sub = app.add_subcommand("mpi-bench", "Time a sequence-parallel mpi-* form on the job's ranks (JSON on stdout)");
+  auto* sub =
+      app.add_subcommand("mpi-bench", "Time a sequence-parallel mpi-* form on the job's ranks (JSON on stdout)");
   sub->add_option("--op", a->op, "operator: hla2, ahla, hla3, linear");
   sub->add_option("--form", a->form, "mpi-chunked or mpi-chunked-rd");
   sub->add_option("--n", a->n, "sequence length")->check(CLI::PositiveNumber);

@@ -29,18 +29,18 @@ void run_one(const RunArgs& a, bool force_reference) {
       const Problem<T> p = convert_problem<T>(inputs);
       auto start = std::chrono::steady_clock::now();
       (void)e(p, opt);
-      fmt::print("{} [{}] n={} d={} dv={}: {:.6f} s (reference skipped: n > {}; pass --reference to compute it)\n", e.key(),
-                 scalar_name<T>(), a.shape.n, a.shape.d, a.shape.dv,
+      fmt::print("{} [{}] n={} d={} dv={}: {:.6f} s (reference skipped: n > {}; pass --reference to compute it)\n",
+                 e.key(), scalar_name<T>(), a.shape.n, a.shape.d, a.shape.dv,
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), kLargestCheckedN);
       return;
     }
     Evaluation ev = evaluate(e, inputs, opt);
     fmt::print("{} [{}] n={} d={} dv={} gamma={} gates={} normalized={} eps={} lambda={} chunk={} threads={} seed={}\n",
-               e.key(), scalar_name<T>(), a.shape.n, a.shape.d, a.shape.dv, format_rational(opt.gamma), a.gates, opt.normalized,
-               format_rational(opt.eps), format_rational(opt.ridge), opt.chunk, opt.threads, a.seed);
+               e.key(), scalar_name<T>(), a.shape.n, a.shape.d, a.shape.dv, format_rational(opt.gamma), a.gates,
+               opt.normalized, format_rational(opt.eps), format_rational(opt.ridge), opt.chunk, opt.threads, a.seed);
     if constexpr (is_exact_v<T>)
-      fmt::print("  vs reference: {}\n", ev.error.exact_equal ? "exact agreement"
-                                                              : fmt::format("DIFFERS in {} entries", ev.error.mismatches));
+      fmt::print("  vs reference: {}\n",
+                 ev.error.exact_equal ? "exact agreement" : fmt::format("DIFFERS in {} entries", ev.error.mismatches));
     else
       fmt::print("  vs MPFR-256 reference: max abs {:.3e}, max rel {:.3e}, normwise rel {:.3e} = {:.3g} u\n",
                  ev.error.max_abs, ev.error.max_rel, ev.error.normwise_rel, ev.error.in_units_of_u);
@@ -49,8 +49,8 @@ void run_one(const RunArgs& a, bool force_reference) {
 }
 
 void list_forms() {
-  fmt::print("{:<36} {:<8} {:<6} {:<6} {:<6} {:<6} {:<6}  {}\n", "operator/form/variant", "decay", "gates", "norm", "ridge",
-             "state", "chunk", "cites");
+  fmt::print("{:<36} {:<8} {:<6} {:<6} {:<6} {:<6} {:<6}  {}\n", "operator/form/variant", "decay", "gates", "norm",
+             "ridge", "state", "chunk", "cites");
   for (const auto& e : registry<double>().entries()) {
     auto yn = [](bool b) { return b ? "yes" : "-"; };
     fmt::print("{:<36} {:<8} {:<6} {:<6} {:<6} {:<6} {:<6}  {}\n", e.key(), yn(e.caps.decay), yn(e.caps.gates),
@@ -72,8 +72,11 @@ nlohmann::json operator_json(const OperatorInfo& o) {
           {"abs_operator", operator_info(o.abs_operator).name},
           {"degree", o.degree},
           {"gate_degree", o.gate_degree},
-          {"options", {{"decay", o.options.decay}, {"gates", o.options.gates}, {"normalized", o.options.normalized},
-                       {"ridge", o.options.ridge}}},
+          {"options",
+           {{"decay", o.options.decay},
+            {"gates", o.options.gates},
+            {"normalized", o.options.normalized},
+            {"ridge", o.options.ridge}}},
           {"verify_gates", o.verify_gates},
           {"backward", o.backward},
           {"scan_backward", o.scan_backward},
@@ -92,8 +95,8 @@ void list_operators(bool json) {
     return;
   }
   auto yn = [](bool b) { return b ? "yes" : "-"; };
-  fmt::print("{:<14} {:<5} {:<6} {:<6} {:<6} {:<6} {:<6} {:<8} {:<5} {:<16}  {}\n", "operator", "order", "degree", "decay",
-             "gates", "norm", "ridge", "backward", "scan", "flops/token", "definition (unnormalized, λ = 0)");
+  fmt::print("{:<14} {:<5} {:<6} {:<6} {:<6} {:<6} {:<6} {:<8} {:<5} {:<16}  {}\n", "operator", "order", "degree",
+             "decay", "gates", "norm", "ridge", "backward", "scan", "flops/token", "definition (unnormalized, λ = 0)");
   for (const OperatorInfo& o : kOperators)
     fmt::print("{:<14} {:<5} {:<6} {:<6} {:<6} {:<6} {:<6} {:<8} {:<5} {:<16}  {}\n", o.name, o.order, o.degree,
                yn(o.options.decay), yn(o.options.gates), yn(o.options.normalized), yn(o.options.ridge),
@@ -117,8 +120,10 @@ const CommandRegistrar list_registrar([](CLI::App& app) {
   sub->add_flag("--json", *json, "with --operators: the whole table as JSON");
   sub->callback([operators, json] {
     if (*json && !*operators) throw InputError("--json lists the operator table: use it with --operators");
-    if (*operators) list_operators(*json);
-    else list_forms();
+    if (*operators)
+      list_operators(*json);
+    else
+      list_forms();
   });
 });
 

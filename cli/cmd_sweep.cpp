@@ -1,5 +1,6 @@
 // `hla sweep <config.toml> [--shard i/N] [--out DIR]`: runs a declarative sweep (experiments/lib/sweep.hpp,
-// experiments/README.md), resumable; under `mpirun -n P` its points are spread over the ranks (rank 0 writes). `hla merge <dir-or-files...> [--out FILE]`: combines shard outputs.
+// experiments/README.md), resumable; under `mpirun -n P` its points are spread over the ranks (rank 0 writes). `hla
+// merge <dir-or-files...> [--out FILE]`: combines shard outputs.
 #include <fmt/core.h>
 
 #include <iostream>

@@ -12,16 +12,16 @@
 #include <iostream>
 #include <set>
 
-#include "core/operators.hpp"
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
-#include "io/files.hpp"
+#include "core/operators.hpp"
 #include "core/parse.hpp"
+#include "io/files.hpp"
+#include "io/npy.hpp"
 #include "verify/battery.hpp"
 #include "verify/combine.hpp"
 #include "verify/exec.hpp"
 #include "verify/precision.hpp"
-#include "io/npy.hpp"
 
 namespace hla::cli {
 namespace {
@@ -30,8 +30,8 @@ using namespace hla::verify::ext;
 
 struct VerifyArgs {
   std::string op = "hla2", gamma = "1", eps = "0", ridge = "0", dtype = "float64", precision;
-  bool normalized = false, state = false, grad = false, combine = false, keep = false, no_diagnose = false, list_state = false, quiet = false, calibrate = false,
-       fixed_d = false, gates = false;
+  bool normalized = false, state = false, grad = false, combine = false, keep = false, no_diagnose = false,
+       list_state = false, quiet = false, calibrate = false, fixed_d = false, gates = false;
   long n_multiple = 1;
   std::string exec, json_file, q, k, v, o, npz, parts, gamma_npy, gate_range = "0.8,1";
   long max_n = 512, d = 16, dv = 16;
@@ -60,8 +60,10 @@ Request request_of(const VerifyArgs& a) {
   r.n_multiple = a.n_multiple;
   r.gates = a.gates;
   if (!a.gates && a.given.count("--gate-range")) throw InputError("--gate-range goes with --gates");
-  if (a.gates && a.given.count("--gamma")) throw InputError("--gates takes the decay from the per-token gates; --gamma means nothing with it");
-  if (a.gates && a.calibrate) throw InputError("--calibrate runs the fixed-gamma calibration; it does not take --gates");
+  if (a.gates && a.given.count("--gamma"))
+    throw InputError("--gates takes the decay from the per-token gates; --gamma means nothing with it");
+  if (a.gates && a.calibrate)
+    throw InputError("--calibrate runs the fixed-gamma calibration; it does not take --gates");
   const auto comma = a.gate_range.find(',');
   if (comma == std::string::npos) throw InputError("--gate-range takes LO,HI (e.g. 0.8,1); got '" + a.gate_range + "'");
   r.gate_lo = from_rational<double>(parse_rational(a.gate_range.substr(0, comma), "--gate-range"));
@@ -81,7 +83,9 @@ Problem<double> given_inputs(const VerifyArgs& a, Mat<double>& out, DType& dtype
   if (!a.npz.empty() && (!a.q.empty() || !a.k.empty() || !a.v.empty() || !a.o.empty()))
     throw InputError("give either --npz or --q --k --v --o, not both");
   auto load = [&](const std::string& file, const std::string& what) -> npy::Array {
-    if (file.empty()) throw InputError("file mode needs --q, --k, --v and --o (or --npz with arrays q, k, v, o); " + what + " is missing");
+    if (file.empty())
+      throw InputError("file mode needs --q, --k, --v and --o (or --npz with arrays q, k, v, o); " + what +
+                       " is missing");
     return npy::read(file);
   };
   if (!a.gamma_npy.empty() && (!a.gates || !a.npz.empty()))
@@ -99,17 +103,19 @@ Problem<double> given_inputs(const VerifyArgs& a, Mat<double>& out, DType& dtype
     if (a.gates) g = load(a.gamma_npy, "--gamma-npy (the gates, with --gates)");
   }
   if (a.gates) {
-    if (g.shape.size() != 1) throw InputError(fmt::format("gamma must have shape (n,); it has {} dimensions", g.shape.size()));
+    if (g.shape.size() != 1)
+      throw InputError(fmt::format("gamma must have shape (n,); it has {} dimensions", g.shape.size()));
     gates = Eigen::Map<const ColVec<double>>(g.data.data(), static_cast<Eigen::Index>(g.data.size()));
   }
   dtype = o.dtype == npy::DType::f64 ? DType::float64 : DType::float32;
   Problem<double> p{npy::to_matrix(q, "q"), npy::to_matrix(k, "k"), npy::to_matrix(v, "v")};
   out = npy::to_matrix(o, "o");
   if (p.Q.rows() != p.K.rows() || p.Q.rows() != p.V.rows() || p.Q.cols() != p.K.cols())
-    throw InputError(fmt::format("q, k, v shapes do not fit: q {}x{}, k {}x{}, v {}x{}", p.Q.rows(), p.Q.cols(), p.K.rows(), p.K.cols(),
-                                 p.V.rows(), p.V.cols()));
+    throw InputError(fmt::format("q, k, v shapes do not fit: q {}x{}, k {}x{}, v {}x{}", p.Q.rows(), p.Q.cols(),
+                                 p.K.rows(), p.K.cols(), p.V.rows(), p.V.cols()));
   if (p.Q.rows() == 0 || p.Q.cols() == 0 || p.V.cols() == 0) throw InputError("q, k, v must not be empty");
-  if (p.Q.rows() > 8192) throw InputError(fmt::format("file mode checks n <= 8192 tokens (the MPFR reference); got n = {}", p.Q.rows()));
+  if (p.Q.rows() > 8192)
+    throw InputError(fmt::format("file mode checks n <= 8192 tokens (the MPFR reference); got n = {}", p.Q.rows()));
   for (const Mat<double>* m : {&p.Q, &p.K, &p.V})
     if (!m->allFinite()) throw InputError("q, k, v contain NaN or Inf");
   return p;
@@ -118,12 +124,14 @@ Problem<double> given_inputs(const VerifyArgs& a, Mat<double>& out, DType& dtype
 // File mode judges given arrays: options that shape or run a battery would be silently ignored there.
 void refuse_battery_options(const VerifyArgs& a) {
   std::string refused;
-  for (const char* name : {"--state", "--grad", "--max-n", "--d", "--dv", "--fixed-d", "--n-multiple", "--seed", "--timeout",
-                           "--shrink-rounds", "--keep", "--gate-range"})
+  for (const char* name : {"--state", "--grad", "--max-n", "--d", "--dv", "--fixed-d", "--n-multiple", "--seed",
+                           "--timeout", "--shrink-rounds", "--keep", "--gate-range"})
     if (a.given.count(name)) refused += std::string(refused.empty() ? "" : ", ") + name;
   if (!refused.empty())
-    throw InputError("file mode judges the given arrays (their shapes and dtype are the case); these options shape or run "
-                     "a battery and mean nothing here: " + refused);
+    throw InputError(
+        "file mode judges the given arrays (their shapes and dtype are the case); these options shape or run "
+        "a battery and mean nothing here: " +
+        refused);
 }
 
 int run_verify(const VerifyArgs& a) {
@@ -133,18 +141,30 @@ int run_verify(const VerifyArgs& a) {
     // A summary and a combine depend on the tokens and γ only: options that mean nothing here are refused, not ignored.
     std::string refused;
     for (const auto& [given, name] : std::vector<std::pair<bool, const char*>>{
-             {a.state, "--state"}, {a.grad, "--grad"}, {!a.precision.empty(), "--precision"}, {a.calibrate, "--calibrate"}, {a.list_state, "--list-state"},
-             {a.normalized, "--normalized"}, {req.opt.eps != 0, "--eps"}, {req.opt.ridge != 0, "--lambda"}, {a.gates, "--gates"},
-             {!a.q.empty() || !a.k.empty() || !a.v.empty() || !a.o.empty() || !a.npz.empty(), "file mode (--q/--k/--v/--o/--npz)"}})
+             {a.state, "--state"},
+             {a.grad, "--grad"},
+             {!a.precision.empty(), "--precision"},
+             {a.calibrate, "--calibrate"},
+             {a.list_state, "--list-state"},
+             {a.normalized, "--normalized"},
+             {req.opt.eps != 0, "--eps"},
+             {req.opt.ridge != 0, "--lambda"},
+             {a.gates, "--gates"},
+             {!a.q.empty() || !a.k.empty() || !a.v.empty() || !a.o.empty() || !a.npz.empty(),
+              "file mode (--q/--k/--v/--o/--npz)"}})
       if (given) refused += std::string(refused.empty() ? "" : ", ") + name;
     if (!refused.empty())
-      throw InputError("with --combine the cases depend on the tokens and --gamma only (a segment summary holds the "
-                       "normalizer's parts, and no ridge); refused: " + refused);
+      throw InputError(
+          "with --combine the cases depend on the tokens and --gamma only (a segment summary holds the "
+          "normalizer's parts, and no ridge); refused: " +
+          refused);
   }
   if (a.list_state) {
-    fmt::print("state parts of {} (d = {}, dv = {}), as state_in/<part>.npy and state_out/<part>.npy:\n", req.op, req.d, req.dv);
+    fmt::print("state parts of {} (d = {}, dv = {}), as state_in/<part>.npy and state_out/<part>.npy:\n", req.op, req.d,
+               req.dv);
     for (const PartShape& p : state_layout(req.op, req.d, req.dv))
-      fmt::print("  {:<4} {}\n", p.name, p.vector ? fmt::format("({},)", p.rows) : fmt::format("({}, {})", p.rows, p.cols));
+      fmt::print("  {:<4} {}\n", p.name,
+                 p.vector ? fmt::format("({},)", p.rows) : fmt::format("({}, {})", p.rows, p.cols));
     return 0;
   }
   if (a.calibrate) {
@@ -176,7 +196,8 @@ int run_verify(const VerifyArgs& a) {
     ColVec<double> gates;
     const Problem<double> in = given_inputs(a, out, dt, gates);
     if (a.given.count("--dtype") && dt != req.dtype)
-      throw InputError("--dtype " + a.dtype + " but the given o is " + dtype_name(dt) + " (file mode takes the arrays' dtype)");
+      throw InputError("--dtype " + a.dtype + " but the given o is " + dtype_name(dt) +
+                       " (file mode takes the arrays' dtype)");
     req.dtype = dt;
     report = judge_given(req, in, out, gates);
   } else {
@@ -209,19 +230,23 @@ const CommandRegistrar registrar([](CLI::App& app) {
                 "hold the command's segment summaries and combine operator instead (associativity, identity, agreement "
                 "with its segments and with the exact operator): cases of kind 'segment' and 'combine'");
   sub->add_option("--parts", a->parts, "with --combine: a JSON object mapping your part names onto SPEC's (or null)");
-  sub->add_flag("--grad", a->grad,
-                "also hold the backward pass: cases carry do.npy, the command writes dq.npy, dk.npy, dv.npy (and, from a "
-                "given state, optionally dstate_in/<part>.npy)");
-  sub->add_option("--precision", a->precision,
-                  "fp64 | fp32 | tf32 | bf16 | fp16: the arithmetic the implementation computes in (default: the dtype's); "
-                  "the bound follows it");
+  sub->add_flag(
+      "--grad", a->grad,
+      "also hold the backward pass: cases carry do.npy, the command writes dq.npy, dk.npy, dv.npy (and, from a "
+      "given state, optionally dstate_in/<part>.npy)");
+  sub->add_option(
+      "--precision", a->precision,
+      "fp64 | fp32 | tf32 | bf16 | fp16: the arithmetic the implementation computes in (default: the dtype's); "
+      "the bound follows it");
   sub->add_option("--exec", a->exec, "command run once per round as: CMD DIR");
   sub->add_flag("--state", a->state, "the implementation takes state_in/ and writes state_out/ (split-and-carry)");
   sub->add_option("--max-n", a->max_n, "largest random case (default 512)");
   sub->add_option("--d", a->d, "query/key width of the random cases (default 16)");
   sub->add_option("--dv", a->dv, "value width of the random cases (default 16)");
-  sub->add_flag("--fixed-d", a->fixed_d, "every case (exact ones too) at widths --d x --dv: for kernels built for one head size");
-  sub->add_option("--n-multiple", a->n_multiple, "every case's length a multiple of this: for kernels that take whole blocks of tokens");
+  sub->add_flag("--fixed-d", a->fixed_d,
+                "every case (exact ones too) at widths --d x --dv: for kernels built for one head size");
+  sub->add_option("--n-multiple", a->n_multiple,
+                  "every case's length a multiple of this: for kernels that take whole blocks of tokens");
   sub->add_option("--seed", a->seed, "case seed (0 to 2^64 - 1)")->check(exact_uint64);
   sub->add_option("--timeout", a->timeout, "seconds per round before the command is killed (default 300)");
   sub->add_option("--shrink-rounds", a->shrink_rounds, "rounds of the counterexample search (default 8)");
@@ -241,7 +266,8 @@ const CommandRegistrar registrar([](CLI::App& app) {
   sub->add_flag("--gates", a->gates,
                 "per-token gates: every case also holds gamma.npy (n,), gamma_t in (0, 1] (" +
                     operator_names([](const OperatorInfo& o) { return o.verify_gates; }) + "; not with --gamma)");
-  sub->add_option("--gate-range", a->gate_range, "with --gates: LO,HI, the random cases' gates drawn from [LO, HI] (default 0.8,1)");
+  sub->add_option("--gate-range", a->gate_range,
+                  "with --gates: LO,HI, the random cases' gates drawn from [LO, HI] (default 0.8,1)");
   sub->add_option("--gamma-npy", a->gamma_npy, "file mode with --gates: the gates .npy (n,)");
   sub->callback([a, sub] {
     for (const CLI::Option* opt : sub->get_options())

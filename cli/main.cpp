@@ -28,9 +28,7 @@ int main(int argc, char** argv) {
   try {
     hla::check_thread_environment();
     app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForAllHelp& e) {
+  } catch (const CLI::CallForHelp& e) { return app.exit(e); } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::RuntimeError& e) {
     return e.get_exit_code();  // a subcommand's own exit code (e.g. `verify`: 1 = differs)

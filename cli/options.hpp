@@ -2,8 +2,8 @@
 // (γ, ε, λ as exact rationals).
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <fmt/core.h>
+#include <CLI/CLI.hpp>
 
 #include <charconv>
 #include <memory>
@@ -58,18 +58,21 @@ template <class T> const Entry<T>& checked_form(const RunArgs& a, const Options&
   const Entry<T>& e = registry<T>().find(a.op, a.form, a.variant);
   validate_options(opt, e.caps, e.key());
   if (parse_gate_spec(a.gates).any()) {
-    if (!e.caps.gates) throw InputError(e.key() + " does not take per-token gates (`hla list` marks the forms that do)");
+    if (!e.caps.gates)
+      throw InputError(e.key() + " does not take per-token gates (`hla list` marks the forms that do)");
     if (opt.gamma != 1) throw InputError("--gates and --gamma together: with gates the decay is the gates'");
   }
   const auto n = static_cast<std::uint64_t>(a.shape.n), d = static_cast<std::uint64_t>(a.shape.d),
              dv = static_cast<std::uint64_t>(a.shape.dv);
-  const std::uint64_t inputs = saturating_mul(n, saturating_add(saturating_mul(2, d), dv)), outputs = saturating_mul(n, dv);
+  const std::uint64_t inputs = saturating_mul(n, saturating_add(saturating_mul(2, d), dv)),
+                      outputs = saturating_mul(n, dv);
   // Every operator's state is made of d x d and d x dv parts (and vectors); a form holds a few copies of it at
   // once (the previous and the next, a chunk's): counted as 4, so that d = 100000 is refused, not a bad_alloc.
   const std::uint64_t state = saturating_mul(4, saturating_add(saturating_mul(d, d), saturating_mul(d, dv)));
   // The inputs are drawn in double, converted to T and the form returns n x dv outputs.
-  std::uint64_t needed = saturating_add(saturating_mul(inputs, sizeof(double)),
-                                        saturating_mul(saturating_add(saturating_add(inputs, outputs), state), bytes_per_value<T>()));
+  std::uint64_t needed =
+      saturating_add(saturating_mul(inputs, sizeof(double)),
+                     saturating_mul(saturating_add(saturating_add(inputs, outputs), state), bytes_per_value<T>()));
   if (with_reference)  // the MPFR-256 reference converts the inputs again and returns its own outputs
     needed = saturating_add(needed, saturating_mul(saturating_add(inputs, outputs), bytes_per_value<mpfr256>()));
   require_memory(needed, fmt::format("{} [{}] at n={} d={} dv={}", e.key(), scalar_name<T>(), n, d, dv));
@@ -78,16 +81,19 @@ template <class T> const Entry<T>& checked_form(const RunArgs& a, const Options&
 
 inline void add_run_options(CLI::App* sub, RunArgs& a) {
   sub->add_option("--op", a.op, "operator: " + operator_names([](const OperatorInfo&) { return true; }));
-  sub->add_option("--form", a.form, "form: reference serial serial-eq75 scan-fold scan-blelloch scan-twolevel chunked ...");
-  sub->add_option("--variant", a.variant, "paper | corrected | spec (default: the paper's or the definition, else the only one)");
+  sub->add_option("--form", a.form,
+                  "form: reference serial serial-eq75 scan-fold scan-blelloch scan-twolevel chunked ...");
+  sub->add_option("--variant", a.variant,
+                  "paper | corrected | spec (default: the paper's or the definition, else the only one)");
   sub->add_option("--scalar", a.scalar, "rational fp61 mpfr256 double float");
   sub->add_option("--n", a.shape.n, "sequence length");
   sub->add_option("--d", a.shape.d, "query/key width");
   sub->add_option("--dv", a.shape.dv, "value width");
   sub->add_option("--seed", a.seed, "input seed")->check(exact_uint64);
   sub->add_option("--gamma", a.gamma, "decay in (0, 1], e.g. 3/4 or 0.99");
-  sub->add_option("--gates", a.gates,
-                  "per-token gates: none | range:LO,HI (gamma_t uniform in [LO, HI]) | strength:S (-log gamma_t around S)");
+  sub->add_option(
+      "--gates", a.gates,
+      "per-token gates: none | range:LO,HI (gamma_t uniform in [LO, HI]) | strength:S (-log gamma_t around S)");
   sub->add_option("--eps", a.eps, "normalizer stabilizer >= 0");
   sub->add_option("--lambda", a.ridge, "ridge >= 0 (hla2)");
   sub->add_flag("--normalized", a.normalized, "divide by den_t + eps");

@@ -32,7 +32,8 @@ class ReuseFreedMemory {
   ReuseFreedMemory& operator=(const ReuseFreedMemory&) = delete;
 
   // What the benchmark's build description prints.
-  static constexpr const char* description = "freed blocks kept for reuse (mallopt M_MMAP_THRESHOLD = M_TRIM_THRESHOLD = 1 GiB)";
+  static constexpr const char* description =
+      "freed blocks kept for reuse (mallopt M_MMAP_THRESHOLD = M_TRIM_THRESHOLD = 1 GiB)";
 
  private:
   static constexpr int kKeep = 1 << 30;

@@ -30,7 +30,8 @@ std::string head_commit() {
 }
 
 std::string source_tree() {
-  const std::string dirty = run("git status --porcelain -- core fast reference verify cli experiments CMakeLists.txt 2>/dev/null");
+  const std::string dirty =
+      run("git status --porcelain -- core fast reference verify cli experiments CMakeLists.txt 2>/dev/null");
   return dirty.empty() ? head_commit() : head_commit() + "-dirty";
 }
 
@@ -38,7 +39,8 @@ std::string compiler() {
 #if defined(__clang__)
   return std::string("clang ") + __clang_version__;
 #else
-  return "gcc " + std::to_string(__GNUC__) + "." + std::to_string(__GNUC_MINOR__) + "." + std::to_string(__GNUC_PATCHLEVEL__);
+  return "gcc " + std::to_string(__GNUC__) + "." + std::to_string(__GNUC_MINOR__) + "." +
+         std::to_string(__GNUC_PATCHLEVEL__);
 #endif
 }
 

@@ -48,8 +48,8 @@ ColVec<double> draw_gates(const GateSpec& spec, Eigen::Index n, std::uint64_t se
   ColVec<double> g(n);
   for (Eigen::Index t = 0; t < n; ++t) {
     const double u = unit(rng);
-    const double x = spec.kind == GateSpec::Kind::range ? spec.lo + (spec.hi - spec.lo) * u
-                                                        : std::exp(-spec.strength * (0.5 + u));
+    const double x =
+        spec.kind == GateSpec::Kind::range ? spec.lo + (spec.hi - spec.lo) * u : std::exp(-spec.strength * (0.5 + u));
     // Float-representable and inside (0, 1] after rounding: every scalar sees this very gate.
     float f = static_cast<float>(x);
     if (f > 1.0f) f = 1.0f;

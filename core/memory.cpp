@@ -22,7 +22,8 @@ std::uint64_t available_memory_bytes() {
     if (fields >> key >> kib && key == "MemAvailable:") return saturating_mul(kib, 1024);
   }
   const long pages = ::sysconf(_SC_AVPHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
-  return pages > 0 && page > 0 ? saturating_mul(static_cast<std::uint64_t>(pages), static_cast<std::uint64_t>(page)) : 0;
+  return pages > 0 && page > 0 ? saturating_mul(static_cast<std::uint64_t>(pages), static_cast<std::uint64_t>(page))
+                               : 0;
 }
 
 std::uint64_t saturating_mul(std::uint64_t a, std::uint64_t b) {
@@ -46,10 +47,10 @@ std::string format_bytes(std::uint64_t bytes) {
 void require_memory(std::uint64_t needed, const std::string& what) {
   const std::uint64_t available = available_memory_bytes();
   if (needed > available)
-    throw InputError(fmt::format("{} needs {}, {} available (MemAvailable)", what,
-                                 needed == std::numeric_limits<std::uint64_t>::max() ? "more than 16 EiB"
-                                                                                     : "at least " + format_bytes(needed),
-                                 format_bytes(available)));
+    throw InputError(fmt::format(
+        "{} needs {}, {} available (MemAvailable)", what,
+        needed == std::numeric_limits<std::uint64_t>::max() ? "more than 16 EiB" : "at least " + format_bytes(needed),
+        format_bytes(available)));
 }
 
 }  // namespace hla

@@ -29,9 +29,12 @@ void require_memory(std::uint64_t needed, const std::string& what);
 // the limbs it owns on the heap (MPFR-256: a 256-bit mantissa; a rational: at least one limb each for
 // numerator and denominator).
 template <class T> constexpr std::uint64_t bytes_per_value() {
-  if constexpr (std::is_same_v<T, mpfr256>) return sizeof(T) + 256 / 8;
-  else if constexpr (std::is_same_v<T, rational>) return sizeof(T) + 2 * sizeof(std::uint64_t);
-  else return sizeof(T);
+  if constexpr (std::is_same_v<T, mpfr256>)
+    return sizeof(T) + 256 / 8;
+  else if constexpr (std::is_same_v<T, rational>)
+    return sizeof(T) + 2 * sizeof(std::uint64_t);
+  else
+    return sizeof(T);
 }
 
 }  // namespace hla

@@ -33,7 +33,7 @@ struct OperatorOptions {
 // A state part that carries a value summary, and the part that carries its denominator summary (the summary of
 // [V 1]'s last column): augmented problems join them into one matrix (hla verify's state cases).
 struct SummaryPair {
-  std::string_view values;       // "" when unused
+  std::string_view values;  // "" when unused
   std::string_view denominator;
 };
 
@@ -46,22 +46,22 @@ struct PaperFormClaim {
 
 struct OperatorInfo {
   OpId id;
-  std::string_view name;            // the id used everywhere: CLI, registry, sweeps, ledger, JSON
-  std::string_view definition;      // o_t, unnormalized and λ = 0 (docs/operators.md "Operators" has the whole table)
-  bool streaming;                   // a linear-attention operator with streaming forms; false: the softmax baseline
-  int order;                        // nested prefix sums its streaming form keeps (bounds::rounding_depth)
-  OpId abs_operator;                  // its value on |Q|, |K|, |V| bounds Σ|terms| of any of its forms (bounds)
-  int degree;                       // polynomial degree of an output entry in (Q, K, V) (identity tests)
-  int gate_degree;                  // degree of an output entry in one token's gate (Γ(t,i)Γ(t,j): 2)
-  OperatorOptions options;          // what its definition takes (the reference's Caps)
-  bool verify_gates;                // hla verify --gates has a battery for it (gated diagnosis, gated backward)
-  bool backward;                    // reverse-mode passes (fast/backward): serial and checkpointed
-  bool scan_backward;               // a reverse scan under ⊕* as well
-  bool scan;                        // a scan operator (fast/scan): hla verify --combine can test a combine
-  double flops_d2, flops_ddv;       // useful flops per token of the serial recurrence: flops_d2·d² + flops_ddv·d·dv
+  std::string_view name;        // the id used everywhere: CLI, registry, sweeps, ledger, JSON
+  std::string_view definition;  // o_t, unnormalized and λ = 0 (docs/operators.md "Operators" has the whole table)
+  bool streaming;               // a linear-attention operator with streaming forms; false: the softmax baseline
+  int order;                    // nested prefix sums its streaming form keeps (bounds::rounding_depth)
+  OpId abs_operator;            // its value on |Q|, |K|, |V| bounds Σ|terms| of any of its forms (bounds)
+  int degree;                   // polynomial degree of an output entry in (Q, K, V) (identity tests)
+  int gate_degree;              // degree of an output entry in one token's gate (Γ(t,i)Γ(t,j): 2)
+  OperatorOptions options;      // what its definition takes (the reference's Caps)
+  bool verify_gates;            // hla verify --gates has a battery for it (gated diagnosis, gated backward)
+  bool backward;                // reverse-mode passes (fast/backward): serial and checkpointed
+  bool scan_backward;           // a reverse scan under ⊕* as well
+  bool scan;                    // a scan operator (fast/scan): hla verify --combine can test a combine
+  double flops_d2, flops_ddv;   // useful flops per token of the serial recurrence: flops_d2·d² + flops_ddv·d·dv
   std::array<SummaryPair, 2> summaries;  // value/denominator summaries of its serial state
-  std::string_view monoid_claim;    // the ledger claim of its decayed scan monoid's associativity, or ""
-  std::string_view monoid_formula;  // that monoid's combine as the paper prints it
+  std::string_view monoid_claim;         // the ledger claim of its decayed scan monoid's associativity, or ""
+  std::string_view monoid_formula;       // that monoid's combine as the paper prints it
   std::array<PaperFormClaim, 3> paper_forms;
 };
 
@@ -74,6 +74,8 @@ struct OperatorInfo {
 //   linear         4·d·dv          S += k vᵀ, o = qᵀS
 // Degrees (identity tests' Schwartz–Zippel bound): hla2 and ahla entries are degree 5 in (Q, K, V), hla3's 7
 // (its paper forms' S^Q carries stay ≤ 7), linear 3.
+// One row per operator, its fields in OperatorInfo's order (kept by hand as a table, not by clang-format).
+// clang-format off
 inline constexpr std::array<OperatorInfo, 7> kOperators{{
     {OpId::hla2, "hla2", "Σ_{j≤t} Σ_{i≤j} γ^((t−i)+(t−j)) (q_t·k_i)(q_j·k_i) v_j", true, 2, OpId::hla2_unmasked, 5, 2,
      {.decay = true, .gates = true, .normalized = true, .ridge = true}, true, true, true, true, 4, 10,
@@ -96,6 +98,7 @@ inline constexpr std::array<OperatorInfo, 7> kOperators{{
     {OpId::softmax, "softmax", "causal softmax(QKᵀ/√d) V", false, 0, OpId::softmax, 0, 0, {}, false, false, false,
      false, 0, 0, {}, "", "", {}},
 }};
+// clang-format on
 
 inline const OperatorInfo& operator_info(OpId id) {
   for (const OperatorInfo& o : kOperators)
@@ -133,16 +136,15 @@ inline const OperatorInfo* find_operator(std::string_view name) {
 // An unknown operator is an input error everywhere; the message lists the known ones.
 inline const OperatorInfo& operator_info(std::string_view name) {
   if (const OperatorInfo* o = find_operator(name)) return *o;
-  throw InputError("unknown operator '" + std::string(name) + "' (known: " +
-                   operator_names([](const OperatorInfo&) { return true; }) + ")");
+  throw InputError("unknown operator '" + std::string(name) +
+                   "' (known: " + operator_names([](const OperatorInfo&) { return true; }) + ")");
 }
 inline OpId op_id(std::string_view name) { return operator_info(name).id; }
 
 // The ledger claim a paper formula (op, form, "paper") stands for, or "" (diagnosis names it beside a verdict).
 inline std::string paper_form_claim(std::string_view op, std::string_view form) {
   for (const PaperFormClaim& c : operator_info(op).paper_forms)
-    if (!c.form_prefix.empty() && form.substr(0, c.form_prefix.size()) == c.form_prefix)
-      return std::string(c.claim);
+    if (!c.form_prefix.empty() && form.substr(0, c.form_prefix.size()) == c.form_prefix) return std::string(c.claim);
   return "";
 }
 

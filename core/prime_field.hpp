@@ -3,10 +3,10 @@
 // growth of exact rationals. Division is multiplication by the modular inverse (Fermat).
 #pragma once
 
-#include "core/eigen.hpp"
 #include <cstdint>
 #include <ostream>
 #include <stdexcept>
+#include "core/eigen.hpp"
 
 namespace hla {
 
@@ -16,13 +16,20 @@ class Fp {
 
   constexpr Fp() = default;
   // Integers map to their residue; negative integers wrap.
-  constexpr Fp(long long v) : v_(reduce_signed(v)) {}  // NOLINT(google-explicit-constructor)
+  constexpr Fp(long long v) : v_(reduce_signed(v)) {}     // NOLINT(google-explicit-constructor)
   constexpr Fp(int v) : Fp(static_cast<long long>(v)) {}  // NOLINT(google-explicit-constructor)
-  static constexpr Fp from_raw(std::uint64_t r) { Fp f; f.v_ = r % P; return f; }
+  static constexpr Fp from_raw(std::uint64_t r) {
+    Fp f;
+    f.v_ = r % P;
+    return f;
+  }
 
   constexpr std::uint64_t raw() const { return v_; }
 
-  friend constexpr Fp operator+(Fp a, Fp b) { std::uint64_t s = a.v_ + b.v_; return from_reduced(s >= P ? s - P : s); }
+  friend constexpr Fp operator+(Fp a, Fp b) {
+    std::uint64_t s = a.v_ + b.v_;
+    return from_reduced(s >= P ? s - P : s);
+  }
   friend constexpr Fp operator-(Fp a, Fp b) { return from_reduced(a.v_ >= b.v_ ? a.v_ - b.v_ : a.v_ + P - b.v_); }
   friend constexpr Fp operator-(Fp a) { return from_reduced(a.v_ == 0 ? 0 : P - a.v_); }
   friend constexpr Fp operator*(Fp a, Fp b) { return from_reduced(mulmod(a.v_, b.v_)); }
@@ -36,7 +43,11 @@ class Fp {
 
   Fp pow(std::uint64_t e) const {
     Fp base = *this, acc = Fp(1);
-    while (e) { if (e & 1) acc *= base; base *= base; e >>= 1; }
+    while (e) {
+      if (e & 1) acc *= base;
+      base *= base;
+      e >>= 1;
+    }
     return acc;
   }
   Fp inverse() const {
@@ -47,7 +58,11 @@ class Fp {
   friend std::ostream& operator<<(std::ostream& os, Fp a) { return os << a.v_ << " (mod 2^61-1)"; }
 
  private:
-  static constexpr Fp from_reduced(std::uint64_t r) { Fp f; f.v_ = r; return f; }
+  static constexpr Fp from_reduced(std::uint64_t r) {
+    Fp f;
+    f.v_ = r;
+    return f;
+  }
   static constexpr std::uint64_t reduce_signed(long long v) {
     long long r = v % static_cast<long long>(P);
     return static_cast<std::uint64_t>(r < 0 ? r + static_cast<long long>(P) : r);
@@ -68,14 +83,20 @@ inline Fp abs(Fp a) { return a; }
 }  // namespace hla
 
 namespace Eigen {
-template <>
-struct NumTraits<hla::Fp> : GenericNumTraits<hla::Fp> {
+template <> struct NumTraits<hla::Fp> : GenericNumTraits<hla::Fp> {
   using Real = hla::Fp;
   using NonInteger = hla::Fp;
   using Nested = hla::Fp;
   using Literal = hla::Fp;
-  enum { IsComplex = 0, IsInteger = 0, IsSigned = 1, RequireInitialization = 0,
-         ReadCost = 1, AddCost = 2, MulCost = 4 };
+  enum {
+    IsComplex = 0,
+    IsInteger = 0,
+    IsSigned = 1,
+    RequireInitialization = 0,
+    ReadCost = 1,
+    AddCost = 2,
+    MulCost = 4
+  };
   static inline hla::Fp epsilon() { return hla::Fp(0); }
   static inline hla::Fp dummy_precision() { return hla::Fp(0); }
   static inline int digits10() { return 18; }

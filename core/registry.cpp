@@ -24,7 +24,8 @@ void check_thread_environment() {
   while (start <= text.size()) {
     const std::size_t comma = std::min(text.find(',', start), text.size());
     const std::string item = text.substr(start, comma - start);
-    if (!item.empty() && item.size() <= 18 && std::all_of(item.begin(), item.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    if (!item.empty() && item.size() <= 18 &&
+        std::all_of(item.begin(), item.end(), [](char c) { return c >= '0' && c <= '9'; })) {
       if (std::stoll(item) > max_threads())
         throw InputError("OMP_NUM_THREADS=" + text + " asks for more than the " + std::to_string(max_threads()) +
                          " threads this machine can run (4 per hardware thread, at least 64)");
@@ -42,7 +43,8 @@ void validate_options(const Options& opt, const Caps& caps, const std::string& w
   if (opt.ridge < 0) fail("ridge lambda must be >= 0");
   if (opt.chunk < 1) fail("chunk width must be >= 1");
   if (opt.threads < 1 || opt.threads > max_threads())
-    fail("threads must lie in [1, " + std::to_string(max_threads()) + "] (4 per hardware thread of this machine, at least 64)");
+    fail("threads must lie in [1, " + std::to_string(max_threads()) +
+         "] (4 per hardware thread of this machine, at least 64)");
   if (opt.gamma != 1 && !caps.decay) fail("this form does not define a decay gamma != 1");
   if (opt.normalized && !caps.normalized) fail("this form does not define a normalized output");
   if (opt.ridge != 0 && !caps.ridge) fail("this form does not define a ridge lambda");

@@ -20,7 +20,8 @@ template <class T> void validate(const Problem<T>& p, const Options& opt, const 
     fail("Q, K, V must have the same number of rows (tokens): got " + std::to_string(p.Q.rows()) + ", " +
          std::to_string(p.K.rows()) + ", " + std::to_string(p.V.rows()));
   if (p.K.cols() != p.Q.cols())
-    fail("Q and K must have the same width d: got " + std::to_string(p.Q.cols()) + " and " + std::to_string(p.K.cols()));
+    fail("Q and K must have the same width d: got " + std::to_string(p.Q.cols()) + " and " +
+         std::to_string(p.K.cols()));
   validate_options(opt, caps, who);
   for (const Mat<T>* m : {&p.Q, &p.K, &p.V})
     for (Eigen::Index i = 0; i < m->size(); ++i)
@@ -64,14 +65,15 @@ template <class T> void Registry<T>::add(Entry<T> e) {
   entries_.push_back(std::move(e));
 }
 
-template <class T>
-void Registry<T>::add_gates(const std::string& op, const std::string& form, const std::string& variant, std::string cite,
-                            FormFn<T> gated) {
+template <class T> void Registry<T>::add_gates(const std::string& op, const std::string& form,
+                                               const std::string& variant, std::string cite, FormFn<T> gated) {
   auto it = std::find_if(entries_.begin(), entries_.end(),
                          [&](const Entry<T>& e) { return e.op == op && e.form == form && e.variant == variant; });
-  if (it == entries_.end()) throw std::logic_error("gates for an unregistered form: " + op + "/" + form + "/" + variant);
+  if (it == entries_.end())
+    throw std::logic_error("gates for an unregistered form: " + op + "/" + form + "/" + variant);
   if (it->gated) throw std::logic_error("gates registered twice: " + it->key());
-  if (!operator_info(op).options.gates) throw std::logic_error(it->key() + ": its operator defines no gates (core/operators.hpp)");
+  if (!operator_info(op).options.gates)
+    throw std::logic_error(it->key() + ": its operator defines no gates (core/operators.hpp)");
   it->caps.gates = true;
   it->gated = std::move(gated);
   it->gated_cite = std::move(cite);
@@ -79,8 +81,8 @@ void Registry<T>::add_gates(const std::string& op, const std::string& form, cons
 
 // An empty variant means "the paper's formula, or the definition": the corrected variant is only
 // ever chosen by name.
-template <class T>
-const Entry<T>* Registry<T>::try_find(const std::string& op, const std::string& form, const std::string& variant) const {
+template <class T> const Entry<T>* Registry<T>::try_find(const std::string& op, const std::string& form,
+                                                         const std::string& variant) const {
   for (const auto& e : entries_) {
     if (e.op != op || e.form != form) continue;
     if (variant.empty() ? (e.variant == "paper" || e.variant == "spec") : e.variant == variant) return &e;
@@ -107,7 +109,8 @@ const Entry<T>& Registry<T>::find(const std::string& op, const std::string& form
   // No paper formula and no definition, but only one way to compute it: that one is what was meant.
   if (variant.empty() && variants.size() == 1) return *variants.front();
   std::ostringstream msg;
-  msg << "no form '" << op << "/" << form << (variant.empty() ? "" : "/" + variant) << "' for scalar " << scalar_name<T>();
+  msg << "no form '" << op << "/" << form << (variant.empty() ? "" : "/" + variant) << "' for scalar "
+      << scalar_name<T>();
   if (!variants.empty()) {
     msg << "; " << op << "/" << form << " has the variants";
     for (const Entry<T>* e : variants) msg << " " << e->variant;

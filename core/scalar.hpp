@@ -11,9 +11,9 @@
 
 #include "core/eigen.hpp"  // before Boost's Eigen glue, which includes Eigen itself (core/eigen.hpp says why)
 
+#include <boost/multiprecision/eigen.hpp>
 #include <boost/multiprecision/gmp.hpp>
 #include <boost/multiprecision/mpfr.hpp>
-#include <boost/multiprecision/eigen.hpp>
 #include <cmath>
 #include <string>
 #include <type_traits>
@@ -42,14 +42,18 @@ template <> inline std::string scalar_name<float>() { return "float"; }
 
 // Unit roundoff u of a floating type (0 for exact types).
 template <class T> double unit_roundoff() {
-  if constexpr (std::is_floating_point_v<T>) return std::numeric_limits<T>::epsilon() / 2;
-  else if constexpr (std::is_same_v<T, mpfr256>) return std::ldexp(1.0, -258);
-  else return 0.0;
+  if constexpr (std::is_floating_point_v<T>)
+    return std::numeric_limits<T>::epsilon() / 2;
+  else if constexpr (std::is_same_v<T, mpfr256>)
+    return std::ldexp(1.0, -258);
+  else
+    return 0.0;
 }
 
 // Exact conversion from a rational parameter or input into T (rounded once for floating types).
 template <class T> T from_rational(const rational& r) {
-  if constexpr (std::is_same_v<T, rational>) return r;
+  if constexpr (std::is_same_v<T, rational>)
+    return r;
   else if constexpr (std::is_same_v<T, fp61>) {
     auto num = bmp::numerator(r), den = bmp::denominator(r);
     auto reduce = [](const auto& z) {
@@ -68,29 +72,42 @@ template <class T> T from_rational(const rational& r) {
 
 // Every finite double is a dyadic rational, so this is exact for every T but float (which rounds).
 template <class T> T from_double(double x) {
-  if constexpr (std::is_same_v<T, rational>) return rational(x);
-  else if constexpr (std::is_same_v<T, fp61>) return from_rational<fp61>(rational(x));
-  else return T(x);
+  if constexpr (std::is_same_v<T, rational>)
+    return rational(x);
+  else if constexpr (std::is_same_v<T, fp61>)
+    return from_rational<fp61>(rational(x));
+  else
+    return T(x);
 }
 
 // Rounded value, for error measurement and display. Not defined for the prime field.
 template <class T> double to_double(const T& x) {
-  if constexpr (std::is_floating_point_v<T>) return static_cast<double>(x);
-  else if constexpr (std::is_same_v<T, fp61>) return static_cast<double>(x.raw());
-  else return x.template convert_to<double>();
+  if constexpr (std::is_floating_point_v<T>)
+    return static_cast<double>(x);
+  else if constexpr (std::is_same_v<T, fp61>)
+    return static_cast<double>(x.raw());
+  else
+    return x.template convert_to<double>();
 }
 
 template <class T> mpfr256 to_mpfr(const T& x) {
-  if constexpr (std::is_floating_point_v<T>) return mpfr256(x);
-  else if constexpr (std::is_same_v<T, mpfr256>) return x;
-  else if constexpr (std::is_same_v<T, rational>) return mpfr256(bmp::numerator(x)) / mpfr256(bmp::denominator(x));
-  else static_assert(!sizeof(T), "no MPFR value for a prime-field element");
+  if constexpr (std::is_floating_point_v<T>)
+    return mpfr256(x);
+  else if constexpr (std::is_same_v<T, mpfr256>)
+    return x;
+  else if constexpr (std::is_same_v<T, rational>)
+    return mpfr256(bmp::numerator(x)) / mpfr256(bmp::denominator(x));
+  else
+    static_assert(!sizeof(T), "no MPFR value for a prime-field element");
 }
 
 template <class T> bool is_finite(const T& x) {
-  if constexpr (std::is_floating_point_v<T>) return std::isfinite(x);
-  else if constexpr (std::is_same_v<T, mpfr256>) return bmp::isfinite(x);
-  else return true;
+  if constexpr (std::is_floating_point_v<T>)
+    return std::isfinite(x);
+  else if constexpr (std::is_same_v<T, mpfr256>)
+    return bmp::isfinite(x);
+  else
+    return true;
 }
 
 // base^k for k ≥ 0 by repeated squaring (exact in rational and fp61; ⌈log2 k⌉ + popcount(k) roundings in

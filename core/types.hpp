@@ -16,12 +16,12 @@
 // outputs as one call: every streaming and scan form honours this.
 #pragma once
 
-#include "core/eigen.hpp"
 #include <cstddef>
 #include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
+#include "core/eigen.hpp"
 
 #include "core/scalar.hpp"
 
@@ -49,12 +49,12 @@ template <class T> struct Problem {
 };
 
 struct Options {
-  rational gamma{1};     // decay γ ∈ (0, 1]; 1 = no decay
+  rational gamma{1};  // decay γ ∈ (0, 1]; 1 = no decay
   bool normalized = false;
-  rational eps{0};       // ε ≥ 0, added to the denominator when normalized
-  rational ridge{0};     // λ ≥ 0 (hla2 only): S_t + λI in place of S_t
-  int chunk = 16;        // chunk width w ≥ 1 for scan and chunked forms
-  int threads = 1;       // OpenMP threads for the forms that parallelize
+  rational eps{0};    // ε ≥ 0, added to the denominator when normalized
+  rational ridge{0};  // λ ≥ 0 (hla2 only): S_t + λI in place of S_t
+  int chunk = 16;     // chunk width w ≥ 1 for scan and chunked forms
+  int threads = 1;    // OpenMP threads for the forms that parallelize
 };
 
 // A state as an ordered list of named matrices: the operator's own tuple, e.g. hla2 masked is
@@ -94,7 +94,8 @@ Mat<T> state_part(const NamedState<T>& s, const std::string& name, Eigen::Index 
 // o_t ← num_t / (den_t + ε), the last step of every normalized operator (eqs. 3.2, 3.4, Thm 6.1,
 // Thm 7.1). An exactly vanishing normalizer is an error, never a silent Inf/NaN.
 template <class T, class Row> void divide_by_normalizer(Row&& num_row, const T& den_plus_eps, Eigen::Index t) {
-  if (den_plus_eps == T(0)) throw NumericalError("normalizer den_t + eps is exactly zero at token " + std::to_string(t));
+  if (den_plus_eps == T(0))
+    throw NumericalError("normalizer den_t + eps is exactly zero at token " + std::to_string(t));
   num_row /= den_plus_eps;
 }
 

@@ -1,6 +1,6 @@
 // The gated forms by the names the ledger gives them (SPEC "Gated (data-dependent) decay"): linear, hla2 and ahla
-// as literal-sum references, serial recurrences, decoding kernels, scans and chunk forms, each taking per-token gates γ_t
-// (core/gates.hpp). All but the proposal's recurrences are the registry's forms run with Problem::gates
+// as literal-sum references, serial recurrences, decoding kernels, scans and chunk forms, each taking per-token gates
+// γ_t (core/gates.hpp). All but the proposal's recurrences are the registry's forms run with Problem::gates
 // (Entry::gated, given in each kind's register.hpp); this names them as the gated ledger (claims/gated.cpp),
 // hla verify and the tests hold them against each other, and keeps the proposal's recurrences, which are not forms
 // of the harness. Compiled once per scalar group (fast/gated_forms_impl.hpp): rational, fp61, mpfr256, double, float.
@@ -15,13 +15,12 @@
 namespace hla::gated {
 
 // (operator, form, variant), as in the registry: form ∈ {reference, serial, scan-fold, scan-blelloch,
-// scan-twolevel, chunked, decode} (decode: fast/serial/decode.hpp; chunked: fast/chunked/gated.hpp, stable gate factors — products of gates in the exact
-// scalars, differences of within-chunk log-gates in floating point); variant "spec" for SPEC's gated definitions
-// and recurrences. hla2's serial form also has
-// the recurrences the ledger holds against them: "algorithm1-rule" (Alg. 1's G_t = γ_t G_{t−1} + k_t k_tᵀ C_{t−1}
-// with gates), "proposal" (the gated-HLA proposal's G ← a_t G + k kᵀ(γ_t C), a_t = √γ_t) and
-// "proposal-corrected" (its G keeping a_t⁴ = γ_t²). The proposal's forms need every γ_t to be a square
-// (an exact a_t); they refuse other gates.
+// scan-twolevel, chunked, decode} (decode: fast/serial/decode.hpp; chunked: fast/chunked/gated.hpp, stable gate factors
+// — products of gates in the exact scalars, differences of within-chunk log-gates in floating point); variant "spec"
+// for SPEC's gated definitions and recurrences. hla2's serial form also has the recurrences the ledger holds against
+// them: "algorithm1-rule" (Alg. 1's G_t = γ_t G_{t−1} + k_t k_tᵀ C_{t−1} with gates), "proposal" (the gated-HLA
+// proposal's G ← a_t G + k kᵀ(γ_t C), a_t = √γ_t) and "proposal-corrected" (its G keeping a_t⁴ = γ_t²). The proposal's
+// forms need every γ_t to be a square (an exact a_t); they refuse other gates.
 struct FormRef {
   std::string op, form, variant = "spec";
   std::string name() const { return "gated " + op + "/" + form + "/" + variant; }

@@ -41,7 +41,8 @@ template <class T> T exact_square_root(const T& x) {
   } else if constexpr (!std::is_same_v<T, rational>) {  // MPFR: a dyadic square's root is exact at 256 bits
     using std::sqrt;
     const T root = sqrt(x);
-    if (root * root != x) throw InputError("gates: a gate is not an exact square (the proposal needs a_t = sqrt(gamma_t))");
+    if (root * root != x)
+      throw InputError("gates: a gate is not an exact square (the proposal needs a_t = sqrt(gamma_t))");
     return root;
   } else {
     const bmp::mpz_int num = bmp::numerator(x), den = bmp::denominator(x);
@@ -57,8 +58,7 @@ template <class T> T exact_square_root(const T& x) {
 // hla2's printed serial form, and the scans are the operators of scan::gated_scan_variant.
 template <class T> const Entry<T>* registered(const FormRef& f) {
   if (f.form == "reference") return registry<T>().try_find(f.op, f.form, "spec");
-  if (f.form == "serial" && f.variant == "spec")
-    return registry<T>().try_find_exact(f.op, f.form);
+  if (f.form == "serial" && f.variant == "spec") return registry<T>().try_find_exact(f.op, f.form);
   if (f.form == "serial" && f.op == "hla2" && f.variant == "algorithm1-rule")
     return registry<T>().try_find("hla2", "serial", "paper");
   if (f.form.rfind("scan-", 0) == 0 && f.variant == "spec")
@@ -69,8 +69,9 @@ template <class T> const Entry<T>* registered(const FormRef& f) {
     return registry<T>().try_find_exact(f.op, f.form);
   if (f.form == "chunked-naive-cumprod" && f.variant == "spec") {
     if (const Entry<T>* e = registry<T>().try_find(f.op, "chunked-naive-cumprod", "naive")) return e;
-    throw InputError(f.name() + ": a floating-point formulation (quotients of cumulative gate products), kept to "
-                                "measure its failure; the exact scalars have the chunked form");
+    throw InputError(f.name() +
+                     ": a floating-point formulation (quotients of cumulative gate products), kept to "
+                     "measure its failure; the exact scalars have the chunked form");
   }
   return nullptr;
 }
@@ -100,7 +101,7 @@ Run<T> run(const FormRef& f, const GatedProblem<T>& g, const Options& opt, const
 template <class T> std::pair<Mat<T>, Mat<T>> associativity_sides(const std::string& op, const GatedProblem<T>& g) {
   validate_gates(g);
   return scan::with_gated_scan_op<T>(op, Options{}, g.gamma,
-                               [&](const auto& alg) { return scan::associativity_sides(alg, g.qkv); });
+                                     [&](const auto& alg) { return scan::associativity_sides(alg, g.qkv); });
 }
 
 #define HLA_GATED_INSTANTIATE(T)                                                                      \

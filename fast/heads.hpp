@@ -17,22 +17,21 @@
 
 namespace hla::fast {
 
-template <class T>
-std::vector<Run<T>> multi_head(const Entry<T>& form, const std::vector<const Problem<T>*>& heads, const Options& opt,
-                               const std::vector<const NamedState<T>*>& init = {}) {
+template <class T> std::vector<Run<T>> multi_head(const Entry<T>& form, const std::vector<const Problem<T>*>& heads,
+                                                  const Options& opt,
+                                                  const std::vector<const NamedState<T>*>& init = {}) {
   const auto H = static_cast<Eigen::Index>(heads.size());
   if (H == 0) throw InputError(form.key() + " multi-head: no heads");
   if (!init.empty() && static_cast<Eigen::Index>(init.size()) != H)
-    throw InputError(form.key() + " multi-head: " + std::to_string(init.size()) + " initial states for " + std::to_string(H) + " heads");
+    throw InputError(form.key() + " multi-head: " + std::to_string(init.size()) + " initial states for " +
+                     std::to_string(H) + " heads");
   for (Eigen::Index h = 0; h < H; ++h)
     if (!heads[h]) throw InputError(form.key() + " multi-head: head " + std::to_string(h) + " has no problem");
   std::vector<Run<T>> runs(static_cast<std::size_t>(H));
   auto run_head = [&](Eigen::Index h, const Options& o) {
     try {
       runs[h] = form(*heads[h], o, init.empty() ? nullptr : init[h]);
-    } catch (const InputError& e) {
-      throw InputError("head " + std::to_string(h) + ": " + e.what());
-    }
+    } catch (const InputError& e) { throw InputError("head " + std::to_string(h) + ": " + e.what()); }
   };
   if (opt.threads > 1 && H >= opt.threads) {
     Options one = opt;
@@ -42,9 +41,7 @@ std::vector<Run<T>> multi_head(const Entry<T>& form, const std::vector<const Pro
     for (Eigen::Index h = 0; h < H; ++h) {
       try {
         run_head(h, one);
-      } catch (...) {
-        errors[h] = std::current_exception();
-      }
+      } catch (...) { errors[h] = std::current_exception(); }
     }
     for (const auto& e : errors)
       if (e) std::rethrow_exception(e);  // the first failing head, in head order

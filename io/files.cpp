@@ -44,7 +44,8 @@ void require_new_or_regular(const fs::path& path, const std::string& what) {
   if (ec || st.type() == fs::file_type::not_found || st.type() == fs::file_type::regular) return;
   if (st.type() == fs::file_type::directory)
     throw InputError(what + " '" + path.string() + "' is a directory (give a file name)");
-  throw InputError(what + " '" + path.string() + "' exists and is not a regular file (a symlink, device or FIFO would be "
+  throw InputError(what + " '" + path.string() +
+                   "' exists and is not a regular file (a symlink, device or FIFO would be "
                    "replaced, not written through): give a new file name or a regular file");
 }
 
@@ -54,7 +55,8 @@ void check_writable(const fs::path& path, const std::string& what) {
   std::error_code ec;
   require_new_or_regular(path, what);
   const fs::path dir = folder_of(path);
-  if (!fs::is_directory(dir, ec)) throw InputError(what + " '" + path.string() + "': folder '" + dir.string() + "' does not exist");
+  if (!fs::is_directory(dir, ec))
+    throw InputError(what + " '" + path.string() + "': folder '" + dir.string() + "' does not exist");
   // The real test: the temporary file the atomic write will create, created and removed now.
   fs::path tmp;
   const int fd = create_beside(path, tmp);

@@ -40,7 +40,8 @@ std::string shown(std::string_view s) {
   std::string out;
   for (std::size_t i = 0; i < s.size() && i < 40; ++i) {
     const auto c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x20 && c < 0x7f && c != '\\') out += static_cast<char>(c);
+    if (c >= 0x20 && c < 0x7f && c != '\\')
+      out += static_cast<char>(c);
     else {
       char buf[8];
       std::snprintf(buf, sizeof buf, "\\x%02x", c);
@@ -64,9 +65,9 @@ std::uint32_t le32(std::string_view b, std::size_t at) {
 
 struct Value {
   enum class Kind { string, boolean, tuple } kind;
-  std::string text;                 // string
-  bool flag = false;                // boolean
-  std::vector<std::size_t> items;   // tuple
+  std::string text;                // string
+  bool flag = false;               // boolean
+  std::vector<std::size_t> items;  // tuple
 };
 
 class HeaderParser {
@@ -178,7 +179,8 @@ class HeaderParser {
       }
       if (v.items.size() == 1 && !one_comma) bad("'(" + std::to_string(v.items[0]) + ")' is not a tuple (write (n,))");
     } else if (c == '[') {
-      bad("value of '" + shown(key) + "' is a list" + (key == "descr" ? " (structured dtype): structured arrays are not accepted" : ""));
+      bad("value of '" + shown(key) + "' is a list" +
+          (key == "descr" ? " (structured dtype): structured arrays are not accepted" : ""));
     } else {
       bad("unsupported value for key '" + shown(key) + "' (expected a string, True/False or a tuple of ints)");
     }
@@ -194,10 +196,10 @@ class HeaderParser {
 std::string dtype_name(const std::string& descr) {
   if (descr.size() < 2) return "";
   static const std::map<std::string, std::string> names{
-      {"i1", "int8"},     {"i2", "int16"},      {"i4", "int32"},        {"i8", "int64"},       {"u1", "uint8"},
-      {"u2", "uint16"},   {"u4", "uint32"},     {"u8", "uint64"},       {"f2", "float16"},     {"f4", "float32"},
-      {"f8", "float64"},  {"f16", "longdouble"}, {"f12", "longdouble"}, {"c8", "complex64"},  {"c16", "complex128"},
-      {"c32", "clongdouble"}, {"b1", "bool"},   {"O", "object"},        {"V", "void"}};
+      {"i1", "int8"},         {"i2", "int16"},       {"i4", "int32"},       {"i8", "int64"},     {"u1", "uint8"},
+      {"u2", "uint16"},       {"u4", "uint32"},      {"u8", "uint64"},      {"f2", "float16"},   {"f4", "float32"},
+      {"f8", "float64"},      {"f16", "longdouble"}, {"f12", "longdouble"}, {"c8", "complex64"}, {"c16", "complex128"},
+      {"c32", "clongdouble"}, {"b1", "bool"},        {"O", "object"},       {"V", "void"}};
   auto it = names.find(descr.substr(1));
   if (it != names.end()) return it->second;
   if (descr[1] == 'S') return "bytes";
@@ -246,7 +248,8 @@ Header parse_header(std::string_view head, std::size_t total, const std::string&
     fail(what, "bad magic: not a .npy file (expected \\x93NUMPY, found '" + shown(bytes.substr(0, 8)) + "')");
   const int major = static_cast<unsigned char>(bytes[6]), minor = static_cast<unsigned char>(bytes[7]);
   if (major < 1 || major > 3 || minor != 0)
-    fail(what, "format version " + std::to_string(major) + "." + std::to_string(minor) + " not supported (1.0, 2.0, 3.0)");
+    fail(what,
+         "format version " + std::to_string(major) + "." + std::to_string(minor) + " not supported (1.0, 2.0, 3.0)");
   const std::size_t len_bytes = major == 1 ? 2 : 4;
   const std::size_t prefix = 8 + len_bytes;
   if (bytes.size() < prefix) fail(what, "truncated: file ends inside the header length");
@@ -254,12 +257,13 @@ Header parse_header(std::string_view head, std::size_t total, const std::string&
   if (header_len > max_header_len)
     fail(what, "header length " + std::to_string(header_len) + " exceeds " + std::to_string(max_header_len) + " bytes");
   if (bytes.size() - prefix < header_len)
-    fail(what, "truncated: header length " + std::to_string(header_len) + " but " + std::to_string(bytes.size() - prefix) +
-                   " bytes follow");
+    fail(what, "truncated: header length " + std::to_string(header_len) + " but " +
+                   std::to_string(bytes.size() - prefix) + " bytes follow");
   const std::string_view header = bytes.substr(prefix, header_len);
   if (major < 3)
     for (char c : header)
-      if (static_cast<unsigned char>(c) >= 0x80) fail(what, "header: non-ASCII byte in a version " + std::to_string(major) + ".0 header");
+      if (static_cast<unsigned char>(c) >= 0x80)
+        fail(what, "header: non-ASCII byte in a version " + std::to_string(major) + ".0 header");
 
   const auto dict = HeaderParser(header, what).dict();
   for (const auto& [k, v] : dict)
@@ -285,16 +289,18 @@ Header parse_header(std::string_view head, std::size_t total, const std::string&
     count *= dim;
   }
   for (std::size_t dim : a.shape)  // a zero dimension makes the product 0 whatever the others are
-    if (dim > max_values) fail(what, "shape " + shape_text(a.shape) + ": dimension " + std::to_string(dim) + " too large");
+    if (dim > max_values)
+      fail(what, "shape " + shape_text(a.shape) + ": dimension " + std::to_string(dim) + " too large");
   h.count = count;
   h.data_offset = prefix + header_len;
   h.data_bytes = count * itemsize;
   const std::size_t present = total - h.data_offset;
   if (present < h.data_bytes)
-    fail(what, "truncated: header says " + std::to_string(count) + " values (" + std::to_string(h.data_bytes) + " bytes) but " +
-                   std::to_string(present) + " bytes follow");
+    fail(what, "truncated: header says " + std::to_string(count) + " values (" + std::to_string(h.data_bytes) +
+                   " bytes) but " + std::to_string(present) + " bytes follow");
   if (present > h.data_bytes)
-    fail(what, std::to_string(present - h.data_bytes) + " trailing bytes after the " + std::to_string(count) + " values");
+    fail(what,
+         std::to_string(present - h.data_bytes) + " trailing bytes after the " + std::to_string(count) + " values");
   return h;
 }
 
@@ -305,7 +311,8 @@ Array decode(Header h, std::string_view data) {
   const char* src = data.data();
   std::vector<double> raw(count);
   for (std::size_t i = 0; i < count; ++i) {
-    if (a.dtype == DType::f64) std::memcpy(&raw[i], src + 8 * i, 8);
+    if (a.dtype == DType::f64)
+      std::memcpy(&raw[i], src + 8 * i, 8);
     else {
       float f;
       std::memcpy(&f, src + 4 * i, 4);
@@ -458,10 +465,10 @@ std::string inflate_raw(std::string_view in, std::size_t expected, const std::st
   const std::size_t unused_in = zs.avail_in;
   const char* msg = zs.msg;
   inflateEnd(&zs);
-  if (produced > expected)
-    fail(what, "inflates to more than the declared " + std::to_string(expected) + " bytes");
+  if (produced > expected) fail(what, "inflates to more than the declared " + std::to_string(expected) + " bytes");
   if (rc != Z_STREAM_END)
-    fail(what, std::string("corrupt deflate stream") + (msg ? std::string(" (") + msg + ")" : std::string(" (truncated)")));
+    fail(what,
+         std::string("corrupt deflate stream") + (msg ? std::string(" (") + msg + ")" : std::string(" (truncated)")));
   if (unused_in != 0) fail(what, std::to_string(unused_in) + " bytes after the end of the deflate stream");
   out.resize(produced);
   return out;
@@ -481,10 +488,12 @@ std::map<std::string, Array> parse_npz(std::string_view b, const std::string& wh
     }
   if (!eocd) fail(what, "not a zip archive (no end-of-central-directory record)");
   const std::size_t e = *eocd;
-  const unsigned disk = le16(b, e + 4), cd_disk = le16(b, e + 6), entries_here = le16(b, e + 8), entries = le16(b, e + 10);
+  const unsigned disk = le16(b, e + 4), cd_disk = le16(b, e + 6), entries_here = le16(b, e + 8),
+                 entries = le16(b, e + 10);
   const std::uint32_t cd_size = le32(b, e + 12), cd_offset = le32(b, e + 16);
   if (e >= 20 && le32(b, e - 20) == sig_zip64_locator) fail(what, "zip64 archives are not accepted");
-  if (entries == 0xffff || cd_size == 0xffffffffu || cd_offset == 0xffffffffu) fail(what, "zip64 archives are not accepted");
+  if (entries == 0xffff || cd_size == 0xffffffffu || cd_offset == 0xffffffffu)
+    fail(what, "zip64 archives are not accepted");
   if (disk != 0 || cd_disk != 0 || entries_here != entries) fail(what, "multi-disk zip archives are not accepted");
   if (std::size_t{cd_offset} + cd_size > e)
     fail(what, "central directory (offset " + std::to_string(cd_offset) + ", " + std::to_string(cd_size) +
@@ -512,7 +521,8 @@ std::map<std::string, Array> parse_npz(std::string_view b, const std::string& wh
     const std::string member = what + ":" + shown(name);
     if (flags & 0x41) fail(member, "encrypted zip members are not accepted");
     if (start_disk != 0) fail(member, "multi-disk zip archives are not accepted");
-    if (csize == 0xffffffffu || usize == 0xffffffffu || local == 0xffffffffu) fail(member, "zip64 members are not accepted");
+    if (csize == 0xffffffffu || usize == 0xffffffffu || local == 0xffffffffu)
+      fail(member, "zip64 members are not accepted");
     if (method != 0 && method != 8)
       fail(member, "compression method " + std::to_string(method) + " not supported (0 stored, 8 deflate)");
     if (name.size() <= 4 || name.compare(name.size() - 4, 4, ".npy") != 0)
@@ -520,7 +530,8 @@ std::map<std::string, Array> parse_npz(std::string_view b, const std::string& wh
     const std::string key = name.substr(0, name.size() - 4);
     if (out.count(key)) fail(member, "duplicate member name");
     if (usize > max_npz_member)
-      fail(member, "declared size " + std::to_string(usize) + " exceeds the limit of " + std::to_string(max_npz_member) + " bytes");
+      fail(member, "declared size " + std::to_string(usize) + " exceeds the limit of " +
+                       std::to_string(max_npz_member) + " bytes");
     if (method == 0 && csize != usize)
       fail(member, "stored member with compressed size " + std::to_string(csize) + " != size " + std::to_string(usize));
 
@@ -546,8 +557,8 @@ std::map<std::string, Array> parse_npz(std::string_view b, const std::string& wh
     }
     if (content.size() != usize)
       fail(member, "size " + std::to_string(content.size()) + " != declared " + std::to_string(usize));
-    const auto actual_crc = static_cast<std::uint32_t>(
-        crc32_z(0, reinterpret_cast<const Bytef*>(content.data()), content.size()));
+    const auto actual_crc =
+        static_cast<std::uint32_t>(crc32_z(0, reinterpret_cast<const Bytef*>(content.data()), content.size()));
     if (actual_crc != crc) fail(member, "CRC-32 mismatch (corrupt member)");
     out.emplace(key, parse(content, member));
   }
@@ -567,7 +578,8 @@ std::map<std::string, Array> read_npz(const std::filesystem::path& path) {
 std::string serialize(const std::vector<std::size_t>& shape, const double* data, DType dtype) {
   std::size_t count = 1;
   for (std::size_t d : shape) {
-    if (d != 0 && count > std::numeric_limits<std::size_t>::max() / 16 / d) throw NpyError("npy::write: shape too large");
+    if (d != 0 && count > std::numeric_limits<std::size_t>::max() / 16 / d)
+      throw NpyError("npy::write: shape too large");
     count *= d;
   }
   std::string header = std::string("{'descr': '") + (dtype == DType::f64 ? "<f8" : "<f4") +
@@ -588,7 +600,8 @@ std::string serialize(const std::vector<std::size_t>& shape, const double* data,
   out += header;
   for (std::size_t i = 0; i < count; ++i) {
     char buf[8];
-    if (dtype == DType::f64) std::memcpy(buf, &data[i], 8);
+    if (dtype == DType::f64)
+      std::memcpy(buf, &data[i], 8);
     else {
       const float f = static_cast<float>(data[i]);
       std::memcpy(buf, &f, 4);

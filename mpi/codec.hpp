@@ -48,8 +48,16 @@ class ByteReader {
   ByteReader(const std::byte* p, std::size_t n) : p_(p), end_(p + n) {}
   explicit ByteReader(const Bytes& b) : ByteReader(b.data(), b.size()) {}
   explicit ByteReader(Bytes&&) = delete;  // it would read a temporary that is already gone
-  std::uint64_t u64() { std::uint64_t x; raw(&x, sizeof x); return x; }
-  std::int64_t i64() { std::int64_t x; raw(&x, sizeof x); return x; }
+  std::uint64_t u64() {
+    std::uint64_t x;
+    raw(&x, sizeof x);
+    return x;
+  }
+  std::int64_t i64() {
+    std::int64_t x;
+    raw(&x, sizeof x);
+    return x;
+  }
   void raw(void* out, std::size_t n) {
     need(n);
     if (n == 0) return;  // memcpy with a null pointer (an empty part's data()) is undefined even for 0 bytes (UBSan)
@@ -115,8 +123,8 @@ template <class T> void put_scalar(ByteWriter& w, const T& x) {
   } else if constexpr (std::is_same_v<T, mpfr256>) {
     const mpfr_srcptr f = x.backend().data();
     // kind: 0 number, 1 NaN, 2 +Inf, 3 −Inf, 4 −0 (+0 is the number 0·2^0)
-    const std::int64_t kind = mpfr_nan_p(f)   ? 1
-                              : mpfr_inf_p(f) ? (mpfr_sgn(f) > 0 ? 2 : 3)
+    const std::int64_t kind = mpfr_nan_p(f)                       ? 1
+                              : mpfr_inf_p(f)                     ? (mpfr_sgn(f) > 0 ? 2 : 3)
                               : mpfr_zero_p(f) && mpfr_signbit(f) ? 4
                                                                   : 0;
     w.i64(kind);
@@ -153,9 +161,12 @@ template <class T> T get_scalar(ByteReader& r) {
     T x;
     mpfr_ptr f = x.backend().data();
     const std::int64_t kind = r.i64();
-    if (kind == 1) mpfr_set_nan(f);
-    else if (kind == 2 || kind == 3) mpfr_set_inf(f, kind == 2 ? 1 : -1);
-    else if (kind == 4) mpfr_set_zero(f, -1);
+    if (kind == 1)
+      mpfr_set_nan(f);
+    else if (kind == 2 || kind == 3)
+      mpfr_set_inf(f, kind == 2 ? 1 : -1);
+    else if (kind == 4)
+      mpfr_set_zero(f, -1);
     else if (kind == 0) {
       const std::int64_t e = r.i64();
       mpz_t m;
@@ -173,7 +184,8 @@ template <class T> T get_scalar(ByteReader& r) {
 template <class T> void put_matrix(ByteWriter& w, const Mat<T>& m) {
   w.i64(m.rows());
   w.i64(m.cols());
-  if constexpr (std::is_floating_point_v<T>) w.raw(m.data(), sizeof(T) * static_cast<std::size_t>(m.size()));
+  if constexpr (std::is_floating_point_v<T>)
+    w.raw(m.data(), sizeof(T) * static_cast<std::size_t>(m.size()));
   else
     for (Eigen::Index i = 0; i < m.size(); ++i) put_scalar(w, m(i));
 }
@@ -182,11 +194,12 @@ template <class T> Mat<T> get_matrix(ByteReader& r) {
   const std::int64_t rows = r.i64(), cols = r.i64();
   // Every entry takes at least 8 bytes (4 for float): a shape larger than what is left is malformed.
   const std::uint64_t least = std::is_same_v<T, float> ? 4 : 8;
-  if (rows < 0 || cols < 0 || (rows > 0 && cols > 0 &&
-                               static_cast<std::uint64_t>(rows) > r.left() / least / static_cast<std::uint64_t>(cols)))
+  if (rows < 0 || cols < 0 ||
+      (rows > 0 && cols > 0 && static_cast<std::uint64_t>(rows) > r.left() / least / static_cast<std::uint64_t>(cols)))
     throw InputError("codec: malformed matrix shape");
   Mat<T> m(rows, cols);
-  if constexpr (std::is_floating_point_v<T>) r.raw(m.data(), sizeof(T) * static_cast<std::size_t>(m.size()));
+  if constexpr (std::is_floating_point_v<T>)
+    r.raw(m.data(), sizeof(T) * static_cast<std::size_t>(m.size()));
   else
     for (Eigen::Index i = 0; i < m.size(); ++i) m(i) = get_scalar<T>(r);
   return m;
@@ -195,15 +208,19 @@ template <class T> Mat<T> get_matrix(ByteReader& r) {
 // A scan segment, part by part in Seg::fields order (matrices with their shapes, scalars such as ρ).
 template <class T, class Seg> void put_segment(ByteWriter& w, const Seg& s) {
   Seg::fields(s, [&](const char*, const auto& part) {
-    if constexpr (std::is_same_v<std::decay_t<decltype(part)>, T>) put_scalar(w, part);
-    else put_matrix(w, part);
+    if constexpr (std::is_same_v<std::decay_t<decltype(part)>, T>)
+      put_scalar(w, part);
+    else
+      put_matrix(w, part);
   });
 }
 template <class T, class Seg> Seg get_segment(ByteReader& r) {
   Seg s;
   Seg::fields(s, [&](const char*, auto& part) {
-    if constexpr (std::is_same_v<std::decay_t<decltype(part)>, T>) part = get_scalar<T>(r);
-    else part = get_matrix<T>(r);
+    if constexpr (std::is_same_v<std::decay_t<decltype(part)>, T>)
+      part = get_scalar<T>(r);
+    else
+      part = get_matrix<T>(r);
   });
   return s;
 }

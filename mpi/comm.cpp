@@ -94,7 +94,8 @@ std::vector<Bytes> all_gather(MPI_Comm c, const Bytes& mine) {
     total += static_cast<std::size_t>(sizes[r]);
   }
   Bytes all(total);
-  check(MPI_Allgatherv(mine.data(), as_count(mine.size()), MPI_BYTE, all.data(), counts.data(), displs.data(), MPI_BYTE, c),
+  check(MPI_Allgatherv(mine.data(), as_count(mine.size()), MPI_BYTE, all.data(), counts.data(), displs.data(), MPI_BYTE,
+                       c),
         "MPI_Allgatherv");
   std::vector<Bytes> out(static_cast<std::size_t>(P));
   for (int r = 0; r < P; ++r) out[r].assign(all.begin() + displs[r], all.begin() + displs[r] + counts[r]);

@@ -63,10 +63,10 @@ void agree_on_errors(MPI_Comm c, int kind, const std::string& message);
 
 // Phase times and traffic of the last sequence-parallel run on this rank (read by `hla mpi-bench`).
 struct PhaseStats {
-  double local_seconds = 0;   // the block's segment summary
-  double scan_seconds = 0;    // the cross-rank exclusive scan
-  double finish_seconds = 0;  // the block's outputs from the carried-in state
-  double gather_seconds = 0;  // outputs and final state to every rank
+  double local_seconds = 0;           // the block's segment summary
+  double scan_seconds = 0;            // the cross-rank exclusive scan
+  double finish_seconds = 0;          // the block's outputs from the carried-in state
+  double gather_seconds = 0;          // outputs and final state to every rank
   std::size_t scan_bytes_sent = 0;    // bytes this rank sent during the scan
   std::size_t gather_bytes_sent = 0;  // bytes this rank contributed to the gathers
   int scan_steps = 0;                 // message rounds of the scan on this rank

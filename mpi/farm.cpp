@@ -96,9 +96,9 @@ void farm(const std::vector<std::size_t>& order, const std::function<Bytes(std::
   }
   // The coordinator.
   std::deque<std::size_t> todo(order.begin(), order.end());
-  std::map<int, int> busy_on_host;       // host → items in flight
-  std::map<int, bool> alone_on_host;     // host → an exclusive item is running there
-  std::deque<int> waiting;               // idle workers with nothing they may take yet
+  std::map<int, int> busy_on_host;    // host → items in flight
+  std::map<int, bool> alone_on_host;  // host → an exclusive item is running there
+  std::deque<int> waiting;            // idle workers with nothing they may take yet
   int stopped = 0;
   auto is_exclusive = [&](std::size_t item) { return opt.exclusive && opt.exclusive(item); };
   // Hands `worker` the first item its host may run now; stops it when nothing is left; else it waits.

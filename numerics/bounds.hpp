@@ -94,9 +94,9 @@ inline long operand_roundings(const std::string& op) { return 2 * (2 * order_of(
 // bounds a division by a possibly vanishing number); `vacuous_rows` counts them.
 // For a given γ (a sum of γ_h's when the arithmetic mixes formats, see operand_roundings): u is the roundoff
 // of the final division, u_out that of the output's own rounding to a narrower format (0: none).
-template <class R>
-Mat<double> output_bounds_for(const Mat<R>& out, const Mat<double>& A, bool normalized, const ColVec<R>& den_plus_eps,
-                              double eps, double u, double gam, double u_out, long* vacuous_rows = nullptr) {
+template <class R> Mat<double> output_bounds_for(const Mat<R>& out, const Mat<double>& A, bool normalized,
+                                                 const ColVec<R>& den_plus_eps, double eps, double u, double gam,
+                                                 double u_out, long* vacuous_rows = nullptr) {
   const Eigen::Index n = out.rows(), dv = out.cols();
   Mat<double> B = Mat<double>::Constant(n, dv, INFINITY);
   if (vacuous_rows) *vacuous_rows = 0;
@@ -123,9 +123,9 @@ Mat<double> output_bounds_for(const Mat<R>& out, const Mat<double>& A, bool norm
 }
 
 // The single-format bound: γ_h at the arithmetic's own u.
-template <class R>
-Mat<double> output_bounds(const Mat<R>& out, const Mat<double>& A, bool normalized, const ColVec<R>& den_plus_eps,
-                          double eps, double u, long h, long* vacuous_rows = nullptr) {
+template <class R> Mat<double> output_bounds(const Mat<R>& out, const Mat<double>& A, bool normalized,
+                                             const ColVec<R>& den_plus_eps, double eps, double u, long h,
+                                             long* vacuous_rows = nullptr) {
   return output_bounds_for(out, A, normalized, den_plus_eps, eps, u, gamma_h(h, u), 0.0, vacuous_rows);
 }
 

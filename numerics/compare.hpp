@@ -20,7 +20,10 @@ struct ErrorStats {
 // Exact comparison, for rational or prime-field results against a reference in the same type.
 template <class T> ErrorStats compare_exact(const Mat<T>& got, const Mat<T>& ref) {
   ErrorStats e;
-  if (got.rows() != ref.rows() || got.cols() != ref.cols()) { e.mismatches = -1; return e; }
+  if (got.rows() != ref.rows() || got.cols() != ref.cols()) {
+    e.mismatches = -1;
+    return e;
+  }
   for (Eigen::Index i = 0; i < got.size(); ++i)
     if (got(i) != ref(i)) ++e.mismatches;
   e.exact_equal = e.mismatches == 0;
@@ -30,7 +33,10 @@ template <class T> ErrorStats compare_exact(const Mat<T>& got, const Mat<T>& ref
 // Rounded result against an MPFR reference of the same inputs.
 template <class T> ErrorStats compare_to(const Mat<T>& got, const Mat<mpfr256>& ref) {
   ErrorStats e;
-  if (got.rows() != ref.rows() || got.cols() != ref.cols()) { e.mismatches = -1; return e; }
+  if (got.rows() != ref.rows() || got.cols() != ref.cols()) {
+    e.mismatches = -1;
+    return e;
+  }
   mpfr256 max_err(0), max_ref(0), max_rel(0);
   for (Eigen::Index i = 0; i < got.size(); ++i) {
     mpfr256 r = ref(i), err = abs(to_mpfr(got(i)) - r);

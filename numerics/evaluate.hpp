@@ -21,9 +21,8 @@ inline Mat<mpfr256> mpfr_reference(const std::string& op, const Problem<double>&
   return registry<mpfr256>().reference(op)(convert_problem<mpfr256>(inputs), opt).O;
 }
 
-template <class T>
-Evaluation evaluate(const Entry<T>& e, const Problem<double>& inputs, const Options& opt,
-                    const Mat<mpfr256>* mpfr_ref = nullptr) {
+template <class T> Evaluation evaluate(const Entry<T>& e, const Problem<double>& inputs, const Options& opt,
+                                       const Mat<mpfr256>* mpfr_ref = nullptr) {
   const Problem<T> p = convert_problem<T>(inputs);
   auto start = std::chrono::steady_clock::now();
   Run<T> r = e(p, opt);

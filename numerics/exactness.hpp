@@ -56,9 +56,7 @@ class ExactnessOracle {
         const Mat<fp61> got = (*e)(p, opt).O;
         const Mat<fp61> want = reg.reference(op)(p, opt).O;
         verdict = got == want ? "yes" : "no";
-      } catch (const std::exception&) {
-        verdict = "n/a";
-      }
+      } catch (const std::exception&) { verdict = "n/a"; }
     }
     cache_.emplace(k.str(), verdict);
     return verdict;
@@ -67,18 +65,21 @@ class ExactnessOracle {
   // The first streaming form of `op` (corrected variant first) that is exact for (γ, λ) unnormalized, and
   // with per-token gates when `gated`.
   std::optional<std::pair<std::string, std::string>> proxy(const std::string& op, const rational& gamma,
-                                                          const rational& lambda, bool gated = false) {
+                                                           const rational& lambda, bool gated = false) {
     const Options o = base_options(gamma, lambda);
     std::vector<const Entry<double>*> cands;
     for (const auto& e : registry<double>().entries())
       if (e.op == op && e.form.rfind("serial", 0) == 0 && caps_allow(e.caps, o) && (!gated || e.caps.gates))
         cands.push_back(&e);
     std::stable_sort(cands.begin(), cands.end(), [](auto* a, auto* b) {
-      auto rank = [](const Entry<double>* e) { return (e->form == "serial" ? 0 : 2) + (e->variant == "corrected" ? 0 : 1); };
+      auto rank = [](const Entry<double>* e) {
+        return (e->form == "serial" ? 0 : 2) + (e->variant == "corrected" ? 0 : 1);
+      };
       return rank(a) < rank(b);
     });
     for (const Entry<double>* e : cands)
-      if (registry<mpfr256>().try_find(e->op, e->form, e->variant) && check(op, e->form, e->variant, o, 5, 3, gated) == "yes")
+      if (registry<mpfr256>().try_find(e->op, e->form, e->variant) &&
+          check(op, e->form, e->variant, o, 5, 3, gated) == "yes")
         return std::make_pair(e->form, e->variant);
     return std::nullopt;
   }

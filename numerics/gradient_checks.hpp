@@ -49,8 +49,7 @@ template <class T> Mat<Dual<T>> lift(const Mat<T>& m) {
 
 // Forward-mode gradient of L = Σ ⟨dO, O⟩ where O = run(problem, initial state) is any form run in Dual<T>.
 // One run per input entry (and per initial-state entry when `init` is given).
-template <class T>
-Gradients<T> forward_mode_gradients(
+template <class T> Gradients<T> forward_mode_gradients(
     const Problem<T>& p, const NamedState<T>* init, const Mat<T>& dO,
     const std::function<Mat<Dual<T>>(const Problem<Dual<T>>&, const NamedState<Dual<T>>*)>& run) {
   backward::check_upstream(p, dO);
@@ -88,38 +87,52 @@ Gradients<T> forward_mode_gradients(
 }
 
 // ∂L/∂(Q, K, V) of SPEC's reference for op ∈ {hla2 (masked), ahla, linear}.
-template <class T> Gradients<T> reference_gradients(const std::string& op, const Problem<T>& p, const Options& opt, const Mat<T>& dO) {
+template <class T>
+Gradients<T> reference_gradients(const std::string& op, const Problem<T>& p, const Options& opt, const Mat<T>& dO) {
   return forward_mode_gradients<T>(p, nullptr, dO, [&](const Problem<Dual<T>>& dp, const NamedState<Dual<T>>*) {
     switch (op_id(op)) {
-      case OpId::hla2: return reference::hla2(dp, opt, true).O;
-      case OpId::ahla: return reference::ahla(dp, opt).O;
-      case OpId::linear: return reference::linear(dp, opt).O;
-      case OpId::hla2_unmasked: case OpId::hla3: case OpId::hla3_unmasked: case OpId::softmax: break;
+      case OpId::hla2:
+        return reference::hla2(dp, opt, true).O;
+      case OpId::ahla:
+        return reference::ahla(dp, opt).O;
+      case OpId::linear:
+        return reference::linear(dp, opt).O;
+      case OpId::hla2_unmasked:
+      case OpId::hla3:
+      case OpId::hla3_unmasked:
+      case OpId::softmax:
+        break;
     }
     no_backward(op);
   });
 }
 
 // ∂L/∂(Q, K, V, X_0) of the serial form (hla2 masked with the given decay rule, ahla, linear).
-template <class T>
-Gradients<T> serial_forward_mode_gradients(const std::string& op, const Problem<T>& p, const Options& opt,
-                                           const NamedState<T>* init, const Mat<T>& dO, fast::DecayRule rule) {
+template <class T> Gradients<T> serial_forward_mode_gradients(const std::string& op, const Problem<T>& p,
+                                                              const Options& opt, const NamedState<T>* init,
+                                                              const Mat<T>& dO, fast::DecayRule rule) {
   return forward_mode_gradients<T>(p, init, dO, [&](const Problem<Dual<T>>& dp, const NamedState<Dual<T>>* di) {
     switch (op_id(op)) {
-      case OpId::hla2: return fast::hla2_serial<Dual<T>, true>(dp, opt, di, rule).O;
-      case OpId::ahla: return fast::ahla_serial(dp, opt, di).O;
-      case OpId::linear: return fast::linear_serial(dp, opt, di).O;
-      case OpId::hla2_unmasked: case OpId::hla3: case OpId::hla3_unmasked: case OpId::softmax: break;
+      case OpId::hla2:
+        return fast::hla2_serial<Dual<T>, true>(dp, opt, di, rule).O;
+      case OpId::ahla:
+        return fast::ahla_serial(dp, opt, di).O;
+      case OpId::linear:
+        return fast::linear_serial(dp, opt, di).O;
+      case OpId::hla2_unmasked:
+      case OpId::hla3:
+      case OpId::hla3_unmasked:
+      case OpId::softmax:
+        break;
     }
     no_backward(op);
   });
 }
 
 // Reverse mode: chunk ≤ 0 or ≥ n is the serial backward (all states stored), otherwise checkpointed.
-template <class T>
-Gradients<T> backward_gradients(const std::string& op, const Problem<T>& p, const Options& opt,
-                                const std::type_identity_t<NamedState<T>>* init,
-                                const Mat<T>& dO, fast::DecayRule rule, Eigen::Index chunk) {
+template <class T> Gradients<T> backward_gradients(const std::string& op, const Problem<T>& p, const Options& opt,
+                                                   const std::type_identity_t<NamedState<T>>* init, const Mat<T>& dO,
+                                                   fast::DecayRule rule, Eigen::Index chunk) {
   return backward::run_pass(op, chunk > 0 ? backward::Pass::checkpointed : backward::Pass::serial, p, opt, init, dO,
                             rule, chunk);
 }
@@ -140,7 +153,8 @@ template <class T> Mat<T> flatten(const Gradients<T>& g, bool with_state) {
 
 // `got` against `ref`: exactly for exact T (ref in T), against MPFR for floating T (ref in mpfr256, or in T,
 // then lifted exactly to MPFR). Shape mismatch (e.g. differing state parts) gives mismatches = −1.
-template <class T, class R> ErrorStats compare_gradients(const Gradients<T>& got, const Gradients<R>& ref, bool with_state) {
+template <class T, class R>
+ErrorStats compare_gradients(const Gradients<T>& got, const Gradients<R>& ref, bool with_state) {
   const Mat<T> a = flatten(got, with_state);
   const Mat<R> b = flatten(ref, with_state);
   if constexpr (is_exact_v<T>) {
@@ -154,20 +168,27 @@ template <class T, class R> ErrorStats compare_gradients(const Gradients<T>& got
 // The zero initial state of op's serial form, as a NamedState.
 template <class T> NamedState<T> zero_state(const std::string& op, Eigen::Index d, Eigen::Index dv) {
   switch (op_id(op)) {
-    case OpId::hla2: return export_state<fast::Hla2State<T, true>, T>(fast::Hla2State<T, true>::zero(d, dv));
-    case OpId::ahla: return export_state<fast::AhlaState<T>, T>(fast::AhlaState<T>::zero(d, dv));
-    case OpId::linear: return export_state<fast::LinearState<T>, T>(fast::LinearState<T>::zero(d, dv));
-    case OpId::hla2_unmasked: case OpId::hla3: case OpId::hla3_unmasked: case OpId::softmax: break;
+    case OpId::hla2:
+      return export_state<fast::Hla2State<T, true>, T>(fast::Hla2State<T, true>::zero(d, dv));
+    case OpId::ahla:
+      return export_state<fast::AhlaState<T>, T>(fast::AhlaState<T>::zero(d, dv));
+    case OpId::linear:
+      return export_state<fast::LinearState<T>, T>(fast::LinearState<T>::zero(d, dv));
+    case OpId::hla2_unmasked:
+    case OpId::hla3:
+    case OpId::hla3_unmasked:
+    case OpId::softmax:
+      break;
   }
   no_backward(op);
 }
 
 // Floating gradients against MPFR and against their per-entry bounds |got − ref| ≤ γ_K · M.
 struct BoundCheck {
-  bool checked = false;     // computed (floating T, unnormalized)
-  long violations = 0;      // entries over their bound
-  double max_ratio = 0;     // max |got − ref| / bound over entries with a nonzero bound
-  int max_depth = 0;        // largest K
+  bool checked = false;  // computed (floating T, unnormalized)
+  long violations = 0;   // entries over their bound
+  double max_ratio = 0;  // max |got − ref| / bound over entries with a nonzero bound
+  int max_depth = 0;     // largest K
 };
 
 template <class T, class R>
@@ -177,7 +198,10 @@ BoundCheck check_bounds(const Gradients<T>& got, const Gradients<R>& ref, const 
   const Mat<Magnitude> m = flatten(mag, true);
   BoundCheck c;
   c.checked = true;
-  if (a.size() != b.size() || a.size() != m.size()) { c.violations = -1; return c; }
+  if (a.size() != b.size() || a.size() != m.size()) {
+    c.violations = -1;
+    return c;
+  }
   const double u = unit_roundoff<T>();
   for (Eigen::Index i = 0; i < a.size(); ++i) {
     const double err = mpfr256(abs(to_mpfr(a(i)) - to_mpfr(b(i)))).template convert_to<double>();
@@ -209,7 +233,7 @@ template <class T> struct GradientCheck {
   ErrorStats chunked_vs_serial;       // dQ, dK, dV, dX_0 (floating: both in T)
   ErrorStats scan_vs_serial;          // dQ, dK, dV, dX_0 (only if has_scan)
   ErrorStats chunked_vs_reference, scan_vs_reference;  // floating: errors of the other paths vs MPFR (forward mode)
-  BoundCheck serial_bound, chunked_bound, scan_bound;   // floating, unnormalized: vs γ_K · M per entry
+  BoundCheck serial_bound, chunked_bound, scan_bound;  // floating, unnormalized: vs γ_K · M per entry
 
   // Every available pair agrees exactly (exact T). For floating T, use the ErrorStats.
   bool all_equal() const {
@@ -223,10 +247,10 @@ template <class T> struct GradientCheck {
 // The whole check for one operator, inputs, options, upstream gradient and chunk width. op: "hla2"
 // (masked; `rule` chooses the serial decay rule), "ahla", "linear". `init`: an initial state of the
 // serial form (nullptr = zero; then the reference gradients are computed too).
-template <class T>
-GradientCheck<T> check_gradients(const std::string& op, const Problem<T>& p, const Options& opt, const Mat<T>& dO,
-                                 int chunk, fast::DecayRule rule = fast::DecayRule::corrected,
-                                 const NamedState<T>* init = nullptr) {
+template <class T> GradientCheck<T> check_gradients(const std::string& op, const Problem<T>& p, const Options& opt,
+                                                    const Mat<T>& dO, int chunk,
+                                                    fast::DecayRule rule = fast::DecayRule::corrected,
+                                                    const NamedState<T>* init = nullptr) {
   using R = GradientRef<T>;
   if (!has_backward(op)) no_backward(op);
   if (chunk < 1) throw InputError("chunk width must be >= 1");
@@ -280,7 +304,8 @@ GradientCheck<T> check_gradients(const std::string& op, const Problem<T>& p, con
       c.serial_bound = check_bounds(c.serial, c.forward_mode, backward_gradients(op, pm, opt, im, dOm, rule, 0));
       c.chunked_bound = check_bounds(c.chunked, c.forward_mode, backward_gradients(op, pm, opt, im, dOm, rule, chunk));
       if (c.has_scan)
-        c.scan_bound = check_bounds(c.scan, c.forward_mode, backward::hla2_scan_backward(pm, opt, im, dOm, rule, chunk));
+        c.scan_bound =
+            check_bounds(c.scan, c.forward_mode, backward::hla2_scan_backward(pm, opt, im, dOm, rule, chunk));
     }
   }
   return c;
@@ -292,25 +317,24 @@ GradientCheck<T> check_gradients(const std::string& op, const Problem<T>& p, con
 // tests each paid for the same instantiations). generated/gradients_<scalar>.cpp (CMakeLists.txt) holds the one
 // definition per scalar (after these declarations, as the standard allows); every other unit sees only the
 // declarations (docs/build.md has the measurements).
-#define HLA_GRADIENT_PASSES(EXTERN, T)                                                                         \
-  EXTERN template backward::Gradients<T> backward::run_pass<T>(                                               \
-      const std::string&, backward::Pass, const Problem<T>&, const Options&,                                    \
-      const std::type_identity_t<NamedState<T>>*, const Mat<T>&, fast::DecayRule, Eigen::Index, BackwardStats*); \
-  EXTERN template backward::Gradients<T> backward::hla2_scan_backward<T>(                                     \
-      const Problem<T>&, const Options&, const std::type_identity_t<NamedState<T>>*, const Mat<T>&,             \
-      fast::DecayRule, Eigen::Index, BackwardStats*);
+#define HLA_GRADIENT_PASSES(EXTERN, T)                                                                               \
+  EXTERN template backward::Gradients<T> backward::run_pass<T>(                                                      \
+      const std::string&, backward::Pass, const Problem<T>&, const Options&,                                         \
+      const std::type_identity_t<NamedState<T>>*, const Mat<T>&, fast::DecayRule, Eigen::Index, BackwardStats*);     \
+  EXTERN template backward::Gradients<T> backward::hla2_scan_backward<T>(                                            \
+      const Problem<T>&, const Options&, const std::type_identity_t<NamedState<T>>*, const Mat<T>&, fast::DecayRule, \
+      Eigen::Index, BackwardStats*);
 // The exact references (T exact, or MPFR-256 for a floating check).
-#define HLA_GRADIENT_REFERENCES(EXTERN, T)                                                                     \
-  EXTERN template Gradients<T> forward_mode_gradients<T>(                                                       \
-      const Problem<T>&, const NamedState<T>*, const Mat<T>&,                                                   \
-      const std::function<Mat<Dual<T>>(const Problem<Dual<T>>&, const NamedState<Dual<T>>*)>&);                 \
-  EXTERN template Gradients<T> reference_gradients<T>(const std::string&, const Problem<T>&, const Options&,     \
-                                                      const Mat<T>&);                                           \
-  EXTERN template Gradients<T> serial_forward_mode_gradients<T>(const std::string&, const Problem<T>&,          \
-                                                                const Options&, const NamedState<T>*,           \
-                                                                const Mat<T>&, fast::DecayRule);
-#define HLA_GRADIENT_CHECK(EXTERN, T)                                                                          \
-  EXTERN template GradientCheck<T> check_gradients<T>(const std::string&, const Problem<T>&, const Options&,    \
+#define HLA_GRADIENT_REFERENCES(EXTERN, T)                                                                             \
+  EXTERN template Gradients<T> forward_mode_gradients<T>(                                                              \
+      const Problem<T>&, const NamedState<T>*, const Mat<T>&,                                                          \
+      const std::function<Mat<Dual<T>>(const Problem<Dual<T>>&, const NamedState<Dual<T>>*)>&);                        \
+  EXTERN template Gradients<T> reference_gradients<T>(const std::string&, const Problem<T>&, const Options&,           \
+                                                      const Mat<T>&);                                                  \
+  EXTERN template Gradients<T> serial_forward_mode_gradients<T>(const std::string&, const Problem<T>&, const Options&, \
+                                                                const NamedState<T>*, const Mat<T>&, fast::DecayRule);
+#define HLA_GRADIENT_CHECK(EXTERN, T)                                                                        \
+  EXTERN template GradientCheck<T> check_gradients<T>(const std::string&, const Problem<T>&, const Options&, \
                                                       const Mat<T>&, int, fast::DecayRule, const NamedState<T>*);
 
 HLA_GRADIENT_PASSES(extern, rational)

@@ -31,12 +31,12 @@ inline rational field_uniform_parameter(std::mt19937_64& rng) {
 
 struct IdentityOutcome {
   bool holds = true;
-  int points = 0;            // T: random points evaluated (per shape)
+  int points = 0;  // T: random points evaluated (per shape)
   int shapes = 0;
-  long identities = 0;       // N: scalar identities covered, summed over shapes (union bound)
-  int degree = 0;            // D: max total degree of the identity polynomials
-  double log2_bound = 0;     // log2(N · (D/p)^T): probability that a false claim passed
-  std::string failure;       // first mismatch: shape, point seed, which entry
+  long identities = 0;    // N: scalar identities covered, summed over shapes (union bound)
+  int degree = 0;         // D: max total degree of the identity polynomials
+  double log2_bound = 0;  // log2(N · (D/p)^T): probability that a false claim passed
+  std::string failure;    // first mismatch: shape, point seed, which entry
 };
 
 // One evaluation of both sides at a random field point; returns the two sides' values (matrices of any
@@ -84,8 +84,9 @@ inline IdentityOutcome test_identity(const IdentityPlan& plan, const FieldEvalua
         if (sides.first(i) != sides.second(i)) {
           out.holds = false;
           out.failure = "n=" + std::to_string(s.n) + " d=" + std::to_string(s.d) + " dv=" + std::to_string(s.dv) +
-                        ": entry (" + std::to_string(i % sides.first.rows()) + "," + std::to_string(i / sides.first.rows()) +
-                        ") differs at random point " + std::to_string(points + 1);
+                        ": entry (" + std::to_string(i % sides.first.rows()) + "," +
+                        std::to_string(i / sides.first.rows()) + ") differs at random point " +
+                        std::to_string(points + 1);
           out.points = std::max(out.points, points + 1);
           return out;
         }

@@ -20,10 +20,10 @@
 #include <sstream>
 #include <thread>
 
-#include "io/files.hpp"
 #include "core/inputs.hpp"
 #include "core/parse.hpp"
 #include "core/registry.hpp"
+#include "io/files.hpp"
 #include "verify/battery.hpp"
 #include "verify/combine.hpp"
 #include "verify/exec.hpp"
@@ -45,7 +45,8 @@ rational exact_param(const py::object& x, const std::string& what) {
   try {
     v = x.cast<double>();
   } catch (const py::cast_error&) {  // None, a list, ...: the caller's mistake, a ValueError like every other
-    throw InputError(what + " must be a number or a string such as '3/4', not " + std::string(py::str(py::type::of(x).attr("__name__"))));
+    throw InputError(what + " must be a number or a string such as '3/4', not " +
+                     std::string(py::str(py::type::of(x).attr("__name__"))));
   }
   if (!std::isfinite(v)) throw InputError(what + " must be finite");
   // A float as the user wrote it, as the CLI reads it: 0.9 is 9/10 (Python's repr is the shortest decimal that
@@ -68,13 +69,14 @@ class Keywords {
         names_.push_back(py::str(name));
       }
       all_ = false;
-    } catch (py::error_already_set&) {
-      all_ = true;
-    }
+    } catch (py::error_already_set&) { all_ = true; }
   }
-  bool takes(const std::string& name) const { return all_ || std::find(names_.begin(), names_.end(), name) != names_.end(); }
+  bool takes(const std::string& name) const {
+    return all_ || std::find(names_.begin(), names_.end(), name) != names_.end();
+  }
   // kw[name] = value if the callable takes it; otherwise an error unless the value is neutral.
-  void pass(py::dict& kw, const std::string& name, py::object value, bool neutral, const std::string& who = "fn") const {
+  void pass(py::dict& kw, const std::string& name, py::object value, bool neutral,
+            const std::string& who = "fn") const {
     if (takes(name)) {
       kw[py::str(name)] = std::move(value);
       return;
@@ -88,7 +90,8 @@ class Keywords {
 };
 
 Mat<double> to_matrix(const DoubleArray& a, const std::string& what) {
-  if (a.ndim() != 2) throw InputError(what + " must be a 2-D array (rows are tokens), got " + std::to_string(a.ndim()) + "-D");
+  if (a.ndim() != 2)
+    throw InputError(what + " must be a 2-D array (rows are tokens), got " + std::to_string(a.ndim()) + "-D");
   const auto r = a.unchecked<2>();
   Mat<double> m(a.shape(0), a.shape(1));
   for (py::ssize_t i = 0; i < a.shape(0); ++i)
@@ -225,8 +228,10 @@ class CallableImplementation : public Implementation {
     py::dict kw;
     try {
       // with gates=True, gamma is the case's per-token gates, a 1-D array of the dtype
-      if (req.gates) keywords_.pass(kw, "gamma", arr(Mat<double>(c.gamma)).attr("reshape")(-1), false);
-      else keywords_.pass(kw, "gamma", py::float_(value(c.opt.gamma)), c.opt.gamma == 1);
+      if (req.gates)
+        keywords_.pass(kw, "gamma", arr(Mat<double>(c.gamma)).attr("reshape")(-1), false);
+      else
+        keywords_.pass(kw, "gamma", py::float_(value(c.opt.gamma)), c.opt.gamma == 1);
       keywords_.pass(kw, "normalized", py::bool_(c.opt.normalized), !c.opt.normalized);
       keywords_.pass(kw, "eps", py::float_(value(c.opt.eps)), c.opt.eps == 0);
       keywords_.pass(kw, "ridge", py::float_(value(c.opt.ridge)), c.opt.ridge == 0);
@@ -260,7 +265,8 @@ class CallableImplementation : public Implementation {
           const std::vector<PartShape> layout = state_layout(req.op, c.in.Q.cols(), c.in.V.cols());
           for (const auto& [name, m] : c.state_in.parts) {
             py::object a = arr(m);
-            const bool vector = std::any_of(layout.begin(), layout.end(), [&](const PartShape& p) { return p.name == name && p.vector; });
+            const bool vector = std::any_of(layout.begin(), layout.end(),
+                                            [&](const PartShape& p) { return p.name == name && p.vector; });
             d[py::str(name)] = vector ? py::object(a.attr("reshape")(m.rows())) : a;
           }
           init = d;
@@ -270,16 +276,20 @@ class CallableImplementation : public Implementation {
         py::tuple t = result.cast<py::tuple>();
         with_dgamma(t, lead + 1);
         if (t.size() != lead + 1)
-          throw InputError(req.grad ? req.gates ? "with state=True, grad=True, gates=True the function must return (o, dq, dk, dv[, dgamma], final_state)"
-                                                : "with state=True, grad=True the function must return (o, dq, dk, dv, final_state)"
-                                    : "with state=True the function must return (o, final_state)");
+          throw InputError(
+              req.grad ? req.gates ? "with state=True, grad=True, gates=True the function must return (o, dq, dk, dv[, "
+                                     "dgamma], final_state)"
+                                   : "with state=True, grad=True the function must return (o, dq, dk, dv, final_state)"
+                       : "with state=True the function must return (o, final_state)");
         o.O = read_array(t[0], req, c.n(), c.in.V.cols(), "o", false);
         read_gradients(t);
         if (c.want_state) {
           py::dict st = t[lead].cast<py::dict>();
           for (const PartShape& p : state_layout(req.op, c.in.Q.cols(), c.in.V.cols())) {
             if (!st.contains(p.name)) throw InputError("final_state has no part '" + p.name + "'");
-            o.state_out.parts.emplace_back(p.name, read_array(st[py::str(p.name)], req, p.rows, p.cols, "final_state['" + p.name + "']", p.vector || p.cols == 1));
+            o.state_out.parts.emplace_back(
+                p.name, read_array(st[py::str(p.name)], req, p.rows, p.cols, "final_state['" + p.name + "']",
+                                   p.vector || p.cols == 1));
           }
         }
       } else {
@@ -299,9 +309,7 @@ class CallableImplementation : public Implementation {
       o.error = check_returned_output(c, o.O);
       if (o.error.empty()) o.error = check_returned_state(c, o.state_out, req);
       if (o.error.empty()) o.error = check_returned_gradients(c, o, req);
-    } catch (py::error_already_set& e) {
-      o.error = raised(e);
-    } catch (const std::exception& e) {
+    } catch (py::error_already_set& e) { o.error = raised(e); } catch (const std::exception& e) {
       o.error = e.what();
     }
     return o;
@@ -351,10 +359,11 @@ class CallableImplementation : public Implementation {
 // The report as Python objects; a non-UTF-8 byte in it (a function's message) becomes U+FFFD (io/files.hpp).
 py::object to_python(const nlohmann::json& j) { return py::module_::import("json").attr("loads")(json_text(j)); }
 
-py::object verify_callable(py::object fn, const std::string& op, const py::object& gamma, bool normalized, const py::object& eps,
-                  const py::object& ridge, const std::string& dtype, bool state, long max_n, long d, long dv,
-                  std::uint64_t seed, int shrink_rounds, bool diagnose, bool fixed_d, long n_multiple,
-                  const std::string& precision, bool grad, double timeout, bool gates, std::pair<double, double> gate_range) {
+py::object verify_callable(py::object fn, const std::string& op, const py::object& gamma, bool normalized,
+                           const py::object& eps, const py::object& ridge, const std::string& dtype, bool state,
+                           long max_n, long d, long dv, std::uint64_t seed, int shrink_rounds, bool diagnose,
+                           bool fixed_d, long n_multiple, const std::string& precision, bool grad, double timeout,
+                           bool gates, std::pair<double, double> gate_range) {
   if (!PyCallable_Check(fn.ptr())) throw InputError("verify: fn must be callable");
   Request req;
   req.op = op;
@@ -390,7 +399,10 @@ py::object verify_callable(py::object fn, const std::string& op, const py::objec
 class CallableCombine : public CombineImplementation {
  public:
   CallableCombine(py::object segment, py::object combine, double timeout)
-      : segment_(std::move(segment)), combine_(std::move(combine)), segment_keywords_(segment_), combine_keywords_(combine_),
+      : segment_(std::move(segment)),
+        combine_(std::move(combine)),
+        segment_keywords_(segment_),
+        combine_keywords_(combine_),
         timeout_(timeout) {}
   std::vector<CombineOutcome> run(const std::vector<CombineCase>& cases, const Request& req, RoundLog& log) override {
     return answer_round<CombineOutcome>(cases, timeout_, log, [&](const CombineCase& c) { return one(c, req); });
@@ -417,7 +429,8 @@ class CallableCombine : public CombineImplementation {
       if (py::hasattr(obj, "detach") && py::hasattr(obj, "cpu")) obj = obj.attr("detach")().attr("cpu")();
       py::array a = py::module_::import("numpy").attr("asarray")(obj);
       const std::string kind = py::str(a.dtype());
-      if (kind != dtype_name(t)) throw InputError(what + " part '" + name + "' is " + kind + ", expected " + dtype_name(t));
+      if (kind != dtype_name(t))
+        throw InputError(what + " part '" + name + "' is " + kind + ", expected " + dtype_name(t));
       if (a.ndim() > 2) throw InputError(what + " part '" + name + "' has " + std::to_string(a.ndim()) + " dimensions");
       DoubleArray d = DoubleArray::ensure(a);
       Part p{name, {}, std::vector<double>(d.data(), d.data() + d.size())};
@@ -448,9 +461,7 @@ class CallableCombine : public CombineImplementation {
         combine_keywords_.pass(kw, "gamma", py::float_(g), true, "combine");
         o.summary = summary_of(combine_(dict_of(c.a, req.dtype), dict_of(c.b, req.dtype), **kw), req.dtype, "combine");
       }
-    } catch (py::error_already_set& e) {
-      o.error = raised(e);
-    } catch (const std::exception& e) {
+    } catch (py::error_already_set& e) { o.error = raised(e); } catch (const std::exception& e) {
       o.error = e.what();
     }
     return o;
@@ -461,7 +472,8 @@ class CallableCombine : public CombineImplementation {
 };
 
 py::object verify_combine(py::object segment, py::object combine, const std::string& op, const py::object& gamma,
-                          const std::string& dtype, const py::object& parts, long d, long dv, std::uint64_t seed, double timeout) {
+                          const std::string& dtype, const py::object& parts, long d, long dv, std::uint64_t seed,
+                          double timeout) {
   if (!PyCallable_Check(segment.ptr()) || !PyCallable_Check(combine.ptr()))
     throw InputError("verify_combine: segment and combine must be callable");
   Request req;
@@ -495,31 +507,40 @@ PYBIND11_MODULE(hla_harness, m) {
         py::arg("gamma") = 1.0, py::arg("normalized") = false, py::arg("eps") = 0.0, py::arg("ridge") = 0.0,
         py::arg("precision") = "exact",
         "SPEC's operator `op` on q (n x d), k (n x d), v (n x dv) by its literal sum: 'exact' (rationals, rounded "
-        "once at the end), 'mpfr' (256 bits) or 'float64'. gamma/eps/ridge: numbers (exact as given) or strings like '3/4'.");
-  m.def("verify", &verify_callable, py::arg("fn"), py::arg("op"), py::kw_only(), py::arg("gamma") = 1.0, py::arg("normalized") = false,
-        py::arg("eps") = 0.0, py::arg("ridge") = 0.0, py::arg("dtype") = "float64", py::arg("state") = false,
-        py::arg("max_n") = 512, py::arg("d") = 16, py::arg("dv") = 16, py::arg("seed") = 1, py::arg("shrink_rounds") = 8,
-        py::arg("diagnose") = true, py::arg("fixed_d") = false, py::arg("n_multiple") = 1,
+        "once at the end), 'mpfr' (256 bits) or 'float64'. gamma/eps/ridge: numbers (exact as given) or strings like "
+        "'3/4'.");
+  m.def("verify", &verify_callable, py::arg("fn"), py::arg("op"), py::kw_only(), py::arg("gamma") = 1.0,
+        py::arg("normalized") = false, py::arg("eps") = 0.0, py::arg("ridge") = 0.0, py::arg("dtype") = "float64",
+        py::arg("state") = false, py::arg("max_n") = 512, py::arg("d") = 16, py::arg("dv") = 16, py::arg("seed") = 1,
+        py::arg("shrink_rounds") = 8, py::arg("diagnose") = true, py::arg("fixed_d") = false, py::arg("n_multiple") = 1,
         py::arg("precision") = "", py::arg("grad") = false, py::arg("timeout") = 300.0, py::arg("gates") = false,
         py::arg("gate_range") = std::pair<double, double>(0.8, 1.0),
         "Runs the `hla verify` battery on fn(q, k, v, gamma=, normalized=, eps=, ridge=) -> o (NumPy in and out; "
         "with state=True: fn(q, k, v, initial_state=dict|None, **options) -> (o, final_state dict); with grad=True "
         "fn(q, k, v, do, **options) -> (o, dq, dk, dv), with both (o, dq, dk, dv, final_state); with gates=True "
-        "gamma= is the per-token gates, an array of shape (n,), the random cases' drawn from gate_range, and with grad=True "
+        "gamma= is the per-token gates, an array of shape (n,), the random cases' drawn from gate_range, and with "
+        "grad=True "
         "fn may return dgamma (shape (n,)) after dv: (o, dq, dk, dv, dgamma[, final_state])). Returns the "
-        "report as a dict with the keys of `hla verify --json` ('verdict', 'matches', 'counterexample', ...). timeout: seconds per "
-        "round, as the CLI's --timeout: past it TimeoutError is raised inside fn and the round's remaining cases carry the "
+        "report as a dict with the keys of `hla verify --json` ('verdict', 'matches', 'counterexample', ...). timeout: "
+        "seconds per "
+        "round, as the CLI's --timeout: past it TimeoutError is raised inside fn and the round's remaining cases carry "
+        "the "
         "time-out. KeyboardInterrupt (Ctrl-C) inside fn stops the battery.");
-  m.def("verify_combine", &verify_combine, py::arg("segment"), py::arg("combine"), py::arg("op"), py::kw_only(),
-        py::arg("gamma") = 1.0, py::arg("dtype") = "float64", py::arg("parts") = py::none(), py::arg("d") = 16,
-        py::arg("dv") = 16, py::arg("seed") = 1, py::arg("timeout") = 300.0,
-        "Runs the `hla verify --combine` battery on an outside scan operator: segment(q, k, v, gamma=) -> {part: array} "
-        "and combine(a, b) -> {part: array} (a precedes b; a_tokens=, b_tokens=, gamma= passed if it names them or takes **kwargs). parts: {your name: SPEC name "
-        "or None}. Returns the report as a dict ('verdict', 'checks', 'counterexample', ...).");
-  m.def("state_parts", [](const std::string& op, long d, long dv) {
-    std::vector<std::pair<std::string, std::vector<long>>> out;
-    for (const PartShape& p : state_layout(op, d, dv))
-      out.push_back({p.name, p.vector ? std::vector<long>{p.rows} : std::vector<long>{p.rows, p.cols}});
-    return out;
-  }, py::arg("op"), py::arg("d"), py::arg("dv"), "The state's part names and shapes (SPEC's names).");
+  m.def(
+      "verify_combine", &verify_combine, py::arg("segment"), py::arg("combine"), py::arg("op"), py::kw_only(),
+      py::arg("gamma") = 1.0, py::arg("dtype") = "float64", py::arg("parts") = py::none(), py::arg("d") = 16,
+      py::arg("dv") = 16, py::arg("seed") = 1, py::arg("timeout") = 300.0,
+      "Runs the `hla verify --combine` battery on an outside scan operator: segment(q, k, v, gamma=) -> {part: array} "
+      "and combine(a, b) -> {part: array} (a precedes b; a_tokens=, b_tokens=, gamma= passed if it names them or takes "
+      "**kwargs). parts: {your name: SPEC name "
+      "or None}. Returns the report as a dict ('verdict', 'checks', 'counterexample', ...).");
+  m.def(
+      "state_parts",
+      [](const std::string& op, long d, long dv) {
+        std::vector<std::pair<std::string, std::vector<long>>> out;
+        for (const PartShape& p : state_layout(op, d, dv))
+          out.push_back({p.name, p.vector ? std::vector<long>{p.rows} : std::vector<long>{p.rows, p.cols}});
+        return out;
+      },
+      py::arg("op"), py::arg("d"), py::arg("dv"), "The state's part names and shapes (SPEC's names).");
 }

@@ -15,7 +15,8 @@ template <class T> void register_reference(Registry<T>& r) {
            [fn](const Problem<T>& p, const Options& o, const NamedState<T>*) { return fn(p, o); }});
   };
   const Caps second{.decay = true, .normalized = true, .ridge = true};
-  add("hla2", "SPEC hla2 (masked); §3.1", second, [](const Problem<T>& p, const Options& o) { return ref::hla2(p, o, true); });
+  add("hla2", "SPEC hla2 (masked); §3.1", second,
+      [](const Problem<T>& p, const Options& o) { return ref::hla2(p, o, true); });
   add("hla2-unmasked", "SPEC hla2-unmasked; eq. 3.1", second,
       [](const Problem<T>& p, const Options& o) { return ref::hla2(p, o, false); });
   add("ahla", "SPEC ahla; eq. 6.1", {.decay = true, .normalized = true}, ref::ahla<T>);

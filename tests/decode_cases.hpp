@@ -15,9 +15,8 @@ namespace hla::decode_tests {
 
 // Every registered decode form, called with an explicit token block. A new decode form fails here until
 // it is listed.
-template <class T>
-Run<T> decode_with_block(const std::string& key, const Problem<T>& p, const Options& o, const NamedState<T>* s,
-                         Eigen::Index block) {
+template <class T> Run<T> decode_with_block(const std::string& key, const Problem<T>& p, const Options& o,
+                                            const NamedState<T>* s, Eigen::Index block) {
   namespace f = hla::fast;
   if (key == "hla2/decode/corrected") return f::hla2_decode<T>(p, o, s, f::DecayRule::corrected, block);
   if (key == "hla2/decode-packed/corrected") return f::hla2_decode<T, true>(p, o, s, f::DecayRule::corrected, block);
@@ -33,7 +32,8 @@ template <class T> const Entry<T>& serial_of(const Entry<T>& e) {
 
 // A state reached by the serial form on `prefix`, plus arbitrary integers in every entry: non-zero, and S
 // not symmetric.
-template <class T> NamedState<T> perturbed_state(const Entry<T>& serial, const Problem<T>& prefix, const Options& o, std::uint64_t seed) {
+template <class T>
+NamedState<T> perturbed_state(const Entry<T>& serial, const Problem<T>& prefix, const Options& o, std::uint64_t seed) {
   NamedState<T> s = serial(prefix, o).state;
   std::mt19937_64 rng(seed);
   std::uniform_int_distribution<int> small(-3, 3);

@@ -110,13 +110,14 @@ inline FloatingReference floating_reference(const std::string& op, const GatedPr
 
 struct FloatingCheck {
   double err_over_bound = 0;  // max over entries of |computed − MPFR| / bound
-  double normwise_rel = 0;  // max |computed − MPFR| / max |MPFR|
+  double normwise_rel = 0;    // max |computed − MPFR| / max |MPFR|
   double bound_normwise = 0;  // max bound / max |MPFR|
 };
 
 // Computed outputs O (float or double) against the reference, with h roundings per term (bounds::rounding_depth
 // and what the form adds to it). No row's bound may be vacuous (a denominator within its error of 0).
-template <class T> FloatingCheck check_within_bound(const Mat<T>& O, const FloatingReference& ref, const Options& opt, long h) {
+template <class T>
+FloatingCheck check_within_bound(const Mat<T>& O, const FloatingReference& ref, const Options& opt, long h) {
   const double u = unit_roundoff<T>();
   const Eigen::Index n = ref.O.rows();
   long vacuous = 0;

@@ -8,7 +8,8 @@
 #include <string>
 
 inline std::filesystem::path fresh_dir(const std::string& name) {
-  std::filesystem::path p = std::filesystem::temp_directory_path() / ("hla-test-" + name + "-" + std::to_string(::getpid()));
+  std::filesystem::path p =
+      std::filesystem::temp_directory_path() / ("hla-test-" + name + "-" + std::to_string(::getpid()));
   std::filesystem::remove_all(p);
   return p;
 }

@@ -23,7 +23,6 @@ using namespace hla::sweep;
 
 namespace {
 
-
 const char* tiny_config = R"(
 name = "backward-ci"
 [reference]
@@ -106,7 +105,7 @@ TEST_CASE("backward sweep: rows for every pass, exact, within bound, checkpointi
   const Table tab(read_csv(s.csv));
   REQUIRE(tab.t.rows.size() == en.points.size());
 
-  std::map<std::string, std::size_t> per_pass;  // "op/backward" → rows
+  std::map<std::string, std::size_t> per_pass;    // "op/backward" → rows
   std::map<std::string, std::string> serial_err;  // the serial backward's error, by the point minus pass and w
   std::map<std::string, double> stored, rss;      // the n = 8192 memory points, by pass
   for (const auto& row : tab.t.rows) {
@@ -125,8 +124,8 @@ TEST_CASE("backward sweep: rows for every pass, exact, within bound, checkpointi
       CHECK(checkpoints == (n + w - 1) / w);
       CHECK(states <= checkpoints + 2 * w + 1);
     }
-    CHECK(tab.num(row, "stored_bytes") == Approx(double(states) * tab.num(row, "state_numbers") *
-                                                  (tab.at(row, "scalar") == "float" ? 4 : 8)));
+    CHECK(tab.num(row, "stored_bytes") ==
+          Approx(double(states) * tab.num(row, "state_numbers") * (tab.at(row, "scalar") == "float" ? 4 : 8)));
     if (n == 8192) {
       CHECK(tab.at(row, "status") == "no reference");
       stored[bw] = tab.num(row, "stored_bytes");
@@ -193,7 +192,8 @@ TEST_CASE("backward sweep: bad backward values are config errors, and resume kee
       {base + "backward = []\n", "axes.backward"},
       {"[axes]\noperator = 'linear'\nform = 'serial'\nn = 8\nbackward = 'scan'\n", "axes.backward"},
       {"[axes]\noperator = 'hla3'\nform = 'serial'\nn = 8\nbackward = 'serial'\n", "axes.backward"},
-      {"[axes]\noperator = 'hla2'\nform = 'chunked'\nvariant = 'corrected'\nn = 8\nbackward = 'serial'\n", "axes.backward"},
+      {"[axes]\noperator = 'hla2'\nform = 'chunked'\nvariant = 'corrected'\nn = 8\nbackward = 'serial'\n",
+       "axes.backward"},
       {base + "[reference]\ngradient_max_n = -1\n", "reference.gradient_max_n"},
   };
   for (const auto& [text, key] : bad) {
@@ -201,9 +201,7 @@ TEST_CASE("backward sweep: bad backward values are config errors, and resume kee
     std::string message;
     try {
       enumerate(parse_config(text, "bad.toml"));
-    } catch (const hla::InputError& e) {
-      message = e.what();
-    }
+    } catch (const hla::InputError& e) { message = e.what(); }
     CHECK_THAT(message, Catch::Contains("bad.toml") && Catch::Contains(key));
   }
 #ifdef HLA_CLI
@@ -211,16 +209,18 @@ TEST_CASE("backward sweep: bad backward values are config errors, and resume kee
   fs::create_directories(dir);
   std::ofstream(dir / "bad.toml") << base << "backward = 'reverse'\n";
   const int rc = std::system((std::string(HLA_CLI) + " sweep " + (dir / "bad.toml").string() + " --out " +
-                              (dir / "out").string() + " >/dev/null 2>&1").c_str());
+                              (dir / "out").string() + " >/dev/null 2>&1")
+                                 .c_str());
   CHECK((WIFEXITED(rc) ? WEXITSTATUS(rc) : -1) == 2);
   CHECK(!fs::exists(dir / "out"));
   fs::remove_all(dir);
 #endif
 
   // Resume: a crash after 3 points, then the rest, then nothing; forward and backward keys differ.
-  const Config c = parse_config("[axes]\noperator = 'hla2'\nform = 'serial'\nn = [16, 32]\nd = 3\ndv = 2\nchunk = [4, 8]\n"
-                                "repeats = 1\nbackward = ['none', 'serial', 'checkpointed', 'scan']\n",
-                                "resume.toml");
+  const Config c = parse_config(
+      "[axes]\noperator = 'hla2'\nform = 'serial'\nn = [16, 32]\nd = 3\ndv = 2\nchunk = [4, 8]\n"
+      "repeats = 1\nbackward = ['none', 'serial', 'checkpointed', 'scan']\n",
+      "resume.toml");
   const Enumeration en = enumerate(c);
   CHECK(en.points.size() == 2 * (1 + 1 + 2 + 2));  // forward (w unused), serial (w unused), 2 w each
   const fs::path rdir = fresh_dir("bwsweep-resume");

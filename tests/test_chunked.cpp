@@ -132,7 +132,8 @@ TEST_CASE("chunked forms equal the reference exactly in the prime field at large
   for (const auto& f : exact_forms()) {
     const Entry<fp61>& e = registry<fp61>().find(f.op, f.form, f.variant);
     for (int w : {4, 7, 16}) {
-      const Options o = make_options(f.decay ? rational(3, 4) : rational(1), true, w, 2, f.ridge ? rational(1, 3) : rational(0));
+      const Options o =
+          make_options(f.decay ? rational(3, 4) : rational(1), true, w, 2, f.ridge ? rational(1, 3) : rational(0));
       INFO(e.key() << " w=" << w);
       REQUIRE(compare_exact(e(p, o).O, registry<fp61>().reference(f.op)(p, o).O).exact_equal);
     }
@@ -191,7 +192,9 @@ TEST_CASE("Figure 2(C) is implemented as drawn under both readings of R_<t", "[c
   }
   // Split and carry: the figure forms hand over the state the serial Algorithm 2 would have.
   const Options o = make_options(1, false, 3);
-  REQUIRE(compare_exact(le(p, o).state.at("E"), registry<rational>().find("ahla", "serial", "paper")(p, o).state.at("E")).exact_equal);
+  REQUIRE(
+      compare_exact(le(p, o).state.at("E"), registry<rational>().find("ahla", "serial", "paper")(p, o).state.at("E"))
+          .exact_equal);
 }
 
 // Rounding error of the float/double fast path. Each output entry is computed as a signed sum of
@@ -200,8 +203,8 @@ TEST_CASE("Figure 2(C) is implemented as drawn under both readings of R_<t", "[c
 // |ô − o| ≤ γ_h Σ|terms| (Higham, Thm 3.1 / §3.5). Σ|terms| is the same computation on |Q|, |K|, |V|:
 // for linear, ahla, hla3 the chunked form only adds, so it is the reference on absolute inputs; hla2 forms
 // q_tᵀ(S0 C0 − G0), whose terms are all pairs (i, j) ≤ t, so it is at most 2 × hla2-unmasked on |inputs|.
-template <class T> double worst_ratio(const Mat<T>& got, const Mat<mpfr256>& ref, const Mat<mpfr256>& mag, double factor,
-                                      double h, const std::string& what) {
+template <class T> double worst_ratio(const Mat<T>& got, const Mat<mpfr256>& ref, const Mat<mpfr256>& mag,
+                                      double factor, double h, const std::string& what) {
   const double u = unit_roundoff<T>(), gamma_h = h * u / (1 - h * u);
   double worst = 0;
   for (Eigen::Index i = 0; i < got.size(); ++i) {
@@ -226,8 +229,8 @@ void check_rounding(const std::string& op, const std::string& form, const std::s
     const Mat<mpfr256> mag = registry<mpfr256>().reference(abs_op)(convert_problem<mpfr256>(absin), o).O;
     const double h = 3.0 * shape.d + 3.0 * w + std::ceil(double(shape.n) / w) + 8, factor = op == "hla2" ? 2.0 : 1.0;
     const double wd = worst_ratio(registry<double>().find(op, form, variant)(in, o).O, ref, mag, factor, h, what);
-    const double wf = worst_ratio(registry<float>().find(op, form, variant)(convert_problem<float>(in), o).O, ref,
-                                  mag, factor, h, what);
+    const double wf = worst_ratio(registry<float>().find(op, form, variant)(convert_problem<float>(in), o).O, ref, mag,
+                                  factor, h, what);
     // Errors are real (nonzero), so the check is not vacuous.
     INFO(what << " worst err/bound double " << wd << " float " << wf);
     CHECK(wd > 0);
@@ -259,7 +262,8 @@ TEST_CASE("multi-query chunked (shared K, V, one S) equals the per-head referenc
           REQUIRE(runs.size() == std::size_t(heads));
           for (int h = 0; h < heads; ++h) {
             const Problem<rational> ph{Qs[h], base.K, base.V};
-            CHECK(compare_exact(runs[h].O, registry<rational>().find("hla2", "reference", "spec")(ph, o).O).exact_equal);
+            CHECK(
+                compare_exact(runs[h].O, registry<rational>().find("hla2", "reference", "spec")(ph, o).O).exact_equal);
             require_same_state(runs[h].state, registry<rational>().find("hla2", "serial", "corrected")(ph, o).state);
           }
         }
@@ -271,7 +275,8 @@ TEST_CASE("multi-query chunked (shared K, V, one S) equals the per-head referenc
   CHECK_THROWS_AS(fast::chunked::hla2_chunked_heads<rational>(qptr, base.K, base.V, o, {&s0, &s1, &s0}), InputError);
 }
 
-TEST_CASE("multi-head: every head through one form equals that form on the head alone, exactly, in parallel", "[chunked]") {
+TEST_CASE("multi-head: every head through one form equals that form on the head alone, exactly, in parallel",
+          "[chunked]") {
   // §5.2 multi-head: heads with their own Q, K, V and state. Parallel over heads (heads ≥ threads) or over
   // each head's chunks (heads < threads) must not change a single output or state entry.
   const Eigen::Index n = 9;
@@ -281,7 +286,8 @@ TEST_CASE("multi-head: every head through one form equals that form on the head 
   for (const auto& p : ps) heads.push_back(&p);
   const Options base = make_options(rational(3, 4), true, 4, 1, rational(1, 5));
   std::vector<NamedState<rational>> starts;  // a nonzero initial state per head: each head's own prefix
-  for (const auto& p : ps) starts.push_back(registry<rational>().find("hla2", "serial", "corrected")(slice_rows(p, 0, 4), base).state);
+  for (const auto& p : ps)
+    starts.push_back(registry<rational>().find("hla2", "serial", "corrected")(slice_rows(p, 0, 4), base).state);
   const std::vector<const NamedState<rational>*> init{&starts[0], &starts[1], &starts[2]};
   for (const auto& [op, variant] : {std::pair{"hla2", "corrected"}, {"ahla", "paper"}, {"linear", "paper"}})
     for (int threads : {1, 2, 4}) {

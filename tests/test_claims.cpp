@@ -7,10 +7,10 @@
 #include <map>
 #include <set>
 
-#include "core/inputs.hpp"
 #include "claims/claims.hpp"
-#include "claims/support.hpp"
 #include "claims/counterexample.hpp"
+#include "claims/support.hpp"
+#include "core/inputs.hpp"
 #include "numerics/identity.hpp"
 
 using namespace hla;
@@ -28,7 +28,8 @@ template <class T> ToySeg<T> toy_combine(const ToySeg<T>& A, const ToySeg<T>& B,
 template <class T> ToySeg<T> toy_segment(const Problem<T>& p, Eigen::Index b, Eigen::Index e, bool broken) {
   ToySeg<T> s{Mat<T>::Zero(p.d(), p.d()), Mat<T>::Zero(p.d(), p.dv()), Mat<T>::Zero(p.d(), p.dv())};
   for (Eigen::Index t = b; t < e; ++t) {
-    ToySeg<T> tok{p.K.row(t).transpose() * p.K.row(t), p.Q.row(t).transpose() * p.V.row(t), Mat<T>::Zero(p.d(), p.dv())};
+    ToySeg<T> tok{p.K.row(t).transpose() * p.K.row(t), p.Q.row(t).transpose() * p.V.row(t),
+                  Mat<T>::Zero(p.d(), p.dv())};
     s = toy_combine(s, tok, broken);
   }
   return s;
@@ -112,15 +113,41 @@ TEST_CASE("power fits recover known exponents", "[claims][cost]") {
 }
 
 TEST_CASE("the ledger covers every SPEC claim id exactly once", "[claims][ledger]") {
-  const std::vector<std::string> spec_ids{
-      "hla2.masked.streaming", "hla2.masked.normalized", "hla2.unmasked.streaming", "hla2.linear-limit",
-      "hla2.monoid.unmasked.assoc", "hla2.monoid.masked.assoc", "hla2.scan.masked", "hla2.monoid.unmasked-decay.assoc",
-      "hla2.monoid.masked-decay.assoc", "hla2.scan.masked-decay", "hla2.serial.masked-decay", "hla2.ridge",
-      "hla2.multiquery", "hla2.packed-symmetric", "hla2.chunk-form", "hla2.backward", "ahla.streaming",
-      "ahla.streaming-decay", "ahla.normalized", "ahla.monoid.assoc", "ahla.scan", "ahla.monoid-decay.assoc",
-      "ahla.scan-decay", "ahla.chunk-form", "hla3.unmasked", "hla3.masked.streaming", "hla3.masked.normalized",
-      "hla3.recurrence", "hla3.monoid.assoc", "hla3.scan", "cost.hla2.per-token", "cost.hla2.state",
-      "cost.ahla.per-token", "cost.hla3.scan-state", "cost.chunked"};
+  const std::vector<std::string> spec_ids{"hla2.masked.streaming",
+                                          "hla2.masked.normalized",
+                                          "hla2.unmasked.streaming",
+                                          "hla2.linear-limit",
+                                          "hla2.monoid.unmasked.assoc",
+                                          "hla2.monoid.masked.assoc",
+                                          "hla2.scan.masked",
+                                          "hla2.monoid.unmasked-decay.assoc",
+                                          "hla2.monoid.masked-decay.assoc",
+                                          "hla2.scan.masked-decay",
+                                          "hla2.serial.masked-decay",
+                                          "hla2.ridge",
+                                          "hla2.multiquery",
+                                          "hla2.packed-symmetric",
+                                          "hla2.chunk-form",
+                                          "hla2.backward",
+                                          "ahla.streaming",
+                                          "ahla.streaming-decay",
+                                          "ahla.normalized",
+                                          "ahla.monoid.assoc",
+                                          "ahla.scan",
+                                          "ahla.monoid-decay.assoc",
+                                          "ahla.scan-decay",
+                                          "ahla.chunk-form",
+                                          "hla3.unmasked",
+                                          "hla3.masked.streaming",
+                                          "hla3.masked.normalized",
+                                          "hla3.recurrence",
+                                          "hla3.monoid.assoc",
+                                          "hla3.scan",
+                                          "cost.hla2.per-token",
+                                          "cost.hla2.state",
+                                          "cost.ahla.per-token",
+                                          "cost.hla3.scan-state",
+                                          "cost.chunked"};
   std::multiset<std::string> ids;
   for (const auto& c : all_claims()) ids.insert(c.id);
   for (const auto& id : spec_ids) CHECK(ids.count(id) == 1);
@@ -184,8 +211,8 @@ TEST_CASE("every failing claim has a verified .corrected entry", "[claims][ledge
 TEST_CASE("the chunk-form corrections hold", "[claims][ledger][chunked]") {
   LedgerContext ctx;
   ctx.quick = true;
-  for (const ClaimResult& r : run_ledger(ctx, {"hla2.chunk-form.corrected", "ahla.chunk-form.corrected",
-                                               "hla3.masked.normalized.corrected"})) {
+  for (const ClaimResult& r : run_ledger(
+           ctx, {"hla2.chunk-form.corrected", "ahla.chunk-form.corrected", "hla3.masked.normalized.corrected"})) {
     INFO(r.id << ": " << r.method << " " << r.counterexample.dump());
     CHECK(r.verdict == "holds");
   }

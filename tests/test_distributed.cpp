@@ -10,10 +10,10 @@
 
 #include "core/inputs.hpp"
 #include "core/registry.hpp"
-#include "mpi/codec.hpp"
-#include "mpi/comm.hpp"
 #include "fast/distributed/plan.hpp"
 #include "fast/scan/operators.hpp"
+#include "mpi/codec.hpp"
+#include "mpi/comm.hpp"
 
 using namespace hla;
 using namespace hla::distributed;
@@ -21,11 +21,13 @@ using namespace hla::distributed;
 namespace {
 
 template <class T> bool same_bits(const T& a, const T& b) {
-  if constexpr (std::is_floating_point_v<T>) return std::memcmp(&a, &b, sizeof a) == 0;
+  if constexpr (std::is_floating_point_v<T>)
+    return std::memcmp(&a, &b, sizeof a) == 0;
   else if constexpr (std::is_same_v<T, mpfr256>) {
     if (bmp::isnan(a) || bmp::isnan(b)) return bmp::isnan(a) && bmp::isnan(b);
     return a == b && bmp::signbit(a) == bmp::signbit(b);
-  } else return a == b;
+  } else
+    return a == b;
 }
 
 template <class T> T round_trip(const T& x) {
@@ -112,8 +114,8 @@ TEMPLATE_TEST_CASE("codec: every scalar round-trips bit for bit, special values 
   CHECK(r.done());
 }
 
-TEMPLATE_TEST_CASE("codec: every scan segment round-trips; truncated or padded buffers are refused", "[distributed][codec]",
-                   rational, fp61, mpfr256, double, float) {
+TEMPLATE_TEST_CASE("codec: every scan segment round-trips; truncated or padded buffers are refused",
+                   "[distributed][codec]", rational, fp61, mpfr256, double, float) {
   segments_round_trip<TestType>();
 }
 

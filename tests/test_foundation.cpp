@@ -20,8 +20,8 @@
 #include "core/memory.hpp"
 #include "core/parse.hpp"
 #include "core/registry.hpp"
-#include "tests/decode_cases.hpp"
 #include "numerics/compare.hpp"
+#include "tests/decode_cases.hpp"
 
 using namespace hla;
 using namespace hla::decode_tests;
@@ -39,12 +39,16 @@ Options opts(rational gamma, bool normalized = false, rational ridge = 0) {
 
 // --- independent transcriptions of the paper's printed closed forms ----------------------------------
 
-// §4.3 as printed: G_t = γG_{t−1} + k_t k_tᵀ C_{t−1} unrolls to G_t = Σ_{i≤t} Σ_{j<i} γ^{(t−i)+(i−1−j)} k_i (k_i·q_j) v_jᵀ,
-// h likewise; S_t = Σ γ^{t−i} k_i k_iᵀ, C_t = Σ γ^{t−j} q_j v_jᵀ, m_t = Σ γ^{t−j} q_j. Output per Alg. 1.
+// §4.3 as printed: G_t = γG_{t−1} + k_t k_tᵀ C_{t−1} unrolls to G_t = Σ_{i≤t} Σ_{j<i} γ^{(t−i)+(i−1−j)} k_i (k_i·q_j)
+// v_jᵀ, h likewise; S_t = Σ γ^{t−i} k_i k_iᵀ, C_t = Σ γ^{t−j} q_j v_jᵀ, m_t = Σ γ^{t−j} q_j. Output per Alg. 1.
 Mat<rational> paper_hla2_decayed(const Problem<rational>& p, const Options& o) {
   const auto n = p.n();
   const rational g = o.gamma, lam = o.ridge;
-  auto pw = [&](long e) { rational r = 1; for (long i = 0; i < e; ++i) r *= g; return r; };
+  auto pw = [&](long e) {
+    rational r = 1;
+    for (long i = 0; i < e; ++i) r *= g;
+    return r;
+  };
   Mat<rational> out(n, p.dv());
   for (Eigen::Index t = 0; t < n; ++t) {
     Mat<rational> S = Mat<rational>::Zero(p.d(), p.d()), C = Mat<rational>::Zero(p.d(), p.dv()), G = C;
@@ -72,7 +76,8 @@ Mat<rational> paper_hla2_decayed(const Problem<rational>& p, const Options& o) {
 // G⁽³⁾_t = Σ_{i≤t} S^K_{i−1} S^Q_{i−1} (k_i v_iᵀ); h's with P → m (Thm 7.1). γ = 1.
 Mat<rational> paper_hla3_section71(const Problem<rational>& p, const Options& o) {
   const auto n = p.n(), d = p.d(), dv = p.dv();
-  auto prefix = [&](Eigen::Index upto, const std::function<Mat<rational>(Eigen::Index)>& term, Eigen::Index r, Eigen::Index c) {
+  auto prefix = [&](Eigen::Index upto, const std::function<Mat<rational>(Eigen::Index)>& term, Eigen::Index r,
+                    Eigen::Index c) {
     Mat<rational> s = Mat<rational>::Zero(r, c);
     for (Eigen::Index i = 0; i < upto; ++i) s += term(i);
     return s;
@@ -83,10 +88,12 @@ Mat<rational> paper_hla3_section71(const Problem<rational>& p, const Options& o)
   auto k1 = [&](Eigen::Index i) { return Mat<rational>(p.K.row(i).transpose()); };
   Mat<rational> out(n, dv);
   for (Eigen::Index t = 0; t < n; ++t) {
-    Mat<rational> SK = prefix(t + 1, kk, d, d), SQ = prefix(t + 1, qq, d, d), P = prefix(t + 1, kv, d, dv), m = prefix(t + 1, k1, d, 1);
+    Mat<rational> SK = prefix(t + 1, kk, d, d), SQ = prefix(t + 1, qq, d, d), P = prefix(t + 1, kv, d, dv),
+                  m = prefix(t + 1, k1, d, 1);
     Mat<rational> G = Mat<rational>::Zero(d, dv), hh = Mat<rational>::Zero(d, 1);
     for (Eigen::Index i = 0; i <= t; ++i) {
-      Mat<rational> SKp = prefix(i, kk, d, d), SQp = prefix(i, qq, d, d), Pp = prefix(i, kv, d, dv), mp = prefix(i, k1, d, 1);
+      Mat<rational> SKp = prefix(i, kk, d, d), SQp = prefix(i, qq, d, d), Pp = prefix(i, kv, d, dv),
+                    mp = prefix(i, k1, d, 1);
       G += kk(i) * SQp * Pp + SKp * qq(i) * Pp + SKp * SQp * kv(i);
       hh += kk(i) * SQp * mp + SKp * qq(i) * mp + SKp * SQp * k1(i);
     }
@@ -101,21 +108,25 @@ Mat<rational> paper_hla3_section71(const Problem<rational>& p, const Options& o)
 using Target = std::function<Mat<rational>(const Problem<rational>&, const Options&)>;
 
 // Streaming forms: the serial recurrences and their decoding kernels (fast/serial/decode.hpp).
-template <class T> bool streaming(const Entry<T>& e) { return e.form.rfind("serial", 0) == 0 || e.form.rfind("decode", 0) == 0; }
+template <class T> bool streaming(const Entry<T>& e) {
+  return e.form.rfind("serial", 0) == 0 || e.form.rfind("decode", 0) == 0;
+}
 
 // What each serial form claims to compute, by (key, decays?). Every serial entry must be listed: a new
 // serial form fails the coverage test until its target is stated here.
 Target target_of(const Entry<rational>& e, const Options& o) {
   const auto& reg = registry<rational>();
-  auto reference = [&reg, op = e.op](const Problem<rational>& p, const Options& oo) { return reg.reference(op)(p, oo).O; };
+  auto reference = [&reg, op = e.op](const Problem<rational>& p, const Options& oo) {
+    return reg.reference(op)(p, oo).O;
+  };
   const std::string key = e.key();
   if (key == "hla2/serial/paper") return o.gamma == 1 ? Target(reference) : Target(paper_hla2_decayed);
   if (key == "hla3/serial/paper" || key == "hla3/serial-eq75/paper") return paper_hla3_section71;
-  static const std::set<std::string> spec_forms{"hla2/serial/corrected", "hla2/serial-packed/corrected",
-                                                "hla2-unmasked/serial/paper", "ahla/serial/paper", "hla3/serial/corrected",
-                                                "hla3-unmasked/serial/paper", "linear/serial/paper",
-                                                "hla2/decode/corrected", "hla2/decode-packed/corrected",
-                                                "ahla/decode/paper", "linear/decode/paper"};
+  static const std::set<std::string> spec_forms{
+      "hla2/serial/corrected", "hla2/serial-packed/corrected", "hla2-unmasked/serial/paper",
+      "ahla/serial/paper",     "hla3/serial/corrected",        "hla3-unmasked/serial/paper",
+      "linear/serial/paper",   "hla2/decode/corrected",        "hla2/decode-packed/corrected",
+      "ahla/decode/paper",     "linear/decode/paper"};
   if (spec_forms.count(key)) return reference;
   return nullptr;
 }
@@ -162,8 +173,8 @@ TEST_CASE("serial and decode forms equal their targets exactly in rationals", "[
       for (const Options& o : option_grid(e.caps)) {
         for (std::uint64_t seed : {1u, 2u}) {
           Problem<rational> p = convert_problem<rational>(integer_problem(s, seed * 97 + s.n, 2));
-          INFO(e.key() << " n=" << s.n << " d=" << s.d << " dv=" << s.dv << " gamma=" << o.gamma << " normalized=" << o.normalized
-                       << " ridge=" << o.ridge << " seed=" << seed);
+          INFO(e.key() << " n=" << s.n << " d=" << s.d << " dv=" << s.dv << " gamma=" << o.gamma
+                       << " normalized=" << o.normalized << " ridge=" << o.ridge << " seed=" << seed);
           try {
             Mat<rational> got = e(p, o).O;
             CHECK(got == target_of(e, o)(p, o));
@@ -180,8 +191,10 @@ TEST_CASE("serial and decode forms equal their targets exactly in rationals", "[
 TEMPLATE_TEST_CASE("split-and-carry: a sequence split in two gives identical outputs and state", "[foundation][state]",
                    rational, fp61) {
   const Problem<TestType> p = [] {
-    if constexpr (std::is_same_v<TestType, fp61>) return field_problem({9, 3, 2}, 5);
-    else return convert_problem<TestType>(integer_problem({9, 3, 2}, 5, 3));
+    if constexpr (std::is_same_v<TestType, fp61>)
+      return field_problem({9, 3, 2}, 5);
+    else
+      return convert_problem<TestType>(integer_problem({9, 3, 2}, 5, 3));
   }();
   for (const auto& e : registry<TestType>().entries()) {
     if (!e.caps.state) continue;
@@ -202,7 +215,8 @@ TEMPLATE_TEST_CASE("split-and-carry: a sequence split in two gives identical out
         CHECK(whole.O.topRows(cut) == first.O);
         CHECK(whole.O.bottomRows(p.n() - cut) == second.O);
         REQUIRE(whole.state.parts.size() == second.state.parts.size());
-        for (std::size_t i = 0; i < whole.state.parts.size(); ++i) CHECK(whole.state.parts[i].second == second.state.parts[i].second);
+        for (std::size_t i = 0; i < whole.state.parts.size(); ++i)
+          CHECK(whole.state.parts[i].second == second.state.parts[i].second);
       }
     }
   }
@@ -222,7 +236,8 @@ Mat<mpfr256> absolute_majorant(const std::string& op, const Problem<double>& in,
 }
 }  // namespace
 
-TEST_CASE("double serial and decode forms stay within a Higham bound of the MPFR reference", "[foundation][serial][float]") {
+TEST_CASE("double serial and decode forms stay within a Higham bound of the MPFR reference",
+          "[foundation][serial][float]") {
   const Shape s{64, 8, 8};
   const Problem<double> in = gaussian_problem(s, 3);
   // Each output entry is a sum of at most ~n² products of ≤ 7 factors, accumulated serially over n steps
@@ -262,8 +277,10 @@ TEMPLATE_TEST_CASE("decode kernels equal their serial forms exactly from a non-z
                    "[foundation][decode][exact]", rational, fp61) {
   const Shape shape = std::is_same_v<TestType, fp61> ? Shape{37, 4, 3} : Shape{9, 3, 2};
   auto problem = [&](std::uint64_t seed) {
-    if constexpr (std::is_same_v<TestType, fp61>) return field_problem(shape, seed);
-    else return convert_problem<TestType>(integer_problem(shape, seed, 2));
+    if constexpr (std::is_same_v<TestType, fp61>)
+      return field_problem(shape, seed);
+    else
+      return convert_problem<TestType>(integer_problem(shape, seed, 2));
   };
   int decode_forms = 0;
   for (const auto& e : registry<TestType>().entries()) {
@@ -316,8 +333,9 @@ TEMPLATE_TEST_CASE("float and double decode kernels agree with their serial form
       const Problem<TestType> p = convert_problem<TestType>(in);
       const Mat<double> got = e(p, o).O.template cast<double>(), want = serial_of(e)(p, o).O.template cast<double>();
       // hla2's S C − G: both terms are majorized by the unmasked sum on |Q|, |K|, |V|.
-      const Mat<double> A = e.op == "hla2" ? Mat<double>(2.0 * registry<double>().reference("hla2-unmasked")(abs_in, o).O)
-                                           : registry<double>().reference(e.op)(abs_in, o).O;
+      const Mat<double> A = e.op == "hla2"
+                                ? Mat<double>(2.0 * registry<double>().reference("hla2-unmasked")(abs_in, o).O)
+                                : registry<double>().reference(e.op)(abs_in, o).O;
       CHECK(((got - want).cwiseAbs().array() <= 2 * gamma_h * A.array()).all());
     }
   }
@@ -409,7 +427,8 @@ TEST_CASE("parameters parse exactly", "[foundation][parse]") {
   CHECK_THROWS_AS(parse_rational("1e999999999", "x"), InputError);
   // A number longer than any parameter needs is refused before the (recursive) regex sees it: 60,000
   // digits overflowed the stack (fuzz_rational; the input is in tests/data/fuzz/fuzz_rational/).
-  CHECK_THROWS_WITH(parse_rational(std::string(60000, '1'), "--eps"), Catch::Contains("--eps: a number of 60000 characters"));
+  CHECK_THROWS_WITH(parse_rational(std::string(60000, '1'), "--eps"),
+                    Catch::Contains("--eps: a number of 60000 characters"));
   CHECK(parse_rational(std::string(1000, '1'), "x") > 0);
 }
 
@@ -510,7 +529,8 @@ TEST_CASE("memory sizes saturate and are checked against what is available", "[f
                     Catch::Contains("a lot needs at least"));
 }
 
-TEST_CASE("a default variant is taken only when it is the only one, else the variants are listed", "[foundation][registry]") {
+TEST_CASE("a default variant is taken only when it is the only one, else the variants are listed",
+          "[foundation][registry]") {
   Registry<double> r;
   const auto zero = [](const Problem<double>& p, const Options&, const NamedState<double>*) {
     return Run<double>{Mat<double>::Zero(p.n(), p.dv()), {}};

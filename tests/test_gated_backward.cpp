@@ -25,12 +25,14 @@ using D = Dual<rational>;
 ColVec<rational> some_gates(Eigen::Index n, bool with_one = true) {
   static const rational g[] = {rational(3, 4), rational(1, 2), rational(7, 8), rational(1), rational(5, 8)};
   ColVec<rational> out(n);
-  for (Eigen::Index t = 0; t < n; ++t) out(t) = g[(3 * t + 1) % 5] == 1 && !with_one ? rational(15, 16) : g[(3 * t + 1) % 5];
+  for (Eigen::Index t = 0; t < n; ++t)
+    out(t) = g[(3 * t + 1) % 5] == 1 && !with_one ? rational(15, 16) : g[(3 * t + 1) % 5];
   return out;
 }
 
 // The gated reference (or, with an initial state, the gated serial form) of op in Dual numbers.
-Mat<D> gated_dual(const std::string& op, const Problem<D>& p, const ColVec<D>& gates, const Options& opt, const NamedState<D>* init) {
+Mat<D> gated_dual(const std::string& op, const Problem<D>& p, const ColVec<D>& gates, const Options& opt,
+                  const NamedState<D>* init) {
   const GatedProblem<D> g{p, gates};
   if (init) {
     if (op == "hla2") return fast::gated_hla2_serial(g, opt, init, fast::DecayRule::corrected).O;
@@ -43,8 +45,8 @@ Mat<D> gated_dual(const std::string& op, const Problem<D>& p, const ColVec<D>& g
 }
 
 // ∂L/∂γ by forward mode: one tangent per gate.
-ColVec<rational> dual_dgamma(const std::string& op, const Problem<rational>& p, const ColVec<rational>& gates, const Options& opt,
-                             const NamedState<rational>* init, const Mat<rational>& dO) {
+ColVec<rational> dual_dgamma(const std::string& op, const Problem<rational>& p, const ColVec<rational>& gates,
+                             const Options& opt, const NamedState<rational>* init, const Mat<rational>& dO) {
   const Problem<D> dp{lift(p.Q), lift(p.K), lift(p.V)};
   std::optional<NamedState<D>> di;
   if (init) {
@@ -65,7 +67,8 @@ ColVec<rational> dual_dgamma(const std::string& op, const Problem<rational>& p, 
 
 }  // namespace
 
-TEST_CASE("gated backward: dq, dk, dv, dgamma equal the gated reference's forward-mode derivatives (rational)", "[gradients][gated]") {
+TEST_CASE("gated backward: dq, dk, dv, dgamma equal the gated reference's forward-mode derivatives (rational)",
+          "[gradients][gated]") {
   for (const std::string op : {"hla2", "ahla", "linear"})
     for (int variant = 0; variant < 3; ++variant) {
       Options opt;
@@ -88,9 +91,10 @@ TEST_CASE("gated backward: dq, dk, dv, dgamma equal the gated reference's forwar
       const ColVec<rational> gates = some_gates(s.n);
       INFO(op << " variant " << variant);
       const backward::GatedGradients<rational> g = backward::gated_backward<rational>(op, {q, gates}, opt, nullptr, dO);
-      const Gradients<rational> want = forward_mode_gradients<rational>(q, nullptr, dO, [&](const Problem<D>& dp, const NamedState<D>*) {
-        return gated_dual(op, dp, gates.unaryExpr([](const rational& x) { return D(x); }), opt, nullptr);
-      });
+      const Gradients<rational> want =
+          forward_mode_gradients<rational>(q, nullptr, dO, [&](const Problem<D>& dp, const NamedState<D>*) {
+            return gated_dual(op, dp, gates.unaryExpr([](const rational& x) { return D(x); }), opt, nullptr);
+          });
       CHECK(g.dQ == want.dQ);
       CHECK(g.dK == want.dK);
       CHECK(g.dV == want.dV);
@@ -99,7 +103,8 @@ TEST_CASE("gated backward: dq, dk, dv, dgamma equal the gated reference's forwar
     }
 }
 
-TEST_CASE("gated backward: from an initial state, dstate_in and dgamma equal the serial form's derivatives (rational)", "[gradients][gated]") {
+TEST_CASE("gated backward: from an initial state, dstate_in and dgamma equal the serial form's derivatives (rational)",
+          "[gradients][gated]") {
   for (const std::string op : {"hla2", "ahla", "linear"}) {
     const Shape s{5, 2, 3};
     const Problem<rational> p = convert_problem<rational>(integer_problem(s, 5, 2));
@@ -109,10 +114,12 @@ TEST_CASE("gated backward: from an initial state, dstate_in and dgamma equal the
     const Problem<rational> pre = convert_problem<rational>(integer_problem({3, 2, 3}, 7, 2));
     const NamedState<rational> init = gated::run<rational>({op, "serial"}, {pre, some_gates(3)}, Options{}).state;
     INFO(op);
-    const backward::GatedGradients<rational> g = backward::gated_backward<rational>(op, {p, gates}, Options{}, &init, dO);
-    const Gradients<rational> want = forward_mode_gradients<rational>(p, &init, dO, [&](const Problem<D>& dp, const NamedState<D>* di) {
-      return gated_dual(op, dp, gates.unaryExpr([](const rational& x) { return D(x); }), Options{}, di);
-    });
+    const backward::GatedGradients<rational> g =
+        backward::gated_backward<rational>(op, {p, gates}, Options{}, &init, dO);
+    const Gradients<rational> want =
+        forward_mode_gradients<rational>(p, &init, dO, [&](const Problem<D>& dp, const NamedState<D>* di) {
+          return gated_dual(op, dp, gates.unaryExpr([](const rational& x) { return D(x); }), Options{}, di);
+        });
     CHECK(g.dQ == want.dQ);
     CHECK(g.dK == want.dK);
     CHECK(g.dV == want.dV);

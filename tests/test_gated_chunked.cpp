@@ -12,9 +12,9 @@
 #include "core/registry.hpp"
 #include "fast/chunked/gated.hpp"
 #include "fast/gated_forms.hpp"
-#include "tests/gated_cases.hpp"
 #include "numerics/bounds.hpp"
 #include "numerics/compare.hpp"
+#include "tests/gated_cases.hpp"
 
 using namespace hla;
 using namespace hla::gated_tests;

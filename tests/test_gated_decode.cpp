@@ -13,9 +13,9 @@
 #include "core/gates.hpp"
 #include "core/registry.hpp"
 #include "fast/heads.hpp"
+#include "numerics/bounds.hpp"
 #include "tests/decode_cases.hpp"
 #include "tests/gated_cases.hpp"
-#include "numerics/bounds.hpp"
 
 using namespace hla;
 using namespace hla::decode_tests;
@@ -27,13 +27,17 @@ bool is_decode(const std::string& form) { return form.rfind("decode", 0) == 0; }
 
 // The gated serial form a decode form re-lays out: op/serial/variant. For decode-packed that is hla2/serial/corrected
 // (serial-packed takes no gates); the packed S is the full S when S is symmetric, which its initial state must be.
-template <class T> const Entry<T>& gated_serial_of(const Entry<T>& e) { return registry<T>().find(e.op, "serial", e.variant); }
+template <class T> const Entry<T>& gated_serial_of(const Entry<T>& e) {
+  return registry<T>().find(e.op, "serial", e.variant);
+}
 
 // An exact problem with gates that vary per token: rational square gates (1/4, 9/16, 1/16, 1, …: the gate at
 // token 64, the first of the second block, is 1/4) or uniform field gates.
 template <class T> Problem<T> exact_gated_problem(const Shape& s, std::uint64_t seed) {
-  if constexpr (std::is_same_v<T, fp61>) return join_gates(field_case(s, seed));
-  else return join_gates(rational_case(s, seed));
+  if constexpr (std::is_same_v<T, fp61>)
+    return join_gates(field_case(s, seed));
+  else
+    return join_gates(rational_case(s, seed));
 }
 
 template <class T> void symmetrize_s(NamedState<T>& st) {
@@ -88,7 +92,8 @@ TEMPLATE_TEST_CASE("gated decode: equals the gated serial form exactly from a no
 // Constant gates run the fixed-γ arithmetic: each token's γ_t (and hla2's γ_t², γ_t) is the γ the fixed kernel
 // computes once, so the outputs and states are identical, not merely close. 9/10 is not a float and its square
 // rounds: the γ² of a gate and of Options::gamma are still the same number.
-TEMPLATE_TEST_CASE("gated decode: constant gates are the fixed-gamma kernel bit for bit", "[gated][decode]", double, float) {
+TEMPLATE_TEST_CASE("gated decode: constant gates are the fixed-gamma kernel bit for bit", "[gated][decode]", double,
+                   float) {
   using T = TestType;
   const Problem<T> p = convert_problem<T>(gaussian_problem({130, 5, 3}, 7)),
                    prefix = convert_problem<T>(gaussian_problem({4, 5, 3}, 8));
@@ -140,8 +145,8 @@ TEST_CASE("gated decode: float and double within the proven rounding bound of MP
             p.gates = g.gamma.cast<T>();
             const FloatingCheck c = check_within_bound(e(p, o).O, ref, o, h);
             INFO(scalar_name<T>() << " " << e.key() << " strength=" << strength << " normalized=" << o.normalized
-                                  << " ridge=" << o.ridge << ": err " << c.normwise_rel << " (bound " << c.bound_normwise
-                                  << ")");
+                                  << " ridge=" << o.ridge << ": err " << c.normwise_rel << " (bound "
+                                  << c.bound_normwise << ")");
             CHECK(c.err_over_bound <= 1);
           }
           CHECK(forms == (op == "hla2" ? 2 : 1));
@@ -173,7 +178,8 @@ TEST_CASE("gated decode: the kernels refuse what they do not define", "[gated][d
       CHECK_THROWS_AS(e(bad, Options{}), InputError);
     }
     // Another operator's state.
-    const Run<double> other = registry<double>().find(e.op == "linear" ? "ahla" : "linear", "decode", "paper")(p, Options{});
+    const Run<double> other =
+        registry<double>().find(e.op == "linear" ? "ahla" : "linear", "decode", "paper")(p, Options{});
     CHECK_THROWS_AS(e(p, Options{}, &other.state), InputError);
   }
 }
@@ -221,7 +227,8 @@ TEST_CASE("gated multi-head: every head through a gated form, with its own gates
     const std::vector<const Problem<rational>*> with_bad{heads[0], &bad, heads[2]};
     for (int threads : {1, 2}) {
       o.threads = threads;
-      CHECK_THROWS_WITH(fast::multi_head(form, with_bad, o), Catch::Contains("head 1") && Catch::Contains("10 gates for 11 tokens"));
+      CHECK_THROWS_WITH(fast::multi_head(form, with_bad, o),
+                        Catch::Contains("head 1") && Catch::Contains("10 gates for 11 tokens"));
     }
   }
   CHECK(forms >= 4 + 4);  // the decode forms and at least the serial and chunked ones

@@ -89,13 +89,14 @@ TEST_CASE("hla2 masked with ridge: serial backward = reference gradients", "[gra
   CHECK(g.scan_vs_serial.exact_equal);
 }
 
-TEST_CASE("hla2 paper decay rule: the backward differentiates the paper's forward, which is not the reference", "[gradients]") {
+TEST_CASE("hla2 paper decay rule: the backward differentiates the paper's forward, which is not the reference",
+          "[gradients]") {
   const Case c = integer_case(5, 2, 2, 21);
   const Options o = options(rational(3, 4), false);
   const auto g = check_gradients("hla2", c.p, o, c.dO, 3, DecayRule::paper);
   CHECK(g.serial_vs_forward_mode.exact_equal);  // the adjoint is right for the paper's own recurrence
   CHECK(g.chunked_vs_serial.exact_equal);
-  CHECK_FALSE(g.has_scan);                      // the paper rule is not a fold of the (S,C,m,G,h) concatenation
+  CHECK_FALSE(g.has_scan);                         // the paper rule is not a fold of the (S,C,m,G,h) concatenation
   CHECK_FALSE(g.serial_vs_reference.exact_equal);  // finding: its forward differs from SPEC's hla2 at γ < 1
   CHECK_THROWS_AS(backward::hla2_scan_backward(c.p, o, nullptr, c.dO, DecayRule::paper, 2), InputError);
   // At γ = 1 the rules coincide.
@@ -232,7 +233,8 @@ TEST_CASE("a wrong adjoint is detected", "[gradients]") {
   const Case c = integer_case(5, 2, 2, 51);
   const Options o = options(rational(3, 4), true);
   const auto ref = reference_gradients("hla2", c.p, o, c.dO);
-  const auto right = backward::recurrence_backward(backward::Hla2Ops<rational>(o, DecayRule::corrected), c.p, nullptr, c.dO, 0);
+  const auto right =
+      backward::recurrence_backward(backward::Hla2Ops<rational>(o, DecayRule::corrected), c.p, nullptr, c.dO, 0);
   CHECK(compare_gradients(right, ref, false).exact_equal);
   const auto wrong_a = backward::recurrence_backward(SymmetricSbarOps(o, DecayRule::corrected), c.p, nullptr, c.dO, 0);
   const ErrorStats ea = compare_gradients(wrong_a, ref, false);
@@ -243,7 +245,8 @@ TEST_CASE("a wrong adjoint is detected", "[gradients]") {
   // A perturbed upstream gradient changes the result (the comparison is not vacuous).
   Mat<rational> dO2 = c.dO;
   dO2(0, 0) += 1;
-  CHECK_FALSE(compare_gradients(backward::hla2_backward(c.p, o, nullptr, dO2, DecayRule::corrected), ref, false).exact_equal);
+  CHECK_FALSE(
+      compare_gradients(backward::hla2_backward(c.p, o, nullptr, dO2, DecayRule::corrected), ref, false).exact_equal);
 }
 
 TEST_CASE("gradient checker rejects bad input", "[gradients]") {

@@ -1,23 +1,23 @@
 // Issue 27 (hardening, round two): what a hostile or careless input broke, each kept fixed. The command-line
 // cases (signals, TMPDIR, --json, exit codes) are in tests/python/test_hardening.py; these are the library's.
-#include <catch2/catch.hpp>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <catch2/catch.hpp>
 
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <string>
 
-#include "io/files.hpp"
 #include "core/inputs.hpp"
 #include "core/registry.hpp"
 #include "experiments/lib/sweep.hpp"
+#include "io/files.hpp"
+#include "io/npy.hpp"
 #include "tests/fuzz/targets.hpp"
 #include "tests/temp_dir.hpp"
 #include "verify/exec.hpp"
-#include "io/npy.hpp"
 
 using namespace hla;
 using Catch::Matchers::Contains;
@@ -29,9 +29,7 @@ namespace {
 std::string error_of(const std::function<void()>& f) {
   try {
     f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
+  } catch (const InputError& e) { return e.what(); }
   return "";
 }
 
@@ -64,7 +62,8 @@ TEST_CASE("a returned file is read header first: a 16 GiB array is refused witho
   sparse_file(dir / "junk.npy", "not a numpy file", std::uint64_t{3} << 30);
   CHECK(seconds_of([&] { CHECK_THAT(error_of([&] { npy::read(dir / "junk.npy", 6); }), Contains("bad magic")); }) < 1);
   sparse_file(dir / "long.npy", npy_header("(3, 2)"), std::uint64_t{3} << 30);
-  CHECK(seconds_of([&] { CHECK_THAT(error_of([&] { npy::read(dir / "long.npy", 6); }), Contains("trailing bytes")); }) < 1);
+  CHECK(seconds_of([&] { CHECK_THAT(error_of([&] { npy::read(dir / "long.npy", 6); }), Contains("trailing bytes")); }) <
+        1);
   // What is not a regular file is refused, and a FIFO does not block the reader.
   REQUIRE(::mkfifo((dir / "fifo.npy").c_str(), 0600) == 0);
   CHECK_THAT(error_of([&] { npy::read(dir / "fifo.npy", 6); }), Contains("not a regular file"));
@@ -75,7 +74,8 @@ TEST_CASE("a returned file is read header first: a 16 GiB array is refused witho
   fs::remove_all(dir);
 }
 
-TEST_CASE("an atomic write never goes through a planted file or symlink and leaves nothing behind", "[hardening][files]") {
+TEST_CASE("an atomic write never goes through a planted file or symlink and leaves nothing behind",
+          "[hardening][files]") {
   const fs::path dir = fresh_dir("hardening-files");
   fs::create_directories(dir);
   std::ofstream(dir / "victim") << "keep";
@@ -119,7 +119,8 @@ TEST_CASE("report JSON survives bytes that are not UTF-8", "[hardening][files]")
   CHECK(nlohmann::json::parse(text)["stderr"].get<std::string>().find("cut") != std::string::npos);
 }
 
-TEST_CASE("temporary directories: a bad TMPDIR is an input error, and a read-only tree is removed", "[hardening][files]") {
+TEST_CASE("temporary directories: a bad TMPDIR is an input error, and a read-only tree is removed",
+          "[hardening][files]") {
   const char* saved = std::getenv("TMPDIR");
   const std::string old = saved ? saved : "";
   auto restore = [&] { saved ? ::setenv("TMPDIR", old.c_str(), 1) : ::unsetenv("TMPDIR"); };
@@ -151,7 +152,8 @@ TEST_CASE("temporary directories: a bad TMPDIR is an input error, and a read-onl
   CHECK(fs::exists("/tmp"));
 }
 
-TEST_CASE("what a command writes back: symlink loops and odd files are findings, not exceptions", "[hardening][verify]") {
+TEST_CASE("what a command writes back: symlink loops and odd files are findings, not exceptions",
+          "[hardening][verify]") {
   using namespace verify::ext;
   TempDir dir("hla-test-outcome");
   Request req;
@@ -186,14 +188,16 @@ TEST_CASE("sweep configs: nesting, size and integer ranges are checked before to
   // Before: a 70 KB key 35,000 levels deep overflowed the stack inside toml++ (a segfault).
   std::string deep = "a";
   for (int i = 0; i < 35000; ++i) deep += ".a";
-  CHECK_THAT(error_of([&] { parse_config(deep + " = 1\n", "deep.toml"); }), Contains("deep.toml:1") && Contains("nested"));
+  CHECK_THAT(error_of([&] { parse_config(deep + " = 1\n", "deep.toml"); }),
+             Contains("deep.toml:1") && Contains("nested"));
   CHECK_THAT(error_of([&] { parse_config("[" + deep + "]\n", "deep.toml"); }), Contains("nested"));
   CHECK_THAT(error_of([&] { parse_config("x = " + std::string(35000, '[') + "\n", "deep.toml"); }), Contains("nested"));
   CHECK_THAT(error_of([&] { parse_config("x = " + std::string(35000, '{') + "\n", "deep.toml"); }), Contains("nested"));
   CHECK_THAT(error_of([&] { parse_config(std::string(2 << 20, '#'), "big.toml"); }), Contains("at most"));
   // Dots and brackets inside strings and comments are not nesting; floats are not keys.
-  CHECK_NOTHROW(parse_config("name = 'a'\ndescription = \"" + std::string(200, '.') + std::string(100, '[') +
-                                 "\"\n# " + std::string(200, '.') + "\n[axes]\noperator = 'hla2'\nform = 'serial'\nn = 8\n"
+  CHECK_NOTHROW(parse_config("name = 'a'\ndescription = \"" + std::string(200, '.') + std::string(100, '[') + "\"\n# " +
+                                 std::string(200, '.') +
+                                 "\n[axes]\noperator = 'hla2'\nform = 'serial'\nn = 8\n"
                                  "gamma = [0.5, 0.75, 0.875, 0.9375, 0.99]\n",
                              "ok.toml"));
   // Before: 10^12 points were expanded (1 KB each) until memory ran out, even for --dry-run.
@@ -208,18 +212,27 @@ TEST_CASE("sweep configs: nesting, size and integer ranges are checked before to
   for (const char* v : {"2147483648", "4294967295", "9223372036854775807"})
     for (const char* key : {"chunk", "threads", "repeats"}) {
       INFO(key << " = " << v);
-      CHECK_THAT(error_of([&] { parse_config(std::string("[axes]\noperator='hla2'\nform='serial'\nn=8\n") + key + " = " + v + "\n", "i.toml"); }),
+      CHECK_THAT(error_of([&] {
+                   parse_config(std::string("[axes]\noperator='hla2'\nform='serial'\nn=8\n") + key + " = " + v + "\n",
+                                "i.toml");
+                 }),
                  Contains("must be <= 2147483647"));
     }
   // Before: d = 100000 (or 2^32) was a bad_alloc when the point ran.
   for (const char* v : {"4097", "100000", "4294967296"})
     for (const char* key : {"d", "dv"}) {
       INFO(key << " = " << v);
-      CHECK_THAT(error_of([&] { parse_config(std::string("[axes]\noperator='hla2'\nform='serial'\nn=8\n") + key + " = " + v + "\n", "w.toml"); }),
+      CHECK_THAT(error_of([&] {
+                   parse_config(std::string("[axes]\noperator='hla2'\nform='serial'\nn=8\n") + key + " = " + v + "\n",
+                                "w.toml");
+                 }),
                  Contains("must be <= 4096"));
     }
   // Before: a NUL in the name was an internal error (the name becomes a folder name).
-  CHECK_THAT(error_of([&] { parse_config(std::string("name = \"a\\u0000b\"\n[axes]\noperator='hla2'\nform='serial'\nn=8\n"), "n.toml"); }),
+  CHECK_THAT(error_of([&] {
+               parse_config(std::string("name = \"a\\u0000b\"\n[axes]\noperator='hla2'\nform='serial'\nn=8\n"),
+                            "n.toml");
+             }),
              Contains("control character 0x00 at byte 1"));
 }
 

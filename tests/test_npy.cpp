@@ -1,16 +1,16 @@
 // io/npy: the strict .npy/.npz reader and the .npy writer. Round trips, hand-built headers of every
 // format version, files made by NumPy (tests/data/npy/make_fixtures.py), and every refusal with its message.
-#include <catch2/catch.hpp>
 #include <zlib.h>
+#include <catch2/catch.hpp>
 
 #include <cstdint>
 #include <cstring>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <optional>
 
-#include "tests/temp_dir.hpp"
 #include "io/npy.hpp"
+#include "tests/temp_dir.hpp"
 
 using namespace hla;
 using Catch::Matchers::Contains;
@@ -56,16 +56,17 @@ std::string npy_bytes(int major, const std::string& header, const std::string& p
 std::string error_of(const std::function<void()>& f) {
   try {
     f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
+  } catch (const InputError& e) { return e.what(); }
   return "(no error)";
 }
-std::string parse_error(const std::string& bytes) { return error_of([&] { npy::parse(bytes, "o.npy"); }); }
+std::string parse_error(const std::string& bytes) {
+  return error_of([&] { npy::parse(bytes, "o.npy"); });
+}
 
 // ---- a small zip writer for hand-built archives ----------------------------------------------------------
 struct Member {
-  Member(std::string n, std::string c, int m = 0, std::uint16_t f = 0, std::uint32_t x = 0, std::optional<std::uint32_t> u = {})
+  Member(std::string n, std::string c, int m = 0, std::uint16_t f = 0, std::uint32_t x = 0,
+         std::optional<std::uint32_t> u = {})
       : name(std::move(n)), content(std::move(c)), method(m), flags(f), crc_xor(x), usize(u) {}
   std::string name, content;
   int method;
@@ -92,21 +93,24 @@ std::string zip_bytes(const std::vector<Member>& members) {
   std::string body, central;
   for (const auto& m : members) {
     const std::string packed = m.method == 8 ? raw_deflate(m.content) : m.content;
-    const std::uint32_t crc =
-        static_cast<std::uint32_t>(crc32(0, reinterpret_cast<const Bytef*>(m.content.data()), static_cast<uInt>(m.content.size()))) ^
-        m.crc_xor;
+    const std::uint32_t crc = static_cast<std::uint32_t>(crc32(0, reinterpret_cast<const Bytef*>(m.content.data()),
+                                                               static_cast<uInt>(m.content.size()))) ^
+                              m.crc_xor;
     const std::uint32_t usize = m.usize ? *m.usize : static_cast<std::uint32_t>(m.content.size());
-    const std::string common = le(20, 2) + le(m.flags, 2) + le(m.method, 2) + le(0, 4) + le(crc, 4) + le(packed.size(), 4) +
-                               le(usize, 4) + le(m.name.size(), 2) + le(0, 2);
+    const std::string common = le(20, 2) + le(m.flags, 2) + le(m.method, 2) + le(0, 4) + le(crc, 4) +
+                               le(packed.size(), 4) + le(usize, 4) + le(m.name.size(), 2) + le(0, 2);
     const std::size_t offset = body.size();
     body += le(0x04034b50, 4) + common + m.name + packed;
-    central += le(0x02014b50, 4) + le(20, 2) + common + le(0, 2) + le(0, 2) + le(0, 2) + le(0, 4) + le(offset, 4) + m.name;
+    central +=
+        le(0x02014b50, 4) + le(20, 2) + common + le(0, 2) + le(0, 2) + le(0, 2) + le(0, 4) + le(offset, 4) + m.name;
   }
   return body + central + le(0x06054b50, 4) + le(0, 2) + le(0, 2) + le(members.size(), 2) + le(members.size(), 2) +
          le(central.size(), 4) + le(body.size(), 4) + le(0, 2);
 }
 
-std::string zip_error(const std::string& bytes) { return error_of([&] { npy::parse_npz(bytes, "s.npz"); }); }
+std::string zip_error(const std::string& bytes) {
+  return error_of([&] { npy::parse_npz(bytes, "s.npz"); });
+}
 
 const std::string good_header = "{'descr': '<f8', 'fortran_order': False, 'shape': (2, 3), }";
 const std::string good_npy = npy_bytes(1, good_header + "\n", doubles(fixture_values(6)));
@@ -145,7 +149,8 @@ TEST_CASE("npy: write then read, both dtypes, 0-d to 3-d and empty", "[npy]") {
   npy::write(dir / "a.npy", std::vector<double>{1, 2});
   CHECK(npy::read(dir / "a.npy").data == std::vector<double>{1, 2});
   std::size_t files = 0;
-  for (const auto& e : std::filesystem::directory_iterator(dir)) files += e.path().filename().string().find(".tmp") == std::string::npos;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    files += e.path().filename().string().find(".tmp") == std::string::npos;
   CHECK(files == static_cast<std::size_t>(std::distance(std::filesystem::directory_iterator(dir), {})));
   CHECK_THROWS(npy::write(dir / "no-such-folder" / "x.npy", std::vector<double>{1}));
   std::filesystem::remove_all(dir);
@@ -178,19 +183,22 @@ TEST_CASE("npy: hand-built headers of versions 1.0, 2.0, 3.0 and Python literal 
     CHECK(a.data == fixture_values(6));
   }
   // Double quotes, no trailing comma, other key order, no spaces, tabs and newlines between tokens.
-  CHECK(npy::parse(npy_bytes(1, R"({"shape":(2,3),"fortran_order":False,"descr":"<f8"})", six), "x").data == fixture_values(6));
-  CHECK(npy::parse(npy_bytes(2, "{ 'descr' :\t'<f8' ,\n'fortran_order': False , 'shape' : ( 2 , 3 , ) }\n", six), "x").shape ==
-        std::vector<std::size_t>{2, 3});
+  CHECK(npy::parse(npy_bytes(1, R"({"shape":(2,3),"fortran_order":False,"descr":"<f8"})", six), "x").data ==
+        fixture_values(6));
+  CHECK(npy::parse(npy_bytes(2, "{ 'descr' :\t'<f8' ,\n'fortran_order': False , 'shape' : ( 2 , 3 , ) }\n", six), "x")
+            .shape == std::vector<std::size_t>{2, 3});
   // 0-d and 1-d shapes.
-  const npy::Array s = npy::parse(npy_bytes(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (), }\n", floats({2.5})), "x");
+  const npy::Array s =
+      npy::parse(npy_bytes(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (), }\n", floats({2.5})), "x");
   CHECK(s.shape.empty());
   CHECK(s.data == std::vector<double>{2.5});
   CHECK(s.dtype == DType::f32);
-  CHECK(npy::parse(npy_bytes(1, "{'descr': '<f8', 'fortran_order': True, 'shape': (3,)}", doubles({1, 2, 3})), "x").data ==
-        std::vector<double>{1, 2, 3});
+  CHECK(npy::parse(npy_bytes(1, "{'descr': '<f8', 'fortran_order': True, 'shape': (3,)}", doubles({1, 2, 3})), "x")
+            .data == std::vector<double>{1, 2, 3});
   // Fortran order: on disk the first index varies fastest; data comes back in C order.
-  const npy::Array f =
-      npy::parse(npy_bytes(1, "{'descr': '<f8', 'fortran_order': True, 'shape': (2, 3), }\n", doubles({0, 10, 1, 11, 2, 12})), "x");
+  const npy::Array f = npy::parse(
+      npy_bytes(1, "{'descr': '<f8', 'fortran_order': True, 'shape': (2, 3), }\n", doubles({0, 10, 1, 11, 2, 12})),
+      "x");
   CHECK(f.fortran_order);
   CHECK(f.data == std::vector<double>{0, 1, 2, 10, 11, 12});
   // 3-d: element (i, j, k) = 100 i + 10 j + k, written in Fortran order.
@@ -198,7 +206,8 @@ TEST_CASE("npy: hand-built headers of versions 1.0, 2.0, 3.0 and Python literal 
   for (int k = 0; k < 4; ++k)
     for (int j = 0; j < 3; ++j)
       for (int i = 0; i < 2; ++i) disk.push_back(100 * i + 10 * j + k);
-  const npy::Array g = npy::parse(npy_bytes(3, "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3, 4)}\n", floats(disk)), "x");
+  const npy::Array g =
+      npy::parse(npy_bytes(3, "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3, 4)}\n", floats(disk)), "x");
   std::vector<double> c_order;
   for (int i = 0; i < 2; ++i)
     for (int j = 0; j < 3; ++j)
@@ -219,56 +228,76 @@ TEST_CASE("npy: every refusal says what it found", "[npy]") {
   CHECK_THAT(parse_error("\x93NUMPY\x04"), Contains("bad magic"));
   CHECK_THAT(parse_error(std::string("\x93NUMPY\x04\x00", 8) + "xxxx"), Contains("format version 4.0 not supported"));
   CHECK_THAT(parse_error(std::string("\x93NUMPY\x01\x01", 8) + "xxxx"), Contains("format version 1.1 not supported"));
-  CHECK_THAT(parse_error(std::string("\x93NUMPY\x02\x00\x01", 9)), Contains("truncated: file ends inside the header length"));
-  CHECK_THAT(parse_error(std::string("\x93NUMPY\x01\x00\xff\x00{", 11)), Contains("truncated: header length 255 but 1 bytes follow"));
-  CHECK_THAT(parse_error(std::string("\x93NUMPY\x02\x00", 8) + le(0xffffffff, 4)), Contains("header length 4294967295 exceeds"));
+  CHECK_THAT(parse_error(std::string("\x93NUMPY\x02\x00\x01", 9)),
+             Contains("truncated: file ends inside the header length"));
+  CHECK_THAT(parse_error(std::string("\x93NUMPY\x01\x00\xff\x00{", 11)),
+             Contains("truncated: header length 255 but 1 bytes follow"));
+  CHECK_THAT(parse_error(std::string("\x93NUMPY\x02\x00", 8) + le(0xffffffff, 4)),
+             Contains("header length 4294967295 exceeds"));
 
   // dtypes
   CHECK(with_header("{'descr': '<i8', 'fortran_order': False, 'shape': (2, 3), }") ==
         "o.npy: dtype '<i8' (int64); expected float64 '<f8' or float32 '<f4'");
-  CHECK_THAT(with_header("{'descr': '>f8', 'fortran_order': False, 'shape': (2, 3), }"), Contains("big-endian '>f8' not accepted"));
+  CHECK_THAT(with_header("{'descr': '>f8', 'fortran_order': False, 'shape': (2, 3), }"),
+             Contains("big-endian '>f8' not accepted"));
   CHECK_THAT(with_header("{'descr': '|O', 'fortran_order': False, 'shape': (2, 3), }"), Contains("object arrays"));
   CHECK_THAT(with_header("{'descr': '|f8', 'fortran_order': False, 'shape': (2, 3), }"), Contains("dtype '|f8'"));
   CHECK_THAT(with_header("{'descr': '=f8', 'fortran_order': False, 'shape': (2, 3), }"), Contains("dtype '=f8'"));
   CHECK_THAT(with_header("{'descr': '<f2', 'fortran_order': False, 'shape': (2, 3), }"), Contains("(float16)"));
   CHECK_THAT(with_header("{'descr': '<c16', 'fortran_order': False, 'shape': (2, 3), }"), Contains("(complex128)"));
-  CHECK_THAT(with_header("{'descr': [('a', '<f8')], 'fortran_order': False, 'shape': (2, 3), }"), Contains("structured arrays"));
+  CHECK_THAT(with_header("{'descr': [('a', '<f8')], 'fortran_order': False, 'shape': (2, 3), }"),
+             Contains("structured arrays"));
 
   // sizes
   CHECK(with_header("{'descr': '<f8', 'fortran_order': False, 'shape': (3, 4), }", doubles(fixture_values(5))) ==
         "o.npy: truncated: header says 12 values (96 bytes) but 40 bytes follow");
   CHECK(with_header(good_header, doubles(fixture_values(7))) == "o.npy: 8 trailing bytes after the 6 values");
   CHECK_THAT(with_header(good_header, doubles(fixture_values(6)) + "x"), Contains("1 trailing bytes"));
-  CHECK_THAT(with_header("{'descr': '<f8', 'fortran_order': False, 'shape': (-2, 3), }"), Contains("negative dimension"));
-  CHECK_THAT(with_header("{'descr': '<f8', 'fortran_order': False, 'shape': (99999999999999999999999, 3), }"), Contains("dimension too large"));
+  CHECK_THAT(with_header("{'descr': '<f8', 'fortran_order': False, 'shape': (-2, 3), }"),
+             Contains("negative dimension"));
+  CHECK_THAT(with_header("{'descr': '<f8', 'fortran_order': False, 'shape': (99999999999999999999999, 3), }"),
+             Contains("dimension too large"));
   CHECK_THAT(with_header("{'descr': '<f8', 'fortran_order': False, 'shape': (4294967296, 4294967296), }"),
              Contains("has more than 2147483648 values"));
   CHECK_THAT(with_header("{'descr': '<f8', 'fortran_order': False, 'shape': (65536, 65536, 65536, 65536, 16), }"),
              Contains("has more than"));
-  CHECK_THAT(with_header("{'descr': '<f8', 'fortran_order': False, 'shape': (0, 18446744073709551615), }"), Contains("too large"));
-  CHECK_THAT(with_header("{'descr': '<f8', 'fortran_order': False, 'shape': (3000000000,), }"), Contains("has more than"));
+  CHECK_THAT(with_header("{'descr': '<f8', 'fortran_order': False, 'shape': (0, 18446744073709551615), }"),
+             Contains("too large"));
+  CHECK_THAT(with_header("{'descr': '<f8', 'fortran_order': False, 'shape': (3000000000,), }"),
+             Contains("has more than"));
 
   // header syntax
   CHECK_THAT(with_header("['descr', '<f8']"), Contains("header is not a dict"));
   CHECK_THAT(with_header(""), Contains("header is not a dict"));
-  CHECK_THAT(with_header("{'descr': '<f8', 'fortran_order': False, 'shape': (2, 3), 'x': 1}"), Contains("unsupported value"));
-  CHECK_THAT(with_header("{'descr': '<f8', 'fortran_order': False, 'shape': (2, 3), 'x': 'y'}"), Contains("unknown key 'x'"));
-  CHECK_THAT(with_header("{'descr': '<f8', 'descr': '<f8', 'fortran_order': False, 'shape': (2, 3)}"), Contains("duplicate key 'descr'"));
+  CHECK_THAT(with_header("{'descr': '<f8', 'fortran_order': False, 'shape': (2, 3), 'x': 1}"),
+             Contains("unsupported value"));
+  CHECK_THAT(with_header("{'descr': '<f8', 'fortran_order': False, 'shape': (2, 3), 'x': 'y'}"),
+             Contains("unknown key 'x'"));
+  CHECK_THAT(with_header("{'descr': '<f8', 'descr': '<f8', 'fortran_order': False, 'shape': (2, 3)}"),
+             Contains("duplicate key 'descr'"));
   CHECK_THAT(with_header("{'descr': '<f8', 'shape': (2, 3)}"), Contains("missing key 'fortran_order'"));
   CHECK_THAT(with_header("{}"), Contains("missing key 'descr'"));
   CHECK_THAT(with_header("{'descr': '<f8', 'fortran_order': 0, 'shape': (2, 3)}"), Contains("unsupported value"));
-  CHECK_THAT(with_header("{'descr': '<f8', 'fortran_order': 'False', 'shape': (2, 3)}"), Contains("'fortran_order' is not True or False"));
+  CHECK_THAT(with_header("{'descr': '<f8', 'fortran_order': 'False', 'shape': (2, 3)}"),
+             Contains("'fortran_order' is not True or False"));
   CHECK_THAT(with_header("{'descr': '<f8', 'fortran_order': Falsey, 'shape': (2, 3)}"), Contains("unsupported value"));
-  CHECK_THAT(with_header("{'descr': (1,), 'fortran_order': False, 'shape': (2, 3)}"), Contains("'descr' is not a string"));
-  CHECK_THAT(with_header("{'descr': '<f8', 'fortran_order': False, 'shape': '(2, 3)'}"), Contains("'shape' is not a tuple"));
+  CHECK_THAT(with_header("{'descr': (1,), 'fortran_order': False, 'shape': (2, 3)}"),
+             Contains("'descr' is not a string"));
+  CHECK_THAT(with_header("{'descr': '<f8', 'fortran_order': False, 'shape': '(2, 3)'}"),
+             Contains("'shape' is not a tuple"));
   CHECK_THAT(with_header("{'descr': '<f8', 'fortran_order': False, 'shape': (6)}"), Contains("'(6)' is not a tuple"));
-  CHECK_THAT(with_header("{'descr': '<f8', 'fortran_order': False, 'shape': (2, 3,,)}"), Contains("expected a non-negative integer"));
+  CHECK_THAT(with_header("{'descr': '<f8', 'fortran_order': False, 'shape': (2, 3,,)}"),
+             Contains("expected a non-negative integer"));
   CHECK_THAT(with_header("{'descr': '<f8', 'fortran_order': False, 'shape': (02, 3)}"), Contains("leading zero"));
-  CHECK_THAT(with_header("{'descr': '<f8', 'fortran_order': False, 'shape': (2.0, 3)}"), Contains("plain decimal integer"));
-  CHECK_THAT(with_header("{'descr': '<f8', 'fortran_order': False, 'shape': (2L, 3)}"), Contains("plain decimal integer"));
+  CHECK_THAT(with_header("{'descr': '<f8', 'fortran_order': False, 'shape': (2.0, 3)}"),
+             Contains("plain decimal integer"));
+  CHECK_THAT(with_header("{'descr': '<f8', 'fortran_order': False, 'shape': (2L, 3)}"),
+             Contains("plain decimal integer"));
   CHECK_THAT(with_header("{'descr': '<f8', 'fortran_order': False, 'shape': (2, 3)"), Contains("expected ',' or '}'"));
-  CHECK_THAT(with_header("{'descr': '<f8', 'fortran_order': False, 'shape': (2, 3)} x"), Contains("bytes after the closing '}'"));
-  CHECK_THAT(with_header("{'descr': '<f8', 'fortran_order': False, 'shape': (2, 3)}{}"), Contains("bytes after the closing '}'"));
+  CHECK_THAT(with_header("{'descr': '<f8', 'fortran_order': False, 'shape': (2, 3)} x"),
+             Contains("bytes after the closing '}'"));
+  CHECK_THAT(with_header("{'descr': '<f8', 'fortran_order': False, 'shape': (2, 3)}{}"),
+             Contains("bytes after the closing '}'"));
   CHECK_THAT(with_header("{'descr': '<f8, 'fortran_order': False, 'shape': (2, 3)}"), Contains("expected ',' or '}'"));
   CHECK_THAT(with_header("{'descr': '<f8\\'', 'fortran_order': False, 'shape': (2, 3)}"), Contains("escape sequences"));
   CHECK_THAT(with_header("{'descr': '<f8"), Contains("unterminated string"));
@@ -277,7 +306,8 @@ TEST_CASE("npy: every refusal says what it found", "[npy]") {
   CHECK_THAT(with_header(good_header + std::string(1, '\0')), Contains("bytes after"));
   CHECK_THAT(parse_error(npy_bytes(1, "{'d\xc3\xa9': 1}", "")), Contains("non-ASCII byte in a version 1.0 header"));
   // Version 3.0 headers are UTF-8: a non-ASCII key is parsed, then refused as unknown (shown escaped).
-  CHECK_THAT(parse_error(npy_bytes(3, good_header.substr(0, good_header.size() - 1) + "'\xc3\xa9': 'x'}", doubles(fixture_values(6)))),
+  CHECK_THAT(parse_error(npy_bytes(3, good_header.substr(0, good_header.size() - 1) + "'\xc3\xa9': 'x'}",
+                                   doubles(fixture_values(6)))),
              Contains("unknown key '\\xc3\\xa9'"));
   std::string deep = "{'descr': '<f8', 'fortran_order': False, 'shape': (";
   for (int i = 0; i < 70; ++i) deep += "1, ";
@@ -308,7 +338,8 @@ TEST_CASE("npy: files made by NumPy", "[npy]") {
   CHECK(npy::read(data_dir / "f64_empty_0x3.npy").shape == std::vector<std::size_t>{0, 3});
 
   auto error = [](const std::string& name) { return error_of([&] { npy::read(data_dir / name); }); };
-  CHECK_THAT(error("i64_2x3.npy"), Contains("i64_2x3.npy: dtype '<i8' (int64); expected float64 '<f8' or float32 '<f4'"));
+  CHECK_THAT(error("i64_2x3.npy"),
+             Contains("i64_2x3.npy: dtype '<i8' (int64); expected float64 '<f8' or float32 '<f4'"));
   CHECK_THAT(error("be_f8_2x3.npy"), Contains("big-endian '>f8' not accepted"));
   CHECK_THAT(error("f16_2.npy"), Contains("dtype '<f2' (float16)"));
   CHECK_THAT(error("object_2.npy"), Contains("object arrays"));
@@ -351,10 +382,12 @@ TEST_CASE("npz: hand-built archives and every refusal", "[npy]") {
   CHECK_THAT(zip_error(zip_bytes({{"q.npy", good_npy, 0, 0, 0, 10}})), Contains("stored member with compressed size"));
   // A decompression bomb: the member inflates to more than it declares.
   const std::string zeros = npy::serialize({100000}, std::vector<double>(100000, 0.0).data(), DType::f64);
-  CHECK_THAT(zip_error(zip_bytes({{"q.npy", zeros, 8, 0, 0, 1000}})), Contains("inflates to more than the declared 1000 bytes"));
+  CHECK_THAT(zip_error(zip_bytes({{"q.npy", zeros, 8, 0, 0, 1000}})),
+             Contains("inflates to more than the declared 1000 bytes"));
   CHECK_THAT(zip_error(zip_bytes({{"q.npy", good_npy, 8, 0, 0, 0xfffffff0u}})), Contains("exceeds the limit"));
-  CHECK_THAT(zip_error(zip_bytes({{"q.npy", good_npy, 8, 0, 0, static_cast<std::uint32_t>(good_npy.size() + 5)}})),
-             Contains("size " + std::to_string(good_npy.size()) + " != declared " + std::to_string(good_npy.size() + 5)));
+  CHECK_THAT(
+      zip_error(zip_bytes({{"q.npy", good_npy, 8, 0, 0, static_cast<std::uint32_t>(good_npy.size() + 5)}})),
+      Contains("size " + std::to_string(good_npy.size()) + " != declared " + std::to_string(good_npy.size() + 5)));
   // A deflate stream cut short.
   {
     std::string z = zip_bytes({{"q.npy", zeros, 8}});
@@ -386,7 +419,8 @@ TEST_CASE("npz: hand-built archives and every refusal", "[npy]") {
   CHECK_THAT(zip_error(patched(cd + 42, 0xffffffff, 4)), Contains("zip64 members"));
   CHECK_THAT(zip_error(patched(cd + 42, 3, 4)), Contains("bad local header"));
   CHECK_THAT(zip_error(patched(cd + 20, 0xffffffff, 4)), Contains("zip64 members"));
-  CHECK_THAT(zip_error(patched(cd + 20, 5000, 4).replace(cd + 24, 4, le(5000, 4))), Contains("data runs into the central directory"));
+  CHECK_THAT(zip_error(patched(cd + 20, 5000, 4).replace(cd + 24, 4, le(5000, 4))),
+             Contains("data runs into the central directory"));
   CHECK_THAT(zip_error(patched(30, 'x', 1)), Contains("local header names another member"));
   CHECK_THAT(zip_error(patched(8, 8, 2)), Contains("disagree on the method"));
   CHECK_THAT(zip_error(patched(cd + 34, 1, 2)), Contains("multi-disk"));

@@ -1,19 +1,19 @@
 // The operator table (core/operators.hpp) against what the harness registers and decides: each fact in the table
 // is checked against the code it describes, so a row that lies fails here.
-#include <catch2/catch.hpp>
 #include <sys/wait.h>
+#include <catch2/catch.hpp>
 
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <stdexcept>
 
+#include "claims/claims.hpp"
 #include "core/operators.hpp"
 #include "core/registry.hpp"
 #include "fast/backward/passes.hpp"
 #include "fast/gated_forms.hpp"
 #include "numerics/bounds.hpp"
-#include "claims/claims.hpp"
 
 using namespace hla;
 
@@ -49,7 +49,8 @@ TEST_CASE("the operator table has one row per operator, in the order of operator
 
 TEST_CASE("an unknown operator is an input error everywhere that takes a name", "[operators]") {
   CHECK_THROWS_AS(operator_info("hla4"), InputError);
-  CHECK_THROWS_WITH(operator_info("hla4"), Catch::Contains("unknown operator 'hla4'") && Catch::Contains("hla3-unmasked"));
+  CHECK_THROWS_WITH(operator_info("hla4"),
+                    Catch::Contains("unknown operator 'hla4'") && Catch::Contains("hla3-unmasked"));
   CHECK_THROWS_AS(bounds::order_of("hla4"), InputError);
   CHECK_THROWS_AS(bounds::abs_operator(""), InputError);
   CHECK_THROWS_AS(backward::has_pass("HLA2", backward::Pass::serial), InputError);
@@ -57,7 +58,8 @@ TEST_CASE("an unknown operator is an input error everywhere that takes a name", 
   CHECK(find_operator("hla4") == nullptr);
 }
 
-TEST_CASE("the registry refuses a form of an operator without a row, or with an option its operator lacks", "[operators]") {
+TEST_CASE("the registry refuses a form of an operator without a row, or with an option its operator lacks",
+          "[operators]") {
   const FormFn<rational> fn = [](const Problem<rational>& p, const Options&, const NamedState<rational>*) {
     return Run<rational>{Mat<rational>::Zero(p.n(), p.dv()), {}};
   };
@@ -144,7 +146,8 @@ TEST_CASE("the gated ledger's operators are those the table gives a gated batter
   CHECK(ledger == table);
 }
 
-TEST_CASE("the claims the table names are claims of the ledger, and every paper form that fails names one", "[operators]") {
+TEST_CASE("the claims the table names are claims of the ledger, and every paper form that fails names one",
+          "[operators]") {
   for (const OperatorInfo& o : kOperators) {
     INFO(o.name);
     if (!o.monoid_claim.empty()) CHECK(has_claim(o.monoid_claim));

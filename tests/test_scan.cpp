@@ -10,9 +10,9 @@
 #include "fast/scan/operators.hpp"
 
 using namespace hla;
-using scan::Variant;
 using scan::same_matrix;
 using scan::same_named;
+using scan::Variant;
 
 namespace {
 
@@ -31,14 +31,14 @@ template <class T> Problem<T> int_problem(Eigen::Index n, Eigen::Index d, Eigen:
 
 // (A ⊕ B) ⊕ C == A ⊕ (B ⊕ C) on multi-token segments cut from a random problem at several cut points,
 // and the identity laws E ⊕ A == A == A ⊕ E.
-template <class T>
-bool associative(const std::string& op, Variant v, const Options& o, const Problem<T>& p) {
+template <class T> bool associative(const std::string& op, Variant v, const Options& o, const Problem<T>& p) {
   return scan::with_scan_op<T>(op, v, o, [&](const auto& oper) {
     const Eigen::Index n = p.n();
     const auto E = oper.identity(p.d(), p.dv());
     bool ok = true;
     for (auto [c1, c2] : {std::pair<Eigen::Index, Eigen::Index>{3, 5}, {2, 6}, {4, 7}, {1, n - 2}}) {
-      const auto A = scan::segment(oper, p, 0, c1), B = scan::segment(oper, p, c1, c2), C = scan::segment(oper, p, c2, n);
+      const auto A = scan::segment(oper, p, 0, c1), B = scan::segment(oper, p, c1, c2),
+                 C = scan::segment(oper, p, c2, n);
       ok = ok && scan::same_segment(oper.combine(oper.combine(A, B), C), oper.combine(A, oper.combine(B, C)));
       ok = ok && scan::same_segment(oper.combine(E, A), A) && scan::same_segment(oper.combine(A, E), A);
     }
@@ -73,7 +73,8 @@ const std::vector<std::string> drivers{"scan-fold", "scan-blelloch", "scan-twole
 
 // Runs `c` with every driver × w ∈ widths × threads ∈ {1, 2} and checks outputs and final state
 // against the serial form exactly.
-template <class T> void check_drivers_against_serial(const Case& c, const Problem<T>& p, const std::vector<int>& widths) {
+template <class T>
+void check_drivers_against_serial(const Case& c, const Problem<T>& p, const std::vector<int>& widths) {
   const auto& reg = registry<T>();
   const Run<T> serial = reg.find(c.op, c.serial_form, c.serial_variant)(p, c.opt);
   for (const auto& form : drivers) {
@@ -143,7 +144,8 @@ TEST_CASE("finding: Thm 7.2 scan under ⊗3 reproduces eq. 7.5, not SPEC's hla3"
   const Run<rational> tensor = reg.find("hla3", "scan-twolevel", "paper")(p, make_opt(1));
   REQUIRE(same_matrix(tensor.O, reg.find("hla3", "serial-eq75", "paper")(p, make_opt(1)).O));
   REQUIRE_FALSE(same_matrix(tensor.O, reg.reference("hla3")(p, make_opt(1)).O));
-  REQUIRE(same_matrix(reg.find("hla3", "scan-twolevel", "corrected")(p, make_opt(1)).O, reg.reference("hla3")(p, make_opt(1)).O));
+  REQUIRE(same_matrix(reg.find("hla3", "scan-twolevel", "corrected")(p, make_opt(1)).O,
+                      reg.reference("hla3")(p, make_opt(1)).O));
 }
 
 TEST_CASE("finding: printed decayed ⊕γ scans depend on the tree and miss the serial recurrence", "[scan]") {
@@ -228,9 +230,12 @@ TEST_CASE("scan: float output is bitwise identical across repeats and threads", 
 TEST_CASE("scan: numbers per segment state match the formulas", "[scan]") {
   const auto p = int_problem<fp61>(3, 3, 2, 1);
   const Options o = make_opt(1);
-  for (const auto& [op, v] : std::vector<std::pair<std::string, Variant>>{
-           {"hla2", Variant::paper}, {"hla2-unmasked", Variant::paper}, {"ahla", Variant::corrected},
-           {"hla3", Variant::paper}, {"hla3", Variant::corrected}, {"linear", Variant::paper}}) {
+  for (const auto& [op, v] : std::vector<std::pair<std::string, Variant>>{{"hla2", Variant::paper},
+                                                                          {"hla2-unmasked", Variant::paper},
+                                                                          {"ahla", Variant::corrected},
+                                                                          {"hla3", Variant::paper},
+                                                                          {"hla3", Variant::corrected},
+                                                                          {"linear", Variant::paper}}) {
     scan::with_scan_op<fp61>(op, v, o, [&](const auto& oper) {
       using Op = std::decay_t<decltype(oper)>;
       INFO(op << "/" << scan::variant_name(v));

@@ -81,9 +81,7 @@ TEST_CASE("sweep: a bad config is an InputError naming file, key and problem, an
       SweepOptions o;
       o.out_dir = out;
       run_sweep(load_config(cfg), o);
-    } catch (const hla::InputError& e) {
-      message = e.what();
-    }
+    } catch (const hla::InputError& e) { message = e.what(); }
     CHECK_THAT(message, Catch::Contains(cfg.string()));
     CHECK_THAT(message, Catch::Contains(key));
     CHECK(!fs::exists(out));
@@ -107,7 +105,9 @@ TEST_CASE("sweep: the cartesian product skips what a form does not support, and 
   }
   CHECK(keys.size() == en.points.size());
   // 0.99 in TOML is exactly 99/100.
-  CHECK(parse_config("[axes]\noperator='hla2'\nform='serial'\nn=8\ngamma=0.99\n", "g.toml").blocks.front().gamma.front() == hla::rational(99, 100));
+  CHECK(parse_config("[axes]\noperator='hla2'\nform='serial'\nn=8\ngamma=0.99\n", "g.toml")
+            .blocks.front()
+            .gamma.front() == hla::rational(99, 100));
 }
 
 TEST_CASE("sweep: shards partition the points exactly, and merge restores the whole", "[sweep]") {
@@ -223,7 +223,11 @@ TEST_CASE("sweep: stability-ci — every form and precision within its error bou
     for (const auto& [nn, e] : pts) {
       if (e <= 0) continue;
       const double x = std::log(nn), y = std::log(e);
-      sx += x; sy += y; sxx += x * x; sxy += x * y; m += 1;
+      sx += x;
+      sy += y;
+      sxx += x * x;
+      sxy += x * y;
+      m += 1;
     }
     if (m < 3) continue;
     const double slope = (m * sxy - sx * sy) / (m * sxx - sx * sx);

@@ -8,10 +8,10 @@
 #include <filesystem>
 #include <fstream>
 
-#include "temp_dir.hpp"
+#include "fast/gated_forms.hpp"
 #include "numerics/bounds.hpp"
 #include "numerics/exactness.hpp"
-#include "fast/gated_forms.hpp"
+#include "temp_dir.hpp"
 #include "verify/battery.hpp"
 #include "verify/diagnosis.hpp"
 #include "verify/exec.hpp"
@@ -33,11 +33,11 @@ class RegisteredForm : public Implementation {
     for (const Case& c : cases) {
       Outcome o;
       try {
-        if (req.dtype == DType::float64) o.O = registry<double>().find(op_, form_, variant_)(c.in, c.opt).O;
-        else o.O = registry<float>().find(op_, form_, variant_)(convert_problem<float>(c.in), c.opt).O.cast<double>();
-      } catch (const std::exception& e) {
-        o.error = e.what();
-      }
+        if (req.dtype == DType::float64)
+          o.O = registry<double>().find(op_, form_, variant_)(c.in, c.opt).O;
+        else
+          o.O = registry<float>().find(op_, form_, variant_)(convert_problem<float>(c.in), c.opt).O.cast<double>();
+      } catch (const std::exception& e) { o.error = e.what(); }
       out.push_back(o);
     }
     return out;
@@ -99,7 +99,8 @@ TEST_CASE("run_command: exit status, stderr tail, and a time-out kills the whole
   fs::remove_all(dir);
 }
 
-TEST_CASE("exact cases stay within the magnitude that makes them exact, and their expectations are the reference", "[verify]") {
+TEST_CASE("exact cases stay within the magnitude that makes them exact, and their expectations are the reference",
+          "[verify]") {
   Request r = quick("hla2", rational(9, 10));
   r.opt.normalized = true;
   r.opt.eps = rational(1, 1000);
@@ -120,14 +121,16 @@ TEST_CASE("exact cases stay within the magnitude that makes them exact, and thei
     for (Eigen::Index i = 0; i < ref.size(); ++i) CHECK(to_mpfr(ref(i)) == c.expected(i));
     // The magnitude argument at work: at γ = 1 without normalization float32 sums and products are exact.
     if (c.group == "base") {
-      const Mat<float> got = registry<float>().find("hla2", "chunked", "corrected")(convert_problem<float>(c.in), c.opt).O;
+      const Mat<float> got =
+          registry<float>().find("hla2", "chunked", "corrected")(convert_problem<float>(c.in), c.opt).O;
       for (Eigen::Index i = 0; i < got.size(); ++i) CHECK(mpfr256(got(i)) == c.expected(i));
     }
   }
   CHECK(exact >= 5 * 11);  // base, decay, decay-half, normalized, ridge, all: 11 shapes each
 }
 
-TEST_CASE("the battery on registered forms: exact forms compute, the paper's decayed formulas differ and are named", "[verify]") {
+TEST_CASE("the battery on registered forms: exact forms compute, the paper's decayed formulas differ and are named",
+          "[verify]") {
   SECTION("hla2 at gamma = 3/4") {
     const Request r = quick("hla2", rational(3, 4));
     RegisteredForm right("hla2", "chunked", "corrected");
@@ -207,7 +210,8 @@ TEST_CASE("narrow formats: rounding to nearest even, fp16's range, and the calib
   CHECK((em - ref).cwiseAbs().maxCoeff() <= 0.2 * ref.cwiseAbs().maxCoeff());
   CHECK((em - ref).cwiseAbs().maxCoeff() > 0);
   Problem<double> ints{Mat<double>::Ones(5, 2), Mat<double>::Ones(5, 2), Mat<double>::Ones(5, 1)};
-  CHECK(emulate_format_accumulation("hla2", ints, o, Precision::bf16).O == registry<double>().reference("hla2")(ints, o).O);
+  CHECK(emulate_format_accumulation("hla2", ints, o, Precision::bf16).O ==
+        registry<double>().reference("hla2")(ints, o).O);
 }
 
 TEST_CASE("the formats that may explain a difference are the coarser ones, finest first", "[verify]") {
@@ -229,7 +233,8 @@ TEST_CASE("the formats that may explain a difference are the coarser ones, fines
   req.d = req.dv = 2;
   req.opt.gamma = rational(99, 100);
   std::vector<Case> cases = make_cases(req);
-  auto it = std::find_if(cases.begin(), cases.end(), [](const Case& c) { return c.kind == "exact" && c.group == "decay" && c.n() >= 8; });
+  auto it = std::find_if(cases.begin(), cases.end(),
+                         [](const Case& c) { return c.kind == "exact" && c.group == "decay" && c.n() >= 8; });
   REQUIRE(it != cases.end());
   Case c = *it;
   compute_expected(c, req);
@@ -243,7 +248,8 @@ TEST_CASE("the formats that may explain a difference are the coarser ones, fines
     CHECK(std::fabs(tf32(i) - c.expected(i).convert_to<double>()) <= c.bound(i));
 }
 
-TEST_CASE("--gates --state: carry cases hand in the gated state of their prefix, decayed by the case's first gate", "[verify]") {
+TEST_CASE("--gates --state: carry cases hand in the gated state of their prefix, decayed by the case's first gate",
+          "[verify]") {
   Request req;
   req.op = "hla2";
   req.gates = true;
@@ -264,7 +270,8 @@ TEST_CASE("--gates --state: carry cases hand in the gated state of their prefix,
     // (exact cases: the state is the prefix's exact one)
     if (c.group == "user") continue;
     NamedState<rational> init;
-    for (const auto& [name, m] : c.state_in.parts) init.parts.emplace_back(name, m.unaryExpr([](double x) { return rational(x); }));
+    for (const auto& [name, m] : c.state_in.parts)
+      init.parts.emplace_back(name, m.unaryExpr([](double x) { return rational(x); }));
     const GatedProblem<rational> g{exact_inputs(c.in), c.gamma.unaryExpr([](double x) { return rational(x); })};
     const Run<rational> r = gated::run<rational>({"hla2", "serial"}, g, c.opt, &init);
     for (Eigen::Index i = 0; i < r.O.size(); ++i) CHECK(to_mpfr(r.O(i)) == c.expected(i));
@@ -274,7 +281,8 @@ TEST_CASE("--gates --state: carry cases hand in the gated state of their prefix,
   CHECK(carries >= 3);
 }
 
-TEST_CASE("--gates --grad --state: every case has its gradients, dgamma included, each within a finite bound", "[verify]") {
+TEST_CASE("--gates --grad --state: every case has its gradients, dgamma included, each within a finite bound",
+          "[verify]") {
   for (const bool normalized : {false, true}) {
     Request req;
     req.op = "hla2";
@@ -305,7 +313,8 @@ TEST_CASE("--gates --grad --state: every case has its gradients, dgamma included
   }
 }
 
-TEST_CASE("--gates: every gated catalogue entry is defined on the exact gates and differs from SPEC there", "[verify]") {
+TEST_CASE("--gates: every gated catalogue entry is defined on the exact gates and differs from SPEC there",
+          "[verify]") {
   for (const std::string op : {"hla2", "linear", "ahla"}) {
     Request req;
     req.op = op;
@@ -315,7 +324,8 @@ TEST_CASE("--gates: every gated catalogue entry is defined on the exact gates an
     req.dv = 2;
     const std::vector<Case> cases = make_cases(req);
     auto pick = [&](Eigen::Index n) {
-      auto it = std::find_if(cases.begin(), cases.end(), [&](const Case& c) { return c.kind == "exact" && c.n() == n; });
+      auto it =
+          std::find_if(cases.begin(), cases.end(), [&](const Case& c) { return c.kind == "exact" && c.n() == n; });
       REQUIRE(it != cases.end());
       return GatedProblem<rational>{exact_inputs(it->in), it->gamma.unaryExpr([](double x) { return rational(x); })};
     };
@@ -337,7 +347,10 @@ TEST_CASE("--gates: every gated catalogue entry is defined on the exact gates an
   }
 }
 
-TEST_CASE("--gates: exact gates are dyadic squares that vary and differ from 1 at every plausible chunk boundary; given gates are checked", "[verify]") {
+TEST_CASE(
+    "--gates: exact gates are dyadic squares that vary and differ from 1 at every plausible chunk boundary; given "
+    "gates are checked",
+    "[verify]") {
   const Eigen::Index n = 8192;
   const ColVec<double> g = exact_gates(n);
   std::vector<Eigen::Index> widths;

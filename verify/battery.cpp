@@ -121,7 +121,8 @@ CaseCheck check_case(const Case& c, const Outcome& o, const Request& req) {
     k.parts.emplace_back("dk", check_matrix(e.dK, b.dK, f.dK, o.dK));
     k.parts.emplace_back("dv", check_matrix(e.dV, b.dV, f.dV, o.dV));
     // ∂L/∂γ with --gates, when the implementation gave it (dgamma.npy is optional)
-    if (o.dgamma.size() && e.dgamma.size()) k.parts.emplace_back("dgamma", check_matrix(e.dgamma, b.dgamma, f.dgamma, o.dgamma));
+    if (o.dgamma.size() && e.dgamma.size())
+      k.parts.emplace_back("dgamma", check_matrix(e.dgamma, b.dgamma, f.dgamma, o.dgamma));
     // ∂L/∂state_in, when the implementation gave it and a bound exists (unnormalized options)
     for (const auto& [name, got] : o.dstate_in.parts)
       for (const auto& [bn, bm] : b.dstate.parts)
@@ -153,8 +154,8 @@ CaseCheck check_case(const Case& c, const Outcome& o, const Request& req) {
           k.state_col = i / want.rows();
           k.state_expected = want(i).convert_to<double>();
           k.state_got = g;
-          k.state_problem = fmt::format("state_out part '{}' entry ({}, {}): expected {:.17g}, got {:.17g}", name, k.state_row,
-                                        k.state_col, k.state_expected, g);
+          k.state_problem = fmt::format("state_out part '{}' entry ({}, {}): expected {:.17g}, got {:.17g}", name,
+                                        k.state_row, k.state_col, k.state_expected, g);
         }
       }
     }
@@ -183,7 +184,8 @@ double number_of(const json& j) {
 }
 
 json first_difference_json(const CaseCheck& k) {
-  return {{"output", k.which}, {"row", k.row}, {"col", k.col}, {"expected", number(k.expected)}, {"got", number(k.got)}};
+  return {
+      {"output", k.which}, {"row", k.row}, {"col", k.col}, {"expected", number(k.expected)}, {"got", number(k.got)}};
 }
 json random_entry_json(const Case& c, const CaseCheck& k, const Request& req) {
   const double u = precision_model(req.declared(), req.dtype).u_format;
@@ -224,7 +226,9 @@ Mat<double> rounded(const Mat<mpfr256>& m) {
 }
 
 json options_json(const Options& o) {
-  return {{"gamma", format_rational(o.gamma)}, {"normalized", o.normalized}, {"eps", format_rational(o.eps)},
+  return {{"gamma", format_rational(o.gamma)},
+          {"normalized", o.normalized},
+          {"eps", format_rational(o.eps)},
           {"ridge", format_rational(o.ridge)}};
 }
 
@@ -285,7 +289,8 @@ std::vector<Case> simplifications(const Case& c, Eigen::Index first_bad_row, con
   };
   const Eigen::Index n = c.n(), d = c.in.Q.cols(), dv = c.in.V.cols();
   const Eigen::Index step = req.n_multiple, prefix = req.fit_n(first_bad_row + 1);
-  if (prefix < n) variant(slice_rows(c.in, 0, prefix), "prefix", grad ? Mat<double>(c.dO.topRows(prefix)) : Mat<double>());
+  if (prefix < n)
+    variant(slice_rows(c.in, 0, prefix), "prefix", grad ? Mat<double>(c.dO.topRows(prefix)) : Mat<double>());
   // Half the length too: a gradient's first wrong row need not be where a shorter sequence still fails.
   std::vector<Eigen::Index> parts{req.fit_n(n / 2)};
   if (req.fit_n(3 * n / 4) != parts.front()) parts.push_back(req.fit_n(3 * n / 4));
@@ -364,7 +369,8 @@ std::pair<int, std::tuple<Eigen::Index, Eigen::Index, Eigen::Index, long>> start
 
 // The first row beyond its bound in any returned matrix (o; dq, dk, dv with --grad).
 Eigen::Index first_bad_row(const Case& c, const Outcome& o) {
-  std::vector<std::tuple<const Mat<mpfr256>*, const Mat<double>*, const Mat<double>*>> parts{{&c.expected, &c.bound, &o.O}};
+  std::vector<std::tuple<const Mat<mpfr256>*, const Mat<double>*, const Mat<double>*>> parts{
+      {&c.expected, &c.bound, &o.O}};
   if (c.dO.size() && o.dQ.size())
     parts.insert(parts.end(), {{&c.expected_grad.dQ, &c.grad_bound.dQ, &o.dQ},
                                {&c.expected_grad.dK, &c.grad_bound.dK, &o.dK},
@@ -380,18 +386,18 @@ Eigen::Index first_bad_row(const Case& c, const Outcome& o) {
 
 json counterexample_json(const Case& c, const Outcome& o, const CaseCheck& k, int rounds) {
   json j = {{"case", c.name},
-          {"n", c.n()},
-          {"d", c.in.Q.cols()},
-          {"dv", c.in.V.cols()},
-          {"options", options_json(c.opt)},
-          {"q", matrix_json(c.in.Q)},
-          {"k", matrix_json(c.in.K)},
-          {"v", matrix_json(c.in.V)},
-          {"gamma", c.gamma.size() ? matrix_json(Mat<double>(c.gamma.transpose())) : json(nullptr)},
-          {"expected", matrix_json(rounded(c.expected))},
-          {"got", matrix_json(o.O)},
-          {"first_difference", first_difference_json(k)},
-          {"shrink_rounds", rounds}};
+            {"n", c.n()},
+            {"d", c.in.Q.cols()},
+            {"dv", c.in.V.cols()},
+            {"options", options_json(c.opt)},
+            {"q", matrix_json(c.in.Q)},
+            {"k", matrix_json(c.in.K)},
+            {"v", matrix_json(c.in.V)},
+            {"gamma", c.gamma.size() ? matrix_json(Mat<double>(c.gamma.transpose())) : json(nullptr)},
+            {"expected", matrix_json(rounded(c.expected))},
+            {"got", matrix_json(o.O)},
+            {"first_difference", first_difference_json(k)},
+            {"shrink_rounds", rounds}};
   if (k.output_mismatch()) j["first_wrong_row"] = first_bad_row(c, o);
   if (c.dO.size() && o.dQ.size()) {
     // the upstream gradient, and the returned gradient that differs most, expected and got
@@ -440,7 +446,8 @@ json merge_chunk_widths(std::vector<json>& found) {
       std::string what = f["description"];
       for (const std::string& pattern : {fmt::format("width {})", width), fmt::format("every {} tokens", width)}) {
         const auto p = what.find(pattern);
-        if (p != std::string::npos) what.replace(p, pattern.size(), std::string(pattern).replace(pattern.find(width), width.size(), "w"));
+        if (p != std::string::npos)
+          what.replace(p, pattern.size(), std::string(pattern).replace(pattern.find(width), width.size(), "w"));
       }
       f["description"] = what;
       f["widths"] = json::array({std::stoi(width)});
@@ -465,8 +472,8 @@ json merge_chunk_widths(std::vector<json>& found) {
 // A candidate's output r on case c against what the implementation returned (rows [0, rows)): equal stays true while
 // every entry is within the case's bound (plus a float32-level margin), distinguishable becomes true where the
 // candidate is beyond it from the operator itself.
-void compare_candidate(const Case& c, const Outcome& out, const Mat<double>& r, bool in_rationals, Eigen::Index rows, bool& equal,
-                       bool& distinguishable) {
+void compare_candidate(const Case& c, const Outcome& out, const Mat<double>& r, bool in_rationals, Eigen::Index rows,
+                       bool& equal, bool& distinguishable) {
   const Mat<double>& got = out.O;
   const double u = 1e3 * std::numeric_limits<float>::epsilon();
   // float64 candidates carry their own rounding, at most 2^-29 of the float32-level bound (diagnosis.hpp).
@@ -474,7 +481,8 @@ void compare_candidate(const Case& c, const Outcome& out, const Mat<double>& r, 
   for (Eigen::Index t = 0; t < std::min(rows, got.rows()) && equal; ++t)
     for (Eigen::Index j = 0; j < got.cols() && equal; ++j) {
       const double want = r(t, j);
-      const double tol = (std::isfinite(c.bound(t, j)) ? c.bound(t, j) + u * std::fabs(want) : u * std::fabs(want)) * own;
+      const double tol =
+          (std::isfinite(c.bound(t, j)) ? c.bound(t, j) + u * std::fabs(want) : u * std::fabs(want)) * own;
       if (!(std::fabs(got(t, j) - want) <= tol)) equal = false;  // NaN is never equal
       if (std::fabs(c.expected(t, j).convert_to<double>() - want) > tol) distinguishable = true;
     }
@@ -486,7 +494,8 @@ json diagnose(const std::string& op, const std::vector<const Case*>& cases, cons
   const std::vector<Candidate<double>> float_cands = diagnosis_candidates<double>(op);
   // The float64 candidate of index ci must be the rational one's (long cases are judged through it).
   bool aligned = exact_cands.size() == float_cands.size();
-  for (std::size_t ci = 0; aligned && ci < exact_cands.size(); ++ci) aligned = exact_cands[ci].key == float_cands[ci].key;
+  for (std::size_t ci = 0; aligned && ci < exact_cands.size(); ++ci)
+    aligned = exact_cands[ci].key == float_cands[ci].key;
   if (!aligned) throw std::logic_error("diagnosis: the rational and float64 candidate lists of " + op + " differ");
   std::vector<Problem<rational>> exact(cases.size());
   for (std::size_t i = 0; i < cases.size(); ++i)
@@ -509,13 +518,12 @@ json diagnose(const std::string& op, const std::vector<const Case*>& cases, cons
       std::optional<Mat<double>> r;
       try {
         if (in_rationals) {
-          if (auto x = cand.eval(exact[i], c.opt)) r = Mat<double>(x->unaryExpr([](const rational& v) { return to_double(v); }));
+          if (auto x = cand.eval(exact[i], c.opt))
+            r = Mat<double>(x->unaryExpr([](const rational& v) { return to_double(v); }));
         } else {
           r = float_cands[ci].eval(c.in, c.opt);
         }
-      } catch (const std::exception&) {
-        r.reset();
-      }
+      } catch (const std::exception&) { r.reset(); }
       if (!r) continue;
       ++applied;
       if (spec_fails[i]) explains_a_failure = true;
@@ -533,13 +541,15 @@ json diagnose(const std::string& op, const std::vector<const Case*>& cases, cons
 // The gated catalogue (diagnosis.hpp, gated_diagnosis_candidates) on the exact cases, in exact rationals on every case
 // small enough for them (the chunk-width candidates on all of those, the others up to max_n tokens): listed as
 // diagnose() lists the mistakes — equal on every case evaluated, reproducing a failure, distinguishable from SPEC.
-json diagnose_gated(const std::string& op, const std::vector<const Case*>& cases, const std::vector<const Outcome*>& outs,
-                    const std::vector<bool>& spec_fails, Eigen::Index max_n = kDiagnosisMaxN) {
+json diagnose_gated(const std::string& op, const std::vector<const Case*>& cases,
+                    const std::vector<const Outcome*>& outs, const std::vector<bool>& spec_fails,
+                    Eigen::Index max_n = kDiagnosisMaxN) {
   const std::vector<GatedCandidate> cands = gated_diagnosis_candidates(op);
   std::vector<std::optional<GatedProblem<rational>>> exact(cases.size());
   for (std::size_t i = 0; i < cases.size(); ++i)
     if (diagnose_in_rationals(*cases[i]))
-      exact[i] = GatedProblem<rational>{exact_inputs(cases[i]->in), cases[i]->gamma.unaryExpr([](double x) { return rational(x); })};
+      exact[i] = GatedProblem<rational>{exact_inputs(cases[i]->in),
+                                        cases[i]->gamma.unaryExpr([](double x) { return rational(x); })};
   std::vector<json> found(cands.size());
   const bool any_failure = std::find(spec_fails.begin(), spec_fails.end(), true) != spec_fails.end();
 #pragma omp parallel for schedule(dynamic)
@@ -554,9 +564,7 @@ json diagnose_gated(const std::string& op, const std::vector<const Case*>& cases
       std::optional<Mat<rational>> r;
       try {
         r = cand.eval(*exact[i], c.opt);
-      } catch (const std::exception&) {
-        r.reset();
-      }
+      } catch (const std::exception&) { r.reset(); }
       if (!r) continue;
       ++applied;
       if (spec_fails[i]) explains_a_failure = true;
@@ -572,14 +580,15 @@ json diagnose_gated(const std::string& op, const std::vector<const Case*>& cases
 // What the returned gradients compute instead (gradients.hpp's candidates), per returned matrix, on the small
 // exact cases (from the zero state): a candidate is listed for dq, dk or dv when it equals that matrix on every
 // case it is evaluated on, reproduces at least one of its failures and differs from the true gradient somewhere.
-json diagnose_gradients(const std::string& op, const std::vector<const Case*>& cases, const std::vector<const Outcome*>& outs,
-                        const std::vector<const CaseCheck*>& checks) {
+json diagnose_gradients(const std::string& op, const std::vector<const Case*>& cases,
+                        const std::vector<const Outcome*>& outs, const std::vector<const CaseCheck*>& checks) {
   const std::vector<GradientCandidate> cands = gradient_candidates(op);
   // Chunk-width candidates on every small-width case (their difference shows only past a chunk), the rest up
   // to kDiagnosisMaxN tokens.
   std::vector<std::size_t> use;
   for (std::size_t i = 0; i < cases.size(); ++i)
-    if (diagnose_in_rationals(*cases[i]) && cases[i]->state_in.parts.empty() && cases[i]->dO.size() && outs[i]->dQ.size())
+    if (diagnose_in_rationals(*cases[i]) && cases[i]->state_in.parts.empty() && cases[i]->dO.size() &&
+        outs[i]->dQ.size())
       use.push_back(i);
   std::vector<Problem<rational>> in(cases.size());
   std::vector<Mat<rational>> up(cases.size());
@@ -600,9 +609,7 @@ json diagnose_gradients(const std::string& op, const std::vector<const Case*>& c
       std::optional<ExactGradients> g;
       try {
         g = cands[ci].eval(in[i], c.opt, up[i]);
-      } catch (const std::exception&) {
-        g.reset();
-      }
+      } catch (const std::exception&) { g.reset(); }
       if (!g) continue;
       ++applied;
       const std::array<const Mat<rational>*, 3> want{&g->dQ, &g->dK, &g->dV};
@@ -615,14 +622,17 @@ json diagnose_gradients(const std::string& op, const std::vector<const Case*>& c
         for (Eigen::Index e = 0; e < want[o]->size() && equal[o]; ++e) {
           const double w = to_double((*want[o])(e));
           const double tol = (std::isfinite((*bound[o])(e)) ? (*bound[o])(e) : 0.0) + u * std::fabs(w);
-          if (!(std::fabs((*got[o])(e) - w) <= tol)) equal[o] = false;
+          if (!(std::fabs((*got[o])(e)-w) <= tol)) equal[o] = false;
           if (std::fabs((*truth[o])(e).convert_to<double>() - w) > tol) distinct[o] = true;
         }
       }
     }
     for (int o = 0; o < 3; ++o)
       if (applied > 0 && equal[o] && explains[o] && distinct[o])
-        found[ci][o] = {{"key", cands[ci].key}, {"description", cands[ci].description}, {"claim", cands[ci].claim}, {"cases", applied}};
+        found[ci][o] = {{"key", cands[ci].key},
+                        {"description", cands[ci].description},
+                        {"claim", cands[ci].claim},
+                        {"cases", applied}};
   }
   json out = json::object();
   for (int o = 0; o < 3; ++o) {
@@ -636,12 +646,13 @@ json diagnose_gradients(const std::string& op, const std::vector<const Case*>& c
 
 // The catalogue's state mistake (diagnosis.hpp) on every returned state beyond its bound: the padding width
 // that explains them all, if one does.
-std::optional<int> padding_width(const std::string& op, const std::vector<Case>& cases, const std::vector<Outcome>& outs,
-                                 const std::vector<CaseCheck>& checks) {
+std::optional<int> padding_width(const std::string& op, const std::vector<Case>& cases,
+                                 const std::vector<Outcome>& outs, const std::vector<CaseCheck>& checks) {
   std::vector<ReturnedState> states;
   for (std::size_t i = 0; i < cases.size(); ++i) {
     // a split's second half starts from the implementation's own state, its expected state from the true one
-    if (!checks[i].answered || checks[i].state_problem.empty() || checks[i].state_part.empty() || cases[i].kind == "split-b")
+    if (!checks[i].answered || checks[i].state_problem.empty() || checks[i].state_part.empty() ||
+        cases[i].kind == "split-b")
       continue;
     ReturnedState s;
     s.opt = cases[i].opt;
@@ -671,7 +682,8 @@ std::optional<EmulatedFormat> explaining_format(const std::vector<Case>& cases, 
       if (name != "o" && part_proves_difference(cases[i], m)) return std::nullopt;
     over.push_back(i);
   }
-  std::sort(over.begin(), over.end(), [&](std::size_t a, std::size_t b) { return size_key(cases[a]) < size_key(cases[b]); });
+  std::sort(over.begin(), over.end(),
+            [&](std::size_t a, std::size_t b) { return size_key(cases[a]) < size_key(cases[b]); });
   for (const EmulatedFormat& f : coarser_formats(req.declared())) {
     bool explained = true;
     for (std::size_t i : over) {
@@ -690,7 +702,9 @@ std::optional<EmulatedFormat> explaining_format(const std::vector<Case>& cases, 
 }
 
 json precision_diagnosis_json(const std::optional<EmulatedFormat>& f) {
-  if (!f) return {{"format", nullptr}, {"description", "no emulated format explains it (fp32, TF32, fp16, bf16 products, a bf16 state)"}};
+  if (!f)
+    return {{"format", nullptr},
+            {"description", "no emulated format explains it (fp32, TF32, fp16, bf16 products, a bf16 state)"}};
   return {{"format", f->key()}, {"description", "consistent with " + f->description()}};
 }
 
@@ -738,13 +752,17 @@ json run_battery(Implementation& impl, const Request& req, const BatteryOptions&
     std::vector<std::pair<std::string, std::vector<std::string>>> by_error;
     for (std::size_t i = 0; i < cases.size(); ++i) {
       if (checks[i].answered) continue;
-      auto it = std::find_if(by_error.begin(), by_error.end(), [&](const auto& e) { return e.first == checks[i].error; });
-      if (it == by_error.end()) by_error.push_back({checks[i].error, {cases[i].name}});
-      else it->second.push_back(cases[i].name);
+      auto it =
+          std::find_if(by_error.begin(), by_error.end(), [&](const auto& e) { return e.first == checks[i].error; });
+      if (it == by_error.end())
+        by_error.push_back({checks[i].error, {cases[i].name}});
+      else
+        it->second.push_back(cases[i].name);
     }
     for (const auto& r : rounds)
       if (!r["failure"].get<std::string>().empty())
-        findings.push_back({{"case", "round: " + r["what"].get<std::string>()}, {"cases", r["cases"]}, {"error", r["failure"]}});
+        findings.push_back(
+            {{"case", "round: " + r["what"].get<std::string>()}, {"cases", r["cases"]}, {"error", r["failure"]}});
     for (const auto& [error, names] : by_error)
       findings.push_back({{"case", names.front()}, {"cases", names.size()}, {"error", error}});
   }
@@ -772,7 +790,8 @@ json run_battery(Implementation& impl, const Request& req, const BatteryOptions&
     const CaseCheck& k = checks[i];
     const MatrixCheck* o = k.part("o");
     bool backward_bad = false;
-    for (const auto& [name, m] : k.parts) backward_bad = backward_bad || (name != "o" && part_proves_difference(cases[i], m));
+    for (const auto& [name, m] : k.parts)
+      backward_bad = backward_bad || (name != "o" && part_proves_difference(cases[i], m));
     localize(groups[cases[i].group], k.answered, o && part_proves_difference(cases[i], *o));
     if (req.grad) localize(gradient_groups[cases[i].group], k.answered, backward_bad);
     if (!k.answered) continue;
@@ -829,8 +848,10 @@ json run_battery(Implementation& impl, const Request& req, const BatteryOptions&
         if (!v.count(name)) names.push_back(name);
         std::string& x = v[name];
         if (x.empty()) x = "computes";
-        if (part_proves_difference(cases[i], m)) x = "differs";
-        else if (m.mismatch() && x == "computes") x = "lower-precision";
+        if (part_proves_difference(cases[i], m))
+          x = "differs";
+        else if (m.mismatch() && x == "computes")
+          x = "lower-precision";
       }
     for (const auto& name : names) outputs[name] = v[name];
   }
@@ -840,9 +861,12 @@ json run_battery(Implementation& impl, const Request& req, const BatteryOptions&
   // a random case beyond rounding, is another function.
   std::string verdict = "computes";
   bool exact_failed = exact["failed"].get<int>() > 0;
-  if (!findings.empty()) verdict = "error";
-  else if (exact_failed || first_carry_failure != cases.size() || random_far) verdict = "differs";
-  else if (random_over || carry_over || exact_over) verdict = "lower-precision";
+  if (!findings.empty())
+    verdict = "error";
+  else if (exact_failed || first_carry_failure != cases.size() || random_far)
+    verdict = "differs";
+  else if (random_over || carry_over || exact_over)
+    verdict = "lower-precision";
   json precision_diagnosis = nullptr;
   bool explained = false;
   if (verdict == "lower-precision" || (verdict == "differs" && !random_far)) {
@@ -878,7 +902,6 @@ json run_battery(Implementation& impl, const Request& req, const BatteryOptions&
       if (start == cases.size() || start_key(cases[i]) < start_key(cases[start])) start = i;
     }
   if (start != cases.size()) {
-
     Case best = cases[start];
     Outcome best_out = outs[start];
     CaseCheck best_check = checks[start];
@@ -886,9 +909,11 @@ json run_battery(Implementation& impl, const Request& req, const BatteryOptions&
     for (int round = 1; round <= opts.shrink_rounds; ++round) {
       std::vector<Case> trial = simplifications(best, first_bad_row(best, best_out), req);
       if (trial.empty()) break;
-      for (std::size_t j = 0; j < trial.size(); ++j) trial[j].name = fmt::format("shrink{}-{:03d}-{}", round, j, trial[j].name);
+      for (std::size_t j = 0; j < trial.size(); ++j)
+        trial[j].name = fmt::format("shrink{}-{:03d}-{}", round, j, trial[j].name);
       compute_all(trial, req);
-      std::vector<Outcome> got = run_round(impl, trial, req, fmt::format("shrink {}", round), rounds, impl_seconds, progress);
+      std::vector<Outcome> got =
+          run_round(impl, trial, req, fmt::format("shrink {}", round), rounds, impl_seconds, progress);
       used = round;
       std::size_t pick = trial.size();
       for (std::size_t j = 0; j < trial.size(); ++j) {
@@ -904,16 +929,21 @@ json run_battery(Implementation& impl, const Request& req, const BatteryOptions&
       best_out = got[pick];
     }
     counterexample = counterexample_json(best, best_out, best_check, used);
-    if (from_random) counterexample["note"] = "from a random case: the error is far beyond rounding, but no exact case showed it";
+    if (from_random)
+      counterexample["note"] = "from a random case: the error is far beyond rounding, but no exact case showed it";
   } else if (verdict == "differs" && first_carry_failure != cases.size()) {
     const std::size_t i = first_carry_failure;
     const CaseCheck& k = checks[i];
     counterexample = counterexample_json(cases[i], outs[i], k, 0);
     if (!k.output_mismatch() && !k.state_part.empty())
-      counterexample["first_difference"] = {{"state_part", k.state_part}, {"row", k.state_row}, {"col", k.state_col},
-                                            {"expected", number(k.state_expected)}, {"got", number(k.state_got)}};
+      counterexample["first_difference"] = {{"state_part", k.state_part},
+                                            {"row", k.state_row},
+                                            {"col", k.state_col},
+                                            {"expected", number(k.state_expected)},
+                                            {"got", number(k.state_got)}};
     counterexample["state_in"] = state_json(cases[i].state_in);
-    if (!cases[i].pair.empty()) counterexample["note"] = "split-and-carry: compared with the whole sequence " + cases[i].pair;
+    if (!cases[i].pair.empty())
+      counterexample["note"] = "split-and-carry: compared with the whole sequence " + cases[i].pair;
     for (const auto& c : carry)
       if (c["case"] == cases[i].name) counterexample["detail"] = c["detail"];
   }
@@ -936,36 +966,48 @@ json run_battery(Implementation& impl, const Request& req, const BatteryOptions&
       o_failed = o_failed || fails.back();
     }
     // (the gradient catalogue's candidates take a fixed γ: with gates a wrong backward is judged, not named)
-    if (req.grad && exact_failed && verdict != "error" && !req.gates) gradient_matches = diagnose_gradients(req.op, dc, doo, dk);
+    if (req.grad && exact_failed && verdict != "error" && !req.gates)
+      gradient_matches = diagnose_gradients(req.op, dc, doo, dk);
     // A difference that no exact case shows (random or carry cases only) is not explained by what the
     // exact cases match: the report says so instead of listing the operator's own forms.
     if (verdict == "error") {
       diagnosis_note = "the protocol failed (see the findings): no diagnosis";
     } else if (verdict == "differs" && !exact_failed) {
       // (the padding mistake is decided on fixed-γ streaming forms: not with gates)
-      const int w = first_carry_failure != cases.size() && !req.gates ? padding_width(req.op, cases, outs, checks).value_or(0) : 0;
+      const int w = first_carry_failure != cases.size() && !req.gates
+                        ? padding_width(req.op, cases, outs, checks).value_or(0)
+                        : 0;
       // with gates: the state handed in not decayed by the first token's gate
       std::vector<CarriedOutputs> carried;
       for (std::size_t i = 0; req.gates && i < cases.size(); ++i)
         if (!cases[i].state_in.parts.empty() && checks[i].answered)
-          carried.push_back({cases[i].opt, cases[i].in, cases[i].gamma, cases[i].state_in, outs[i].O, cases[i].bound, cases[i].expected});
+          carried.push_back({cases[i].opt, cases[i].in, cases[i].gamma, cases[i].state_in, outs[i].O, cases[i].bound,
+                             cases[i].expected});
       if (!carried.empty() && state_in_undecayed(req.op, carried))
         matches.push_back({{"key", "mistake:state-in-undecayed"},
-                           {"description", "the state handed in is not decayed by the first token's gate (gamma_0 taken as 1 "
-                                           "for it): right from the zero state"},
-                           {"claim", ""}, {"cases", static_cast<int>(carried.size())}});
+                           {"description",
+                            "the state handed in is not decayed by the first token's gate (gamma_0 taken as 1 "
+                            "for it): right from the zero state"},
+                           {"claim", ""},
+                           {"cases", static_cast<int>(carried.size())}});
       else if (w > 0)
-        matches.push_back({{"key", fmt::format("mistake:padding-decays-state@w={}", w)},
-                           {"description", fmt::format("zero padding to a multiple of {} tokens that decays the returned state "
-                                                       "(every wrong state is the true one after the padding's zero tokens)", w)},
-                           {"claim", ""}, {"cases", 0}});
+        matches.push_back(
+            {{"key", fmt::format("mistake:padding-decays-state@w={}", w)},
+             {"description", fmt::format("zero padding to a multiple of {} tokens that decays the returned state "
+                                         "(every wrong state is the true one after the padding's zero tokens)",
+                                         w)},
+             {"claim", ""},
+             {"cases", 0}});
       else
         diagnosis_note = "every exact case is right; the difference shows only on " +
                          std::string(first_carry_failure != cases.size() ? "state-carry" : "random") +
                          " cases, which the candidates are not compared on";
     } else if (!dc.empty()) {
-      if (!o_failed) matches.push_back({{"key", req.op + "/reference/spec"}, {"description", "SPEC's " + req.op}, {"claim", ""},
-                                        {"cases", static_cast<int>(dc.size())}});
+      if (!o_failed)
+        matches.push_back({{"key", req.op + "/reference/spec"},
+                           {"description", "SPEC's " + req.op},
+                           {"claim", ""},
+                           {"cases", static_cast<int>(dc.size())}});
       // Under a length constraint the smallest exact cases are longer: the diagnosis follows them.
       const Eigen::Index max_n = std::max<Eigen::Index>(kDiagnosisMaxN, req.fit_n(1));
       json more = req.gates ? diagnose_gated(req.op, dc, doo, fails, max_n) : diagnose(req.op, dc, doo, fails, max_n);
@@ -977,30 +1019,32 @@ json run_battery(Implementation& impl, const Request& req, const BatteryOptions&
   for (const auto& [g, v] : gradient_groups) gradient_localization[g] = v;
 
   const double total = seconds_since(t0);
-  json report = {{"verdict", verdict},
-                 {"op", req.op},
-                 {"options", options_json(req.opt)},
-                 {"dtype", dtype_name(req.dtype)},
-                 {"precision", precision_name(req.declared())},
-                 {"state", req.state},
-                 {"max_n", req.max_n},
-                 {"constraints", {{"fixed_d", req.fixed_widths}, {"n_multiple", req.n_multiple}}},
-                 {"matches", matches},
-                 {"precision_diagnosis", precision_diagnosis},
-                 {"diagnosis_note", diagnosis_note},
-                 {"localization", localization},
-                 {"gradient_localization", gradient_localization},
-                 {"grad", req.grad},
-                 {"outputs", outputs},
-                 {"gradient_matches", gradient_matches},
-                 {"exact", exact},
-                 {"random", random},
-                 {"carry", carry},
-                 {"counterexample", counterexample},
-                 {"findings", findings},
-                 {"rounds", rounds},
-                 {"timings", {{"total_seconds", total}, {"implementation_seconds", impl_seconds}, {"harness_seconds", total - impl_seconds}}},
-                 {"harness", {{"commit", build_info::source_tree()}}}};
+  json report = {
+      {"verdict", verdict},
+      {"op", req.op},
+      {"options", options_json(req.opt)},
+      {"dtype", dtype_name(req.dtype)},
+      {"precision", precision_name(req.declared())},
+      {"state", req.state},
+      {"max_n", req.max_n},
+      {"constraints", {{"fixed_d", req.fixed_widths}, {"n_multiple", req.n_multiple}}},
+      {"matches", matches},
+      {"precision_diagnosis", precision_diagnosis},
+      {"diagnosis_note", diagnosis_note},
+      {"localization", localization},
+      {"gradient_localization", gradient_localization},
+      {"grad", req.grad},
+      {"outputs", outputs},
+      {"gradient_matches", gradient_matches},
+      {"exact", exact},
+      {"random", random},
+      {"carry", carry},
+      {"counterexample", counterexample},
+      {"findings", findings},
+      {"rounds", rounds},
+      {"timings",
+       {{"total_seconds", total}, {"implementation_seconds", impl_seconds}, {"harness_seconds", total - impl_seconds}}},
+      {"harness", {{"commit", build_info::source_tree()}}}};
   report["seed"] = req.seed;  // the cases are a function of it: the report says how to draw them again
   report["gates"] = req.gates ? json{{"range", {req.gate_lo, req.gate_hi}}} : json(nullptr);
   report["summary"] = summary_text(report);
@@ -1010,7 +1054,8 @@ json run_battery(Implementation& impl, const Request& req, const BatteryOptions&
 namespace {
 
 bool mentions_shape(std::string error) {
-  std::transform(error.begin(), error.end(), error.begin(), [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+  std::transform(error.begin(), error.end(), error.begin(),
+                 [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
   for (const char* word : {"shape", "size", "dimension", "multiple", "n=", "d=", "dv=", "n %", "block"})
     if (error.find(word) != std::string::npos) return true;
   return false;
@@ -1019,9 +1064,10 @@ bool mentions_shape(std::string error) {
 // A case's options in full, as the counterexample line prints them.
 // With per-token gates (--gates) the decay is theirs: "gates" in place of gamma=1.
 std::string options_text(const json& o, bool gated) {
-  return fmt::format("{}, {}, lambda={}", gated ? "gates" : "gamma=" + o["gamma"].get<std::string>(),
-                     o["normalized"].get<bool>() ? "normalized eps=" + o["eps"].get<std::string>() : std::string("unnormalized"),
-                     o["ridge"].get<std::string>());
+  return fmt::format(
+      "{}, {}, lambda={}", gated ? "gates" : "gamma=" + o["gamma"].get<std::string>(),
+      o["normalized"].get<bool>() ? "normalized eps=" + o["eps"].get<std::string>() : std::string("unnormalized"),
+      o["ridge"].get<std::string>());
 }
 
 // Row r (0-based) as the start of a chunk: the largest power of two ≥ 4 dividing it, if any.
@@ -1038,12 +1084,14 @@ std::string summary_text(const json& r) {
   std::ostringstream s;
   const json& o = r["options"];
   const bool gated = r.contains("gates") && !r["gates"].is_null();
-  s << "hla verify: " << r["op"].get<std::string>() << " (" << (gated ? "gates" : "gamma=" + o["gamma"].get<std::string>())
+  s << "hla verify: " << r["op"].get<std::string>() << " ("
+    << (gated ? "gates" : "gamma=" + o["gamma"].get<std::string>())
     << (o["normalized"].get<bool>() ? ", normalized eps=" + o["eps"].get<std::string>() : "")
     << (o["ridge"].get<std::string>() != "0" ? ", lambda=" + o["ridge"].get<std::string>() : "") << "), "
     << r["dtype"].get<std::string>()
     << (r.contains("precision") && r["precision"] != (r["dtype"] == "float64" ? "fp64" : "fp32")
-            ? " (declared " + r["precision"].get<std::string>() + " arithmetic)" : "")
+            ? " (declared " + r["precision"].get<std::string>() + " arithmetic)"
+            : "")
     << (r.value("state", false) ? ", with state" : "") << (r.value("grad", false) ? ", with gradients" : "") << "\n";
   s << "verdict: " << r["verdict"].get<std::string>();
   if (r.contains("precision_diagnosis") && r["precision_diagnosis"].is_object())
@@ -1051,9 +1099,11 @@ std::string summary_text(const json& r) {
   s << "\n";
   if (r.contains("mode")) s << "  mode: " << r["mode"].get<std::string>() << "\n";
   if (r.contains("exact") && r["exact"]["cases"].get<int>() > 0)
-    s << fmt::format("  exact cases: {} ({} within bound, {}{} beyond; worst {:.3g} x the bound)\n", r["exact"]["cases"].get<int>(),
-                     r["exact"]["passed"].get<int>(),
-                     r["exact"].contains("explained") ? fmt::format("{} beyond it but within the format's, ", r["exact"]["explained"].get<int>()) : "",
+    s << fmt::format("  exact cases: {} ({} within bound, {}{} beyond; worst {:.3g} x the bound)\n",
+                     r["exact"]["cases"].get<int>(), r["exact"]["passed"].get<int>(),
+                     r["exact"].contains("explained")
+                         ? fmt::format("{} beyond it but within the format's, ", r["exact"]["explained"].get<int>())
+                         : "",
                      r["exact"]["failed"].get<int>(), number_of(r["exact"]["worst_ratio"]));
   if (r.contains("localization") && !r["localization"].empty()) {
     const bool grad = r.contains("gradient_localization") && !r["gradient_localization"].empty();
@@ -1067,7 +1117,9 @@ std::string summary_text(const json& r) {
     }
     if (r["localization"].contains("base"))
       s << "  computes the operator at " << (gated ? "the gates" : "gamma = 1") << ", unnormalized, without ridge: "
-        << (r["localization"]["base"] == "computes" ? "yes" : r["localization"]["base"] == "differs" ? "no" : "unknown (cases unanswered)")
+        << (r["localization"]["base"] == "computes"  ? "yes"
+            : r["localization"]["base"] == "differs" ? "no"
+                                                     : "unknown (cases unanswered)")
         << "\n";
   }
   if (r.contains("outputs") && !r["outputs"].empty()) {
@@ -1081,24 +1133,31 @@ std::string summary_text(const json& r) {
   if (r.contains("random") && !r["random"].empty()) {
     // u is the declared arithmetic's unit roundoff; the error is normwise: the largest error over the largest output.
     const std::string prec = r.value("precision", std::string(r["dtype"] == "float64" ? "fp64" : "fp32"));
-    s << fmt::format("  random cases: error = max |got - expected| / max |expected|, in u = {}'s unit roundoff 2^{}; "
-                     "bound: {}\n", prec, std::ilogb(precision_model(parse_precision(prec), DType::float64).u_format),
-                     r["random"][0].value("bound", std::string("proven")) == "calibrated"
-                         ? "what correct " + prec + " implementations err (an emulated " + prec + " kernel, with a margin)"
-                         : "the proven worst case");
+    s << fmt::format(
+        "  random cases: error = max |got - expected| / max |expected|, in u = {}'s unit roundoff 2^{}; "
+        "bound: {}\n",
+        prec, std::ilogb(precision_model(parse_precision(prec), DType::float64).u_format),
+        r["random"][0].value("bound", std::string("proven")) == "calibrated"
+            ? "what correct " + prec + " implementations err (an emulated " + prec + " kernel, with a margin)"
+            : "the proven worst case");
     for (const auto& x : r["random"])
-      s << fmt::format("  random n={:<5} error {:.3g} u, {:.3g} x the bound{}\n", x["n"].get<long>(), number_of(x["error_in_u"]),
-                       number_of(x["worst_ratio"]), x.value("bound", std::string()) == "calibrated" ? " (calibrated)" : "");
+      s << fmt::format("  random n={:<5} error {:.3g} u, {:.3g} x the bound{}\n", x["n"].get<long>(),
+                       number_of(x["error_in_u"]), number_of(x["worst_ratio"]),
+                       x.value("bound", std::string()) == "calibrated" ? " (calibrated)" : "");
   }
   if (r.contains("carry")) {
     int ok = 0, over = 0, bad = 0;
     for (const auto& x : r["carry"]) (x["result"] == "ok" ? ok : x["result"] == "over-bound" ? over : bad)++;
     if (ok + over + bad)
-      s << fmt::format("  state carry: {} ok, {}{} differ\n", ok, over ? fmt::format("{} over the bound but within rounding of a lower precision, ", over) : "", bad);
+      s << fmt::format("  state carry: {} ok, {}{} differ\n", ok,
+                       over ? fmt::format("{} over the bound but within rounding of a lower precision, ", over) : "",
+                       bad);
     for (const auto& x : r["carry"])
-      if (x["result"] != "ok") s << "    " << x["case"].get<std::string>() << ": " << x["detail"].get<std::string>() << "\n";
+      if (x["result"] != "ok")
+        s << "    " << x["case"].get<std::string>() << ": " << x["detail"].get<std::string>() << "\n";
   }
-  if (!r.value("diagnosis_note", std::string()).empty()) s << "  diagnosis: " << r["diagnosis_note"].get<std::string>() << "\n";
+  if (!r.value("diagnosis_note", std::string()).empty())
+    s << "  diagnosis: " << r["diagnosis_note"].get<std::string>() << "\n";
   // A forward that computes the operator lists every registered form equal to it: the summary counts them.
   const json& ms = r["matches"];
   // With --grad the forward's matches are the output o's, beside dq's, dk's and dv's below.
@@ -1117,24 +1176,26 @@ std::string summary_text(const json& r) {
     for (const std::string name : {"dq", "dk", "dv"})
       if (r["gradient_matches"].contains(name))
         for (const auto& m : r["gradient_matches"][name]) {
-          s << "  " << name << " matches " << m["key"].get<std::string>() << ": " << m["description"].get<std::string>();
+          s << "  " << name << " matches " << m["key"].get<std::string>() << ": "
+            << m["description"].get<std::string>();
           if (!m["claim"].get<std::string>().empty()) s << " (see claim " << m["claim"].get<std::string>() << ")";
           s << "\n";
         }
   if (!r["counterexample"].is_null()) {
     const json& c = r["counterexample"];
-    s << fmt::format("  counterexample (n={}, d={}, dv={}, {}):\n", c["n"].get<long>(), c["d"].get<long>(), c["dv"].get<long>(),
-                     options_text(c["options"], gated));
+    s << fmt::format("  counterexample (n={}, d={}, dv={}, {}):\n", c["n"].get<long>(), c["d"].get<long>(),
+                     c["dv"].get<long>(), options_text(c["options"], gated));
     const json& f = c["first_difference"];
     const std::string where = f.contains("state_part") ? "state part " + f["state_part"].get<std::string>() + " "
                               : f.value("output", std::string("o")) != "o" ? f["output"].get<std::string>() + " "
-                                                                            : "";
+                                                                           : "";
     // first the entry that differs (for a state, the part), then the inputs when they are small enough to read
     s << fmt::format("    {} at {}row {}, col {}: expected {:.17g}, got {:.17g}\n",
                      f.contains("state_part") ? "first difference" : "worst difference", where, f["row"].get<long>(),
                      f["col"].get<long>(), number_of(f["expected"]), number_of(f["got"]));
     if (c.contains("first_wrong_row"))
-      s << "    first wrong row " << c["first_wrong_row"].get<long>() << chunk_boundary_note(c["first_wrong_row"].get<long>()) << "\n";
+      s << "    first wrong row " << c["first_wrong_row"].get<long>()
+        << chunk_boundary_note(c["first_wrong_row"].get<long>()) << "\n";
     const long entries = c["n"].get<long>() * (2 * c["d"].get<long>() + c["dv"].get<long>());
     if (c.contains("q") && entries <= 160) {
       s << "    q = " << c["q"].dump() << "\n    k = " << c["k"].dump() << "\n    v = " << c["v"].dump() << "\n";
@@ -1143,8 +1204,8 @@ std::string summary_text(const json& r) {
       if (c.contains("state_in") && c["state_in"].is_object()) s << "    state_in = " << c["state_in"].dump() << "\n";
       if (c.contains("gradient")) {
         const std::string g = c["gradient"]["output"];
-        s << "    do = " << c["do"].dump() << "\n    expected " << g << " = " << c["gradient"]["expected"].dump() << "\n    got      "
-          << g << " = " << c["gradient"]["got"].dump() << "\n";
+        s << "    do = " << c["do"].dump() << "\n    expected " << g << " = " << c["gradient"]["expected"].dump()
+          << "\n    got      " << g << " = " << c["gradient"]["got"].dump() << "\n";
       }
     } else if (c.contains("q")) {
       s << "    (inputs and outputs in --json)\n";
@@ -1154,8 +1215,9 @@ std::string summary_text(const json& r) {
   }
   for (const auto& f : r["findings"]) {
     const long count = f.value("cases", 1L);
-    s << "  error in " << f["case"].get<std::string>() << (count > 1 ? fmt::format(" (and {} more cases)", count - 1) : "") << ": "
-      << f["error"].get<std::string>() << "\n";
+    s << "  error in " << f["case"].get<std::string>()
+      << (count > 1 ? fmt::format(" (and {} more cases)", count - 1) : "") << ": " << f["error"].get<std::string>()
+      << "\n";
   }
   // The shape hint only where a finding is about shapes (a wrong shape returned, an assertion on n or d), not
   // after any exception.
@@ -1163,13 +1225,14 @@ std::string summary_text(const json& r) {
   for (const auto& f : r["findings"]) shape_finding = shape_finding || mentions_shape(f["error"].get<std::string>());
   if (shape_finding && r.contains("constraints") && !r["constraints"]["fixed_d"].get<bool>() &&
       r["constraints"]["n_multiple"].get<long>() == 1)
-    s << "  hint: an implementation that takes only some shapes (one head size, whole blocks of tokens) can say so with\n"
+    s << "  hint: an implementation that takes only some shapes (one head size, whole blocks of tokens) can say so "
+         "with\n"
          "        --fixed-d --d D --dv DV and --n-multiple B: every case then has that shape\n";
   if (r.contains("timings"))
     // three significant digits: a fast implementation's 0.04 s is not "0.0 s"
     s << fmt::format("  time: {:.3g} s in the implementation ({} round{}), {:.3g} s in the harness\n",
-                     r["timings"]["implementation_seconds"].get<double>(), r["rounds"].size(), r["rounds"].size() == 1 ? "" : "s",
-                     r["timings"]["harness_seconds"].get<double>());
+                     r["timings"]["implementation_seconds"].get<double>(), r["rounds"].size(),
+                     r["rounds"].size() == 1 ? "" : "s", r["timings"]["harness_seconds"].get<double>());
   return s.str();
 }
 
@@ -1188,9 +1251,13 @@ json judge_given(const Request& req, const Problem<double>& in, const Mat<double
   o.O = out;
   o.error = check_returned_output(c, out);
   const CaseCheck k = check_case(c, o, req);
-  std::string verdict = !k.answered ? "error" : k.worst_ratio <= 1 ? "computes" : k.far() ? "differs" : "lower-precision";
+  std::string verdict = !k.answered          ? "error"
+                        : k.worst_ratio <= 1 ? "computes"
+                        : k.far()            ? "differs"
+                                             : "lower-precision";
   json precision_diagnosis = nullptr;
-  if (verdict == "lower-precision") precision_diagnosis = precision_diagnosis_json(explaining_format({c}, {o}, {k}, req));
+  if (verdict == "lower-precision")
+    precision_diagnosis = precision_diagnosis_json(explaining_format({c}, {o}, {k}, req));
   json matches = json::array();
   if (k.answered && verdict != "computes" && c.n() <= kGivenDiagnosisMaxN) {
     std::vector<const Case*> dc{&c};
@@ -1201,8 +1268,9 @@ json judge_given(const Request& req, const Problem<double>& in, const Mat<double
   json findings = json::array();
   if (!k.answered) findings.push_back({{"case", "given"}, {"error", k.error}});
   json report = {{"verdict", verdict},
-                 {"mode", "file: measured on the given inputs against MPFR-256 and the rounding bound (no exact cases: a "
-                          "'differs' here means an error beyond 5% normwise, not a proof)"},
+                 {"mode",
+                  "file: measured on the given inputs against MPFR-256 and the rounding bound (no exact cases: a "
+                  "'differs' here means an error beyond 5% normwise, not a proof)"},
                  {"op", req.op},
                  {"options", options_json(req.opt)},
                  {"dtype", dtype_name(req.dtype)},
@@ -1216,7 +1284,10 @@ json judge_given(const Request& req, const Problem<double>& in, const Mat<double
                  {"rounds", json::array()},
                  {"harness", {{"commit", build_info::source_tree()}}}};
   if (verdict == "differs")
-    report["counterexample"] = {{"n", c.n()}, {"d", c.in.Q.cols()}, {"dv", c.in.V.cols()}, {"options", options_json(c.opt)},
+    report["counterexample"] = {{"n", c.n()},
+                                {"d", c.in.Q.cols()},
+                                {"dv", c.in.V.cols()},
+                                {"options", options_json(c.opt)},
                                 {"first_difference", first_difference_json(k)},
                                 {"note", "the given inputs (not shrunk)"}};
   report["gates"] = req.gates ? json{{"given", true}} : json(nullptr);

@@ -21,8 +21,8 @@
 namespace hla::verify::ext {
 
 struct BatteryOptions {
-  int shrink_rounds = 8;       // rounds of the counterexample search (each re-runs the implementation once)
-  bool diagnose = true;        // compare with the registered forms and the catalogue of mistakes
+  int shrink_rounds = 8;  // rounds of the counterexample search (each re-runs the implementation once)
+  bool diagnose = true;   // compare with the registered forms and the catalogue of mistakes
   std::ostream* progress = nullptr;
 };
 
@@ -39,6 +39,7 @@ int exit_code_for(const std::string& verdict);
 // Outputs already computed elsewhere (file mode): the given inputs and outputs against the MPFR reference
 // and its bound, and the candidates they match. No exact cases: it measures, and says so.
 // With req.gates, `gates` holds the per-token γ_t (checked: one per token, each in (0, 1]).
-nlohmann::json judge_given(const Request& req, const Problem<double>& in, const Mat<double>& out, const ColVec<double>& gates = {});
+nlohmann::json judge_given(const Request& req, const Problem<double>& in, const Mat<double>& out,
+                           const ColVec<double>& gates = {});
 
 }  // namespace hla::verify::ext

@@ -28,16 +28,23 @@ DType parse_dtype(const std::string& s) {
   if (s == "float32" || s == "f4" || s == "float" || s == "fp32") return DType::float32;
   throw InputError("unknown dtype '" + s + "' (float64 or float32)");
 }
-double unit_roundoff(DType t) { return t == DType::float64 ? hla::unit_roundoff<double>() : hla::unit_roundoff<float>(); }
+double unit_roundoff(DType t) {
+  return t == DType::float64 ? hla::unit_roundoff<double>() : hla::unit_roundoff<float>();
+}
 double round_to(DType t, double x) { return t == DType::float64 ? x : static_cast<double>(static_cast<float>(x)); }
 
 std::string precision_name(Precision p) {
   switch (p) {
-    case Precision::fp64: return "fp64";
-    case Precision::fp32: return "fp32";
-    case Precision::tf32: return "tf32";
-    case Precision::bf16: return "bf16";
-    case Precision::fp16: return "fp16";
+    case Precision::fp64:
+      return "fp64";
+    case Precision::fp32:
+      return "fp32";
+    case Precision::tf32:
+      return "tf32";
+    case Precision::bf16:
+      return "bf16";
+    case Precision::fp16:
+      return "fp16";
   }
   return "?";
 }
@@ -50,11 +57,21 @@ PrecisionModel precision_model(Precision p, DType dtype) {
   const double u64 = std::ldexp(1.0, -53), u32 = std::ldexp(1.0, -24);
   PrecisionModel m;
   switch (p) {
-    case Precision::fp64: m = {u64, 0, u64, 53}; break;
-    case Precision::fp32: m = {u32, dtype == DType::float64 ? u32 : 0, u32, 24}; break;
-    case Precision::tf32: m = {std::ldexp(1.0, -11), std::ldexp(1.0, -11), u32, 11}; break;
-    case Precision::bf16: m = {std::ldexp(1.0, -8), std::ldexp(1.0, -8), u32, 8}; break;
-    case Precision::fp16: m = {std::ldexp(1.0, -11), std::ldexp(1.0, -11), u32, 11}; break;
+    case Precision::fp64:
+      m = {u64, 0, u64, 53};
+      break;
+    case Precision::fp32:
+      m = {u32, dtype == DType::float64 ? u32 : 0, u32, 24};
+      break;
+    case Precision::tf32:
+      m = {std::ldexp(1.0, -11), std::ldexp(1.0, -11), u32, 11};
+      break;
+    case Precision::bf16:
+      m = {std::ldexp(1.0, -8), std::ldexp(1.0, -8), u32, 8};
+      break;
+    case Precision::fp16:
+      m = {std::ldexp(1.0, -11), std::ldexp(1.0, -11), u32, 11};
+      break;
   }
   return m;
 }
@@ -68,7 +85,6 @@ double exact_magnitude(const Request& r) { return exact_magnitude(r.declared());
 // Literal references cost O(n²)–O(n⁴) in rationals: past this n the exact values come from the streaming
 // form the prime field proves equal to the reference for these options.
 constexpr Eigen::Index kLiteralMaxN = 24;
-
 
 std::mutex& oracle_mutex() {
   static std::mutex m;
@@ -102,9 +118,9 @@ template <class T> Problem<T> concat(const Problem<T>& a, const Problem<T>& b) {
 // rational) or in MPFR — over prefix ++ inputs; and the final state of the proxy form when asked. With gates
 // (one per token of `all`) SPEC's gated serial form gives both (fast/gated_forms: exact in rationals, proven equal to
 // the gated reference in the ledger, claims/gated.cpp; its state parts are those of fast/serial/gated.hpp).
-template <class T>
-Mat<T> numerator_and_denominator(const std::string& op, const Problem<double>& all, const ColVec<double>& gates,
-                                 const Options& opt, NamedState<T>* state) {
+template <class T> Mat<T> numerator_and_denominator(const std::string& op, const Problem<double>& all,
+                                                    const ColVec<double>& gates, const Options& opt,
+                                                    NamedState<T>* state) {
   Options o = base_options(opt.gamma, opt.ridge);
   const Problem<T> aug = convert_problem<T>(bounds::augmented(all, false));
   if (gates.size()) {
@@ -128,7 +144,8 @@ Options abs_options(const Options& opt, const ColVec<double>& gates) {
   return o;
 }
 
-Mat<double> abs_values(const std::string& op, const Problem<double>& all, const Options& opt, NamedState<double>* abs_state) {
+Mat<double> abs_values(const std::string& op, const Problem<double>& all, const Options& opt,
+                       NamedState<double>* abs_state) {
   const std::string aop = bounds::abs_operator(op);
   Options o = base_options(opt.gamma, opt.ridge);
   const auto [form, variant] = proxy_form(aop, opt.gamma, opt.ridge);
@@ -170,12 +187,15 @@ Problem<double> ternary_problem(const Shape& s, std::uint64_t seed, double densi
 Problem<double> positive_denominator_problem(const Shape& s, std::uint64_t seed, double density, bool decays) {
   Problem<double> p = ternary_problem(s, seed, density);
   p.Q = p.Q.cwiseAbs();
-  const Problem<double> sparse = ternary_problem(s, seed ^ 0x5bd1e995ULL, density * std::min(1.0, 8.0 / static_cast<double>(s.n)));
+  const Problem<double> sparse =
+      ternary_problem(s, seed ^ 0x5bd1e995ULL, density * std::min(1.0, 8.0 / static_cast<double>(s.n)));
   p.K = sparse.K.cwiseAbs();
   p.Q.col(0).setOnes();
   p.K.col(0).setZero();
-  if (decays) p.K.col(0).setOnes();
-  else p.K(0, 0) = 1;
+  if (decays)
+    p.K.col(0).setOnes();
+  else
+    p.K(0, 0) = 1;
   return p;
 }
 
@@ -244,8 +264,8 @@ struct NoExactCase : std::logic_error {
 
 // An exact case's inputs (and with --grad its upstream gradient dO, ternary too, with the gradient's terms
 // within the same magnitude limit). With --gates, for the gates `gates` (default: exact_gates(s.n)).
-Problem<double> exact_problem(const Request& r, const Shape& s, const Options& opt, std::uint64_t seed, Mat<double>* dO = nullptr,
-                              const ColVec<double>* gates = nullptr) {
+Problem<double> exact_problem(const Request& r, const Shape& s, const Options& opt, std::uint64_t seed,
+                              Mat<double>* dO = nullptr, const ColVec<double>* gates = nullptr) {
   const std::string& op = r.op;
   double density = s.n <= 12 ? 0.7 : 0.35;
   for (int attempt = 0; attempt < 400; ++attempt) {
@@ -253,7 +273,8 @@ Problem<double> exact_problem(const Request& r, const Shape& s, const Options& o
     const bool decays = opt.gamma != 1 || r.gates;
     Problem<double> p = opt.normalized && opt.eps == 0 ? positive_denominator_problem(s, draw, density, decays)
                                                        : ternary_problem(s, draw, density);
-    bool ok = acceptable_exact(op, p, r.gates ? (gates ? *gates : exact_gates(s.n)) : ColVec<double>(), opt, exact_magnitude(r));
+    bool ok = acceptable_exact(op, p, r.gates ? (gates ? *gates : exact_gates(s.n)) : ColVec<double>(), opt,
+                               exact_magnitude(r));
     Mat<double> up;
     if (ok && r.grad) {
       up = ternary_problem({s.n, 1, s.dv}, draw ^ 0x9e3779b97f4a7c15ULL, std::max(density, 0.5)).V;
@@ -292,7 +313,8 @@ std::vector<Shape> constrained(const Request& r, std::vector<Shape> shapes) {
       s.d = r.d;
       s.dv = r.dv;
     }
-    const bool seen = std::any_of(out.begin(), out.end(), [&](const Shape& o) { return o.n == s.n && o.d == s.d && o.dv == s.dv; });
+    const bool seen =
+        std::any_of(out.begin(), out.end(), [&](const Shape& o) { return o.n == s.n && o.d == s.d && o.dv == s.dv; });
     if (!seen) out.push_back(s);
   }
   return out;
@@ -300,7 +322,9 @@ std::vector<Shape> constrained(const Request& r, std::vector<Shape> shapes) {
 
 namespace {
 
-std::string shape_tag(const Problem<double>& p) { return fmt::format("n{}-d{}-dv{}", p.Q.rows(), p.Q.cols(), p.V.cols()); }
+std::string shape_tag(const Problem<double>& p) {
+  return fmt::format("n{}-d{}-dv{}", p.Q.rows(), p.Q.cols(), p.V.cols());
+}
 
 // The state in the dtype: exact states must survive the rounding unchanged, or the case is not exact.
 bool representable(const NamedState<double>& s, DType t) {
@@ -346,9 +370,10 @@ void validate_request(const Request& r) {
   for (const auto& [value, name] : {std::pair{&r.opt.eps, "--eps"}, std::pair{&r.opt.ridge, "--lambda"}})
     if (*value > rational(largest)) {
       const std::string text = format_rational(*value);
-      throw InputError(fmt::format("{} {} is too large for {} arrays (at most {:.3g}, the square root of the largest {})", name,
-                                   text.size() <= 24 ? text : fmt::format("(a {}-digit number)", text.size()), dtype_name(r.dtype),
-                                   largest, dtype_name(r.dtype)));
+      throw InputError(
+          fmt::format("{} {} is too large for {} arrays (at most {:.3g}, the square root of the largest {})", name,
+                      text.size() <= 24 ? text : fmt::format("(a {}-digit number)", text.size()), dtype_name(r.dtype),
+                      largest, dtype_name(r.dtype)));
     }
   if (!caps_allow(ref.caps, r.opt)) {
     std::string which;
@@ -371,8 +396,8 @@ void validate_request(const Request& r) {
     if (r.opt.gamma != 1)
       throw InputError("--gates takes the decay from the per-token gates (gamma.npy); --gamma means nothing with it");
     if (!(r.gate_lo > 0 && r.gate_lo <= r.gate_hi && r.gate_hi <= 1) || round_to(r.dtype, r.gate_lo) <= 0)
-      throw InputError(fmt::format("--gate-range LO,HI needs 0 < LO <= HI <= 1 (LO > 0 in {}); got {},{}", dtype_name(r.dtype),
-                                   r.gate_lo, r.gate_hi));
+      throw InputError(fmt::format("--gate-range LO,HI needs 0 < LO <= HI <= 1 (LO > 0 in {}); got {},{}",
+                                   dtype_name(r.dtype), r.gate_lo, r.gate_hi));
   }
   if (r.grad && !has_gradient_battery(r.op))
     throw InputError("--grad: no gradient reference for operator '" + r.op + "' (" +
@@ -421,9 +446,11 @@ ColVec<double> exact_gates(Eigen::Index n) {
 ColVec<double> prefix_gates(Eigen::Index n) { return ColVec<double>::Constant(n, 0.5); }
 
 void check_gates(const ColVec<double>& gamma, Eigen::Index n) {
-  if (gamma.size() != n) throw InputError(fmt::format("gamma: {} gates for {} tokens (one per token, shape (n,))", gamma.size(), n));
+  if (gamma.size() != n)
+    throw InputError(fmt::format("gamma: {} gates for {} tokens (one per token, shape (n,))", gamma.size(), n));
   for (Eigen::Index t = 0; t < n; ++t)
-    if (!(gamma(t) > 0 && gamma(t) <= 1)) throw InputError(fmt::format("gamma[{}] = {} is outside (0, 1]", t, gamma(t)));
+    if (!(gamma(t) > 0 && gamma(t) <= 1))
+      throw InputError(fmt::format("gamma[{}] = {} is outside (0, 1]", t, gamma(t)));
 }
 
 std::pair<std::string, std::string> streaming_form(const std::string& op, const Options& opt) {
@@ -452,8 +479,8 @@ std::vector<Case> make_cases(const Request& r) {
   // implementations use (64, 128, 256) at a width that does not divide them.
   // Then the random cases' own widths (--d, --dv), short and across a chunk, so that a fault that needs wide
   // heads (a feature tiling, a head-size special case) is caught exactly too.
-  std::vector<Shape> shapes{{1, 1, 1}, {2, 1, 1}, {3, 1, 2}, {4, 2, 1}, {5, 2, 3}, {6, 3, 2}, {8, 2, 2}, {11, 3, 3},
-                             {67, 3, 2}, {150, 4, 3}, {300, 3, 2}};
+  std::vector<Shape> shapes{{1, 1, 1}, {2, 1, 1},  {3, 1, 2},  {4, 2, 1},   {5, 2, 3},  {6, 3, 2},
+                            {8, 2, 2}, {11, 3, 3}, {67, 3, 2}, {150, 4, 3}, {300, 3, 2}};
   if (r.d > 3 || r.dv > 3) shapes.insert(shapes.end(), {{9, r.d, r.dv}, {70, r.d, r.dv}});
   shapes = constrained(r, shapes);
   std::uint64_t seed = r.seed * 1000003ULL;
@@ -469,9 +496,7 @@ std::vector<Case> make_cases(const Request& r) {
         // limit. Those lengths are left to the random cases; the shorter exact ones stay.
         try {
           c.in = exact_problem(r, s, g.opt, ++seed, &c.dO);
-        } catch (const NoExactCase&) {
-          continue;
-        }
+        } catch (const NoExactCase&) { continue; }
       } else {
         c.in = exact_problem(r, s, g.opt, ++seed, &c.dO);
       }
@@ -519,7 +544,8 @@ std::vector<Case> make_cases(const Request& r) {
         gates.resize(pre + s.n);
         gates << c.prefix_gamma, c.gamma;
       }
-      const Problem<double> all = exact_problem(r, {pre + s.n, s.d, s.dv}, half, ++seed, &up, r.gates ? &gates : nullptr);
+      const Problem<double> all =
+          exact_problem(r, {pre + s.n, s.d, s.dv}, half, ++seed, &up, r.gates ? &gates : nullptr);
       c.prefix = slice_rows(all, 0, pre);
       c.in = slice_rows(all, pre, pre + s.n);
       if (r.grad) c.dO = up.bottomRows(s.n);
@@ -573,7 +599,8 @@ std::vector<Case> make_cases(const Request& r) {
     const long len = r.fit_n(std::max<long>(90, at_user + r.n_multiple));
     all = rounded_gaussian({len, r.d, r.dv}, ++seed);
     Mat<double> dO = r.grad ? gaussian_upstream(len, r.dv, ++seed) : Mat<double>();
-    splits.push_back({"user", r.opt, std::move(all), at_user, dO, r.gates ? random_gates(len, r, ++seed) : ColVec<double>()});
+    splits.push_back(
+        {"user", r.opt, std::move(all), at_user, dO, r.gates ? random_gates(len, r, ++seed) : ColVec<double>()});
   }
   for (const Split& s : splits) {
     Case whole;
@@ -671,10 +698,12 @@ void set_bounds(Case& c, const Request& r, const EmulatedFormat& f) {
   const long h = bounds::rounding_depth(r.op, total, c.opt.gamma != 1 || gated, gamma_inexact, total, c.in.Q.cols());
   const long h_op = bounds::operand_roundings(r.op);
   NamedState<double> abs_state;
-  const Mat<double> A_all = abs_values(r.op, all, abs_options(c.opt, all_gates(c)), c.want_state ? &abs_state : nullptr);
+  const Mat<double> A_all =
+      abs_values(r.op, all, abs_options(c.opt, all_gates(c)), c.want_state ? &abs_state : nullptr);
   const Mat<double> A = A_all.bottomRows(n);
-  const double tiny = (r.dtype == DType::float64 ? std::numeric_limits<double>::min() : std::numeric_limits<float>::min()) *
-                      static_cast<double>(total * total + 1);
+  const double tiny =
+      (r.dtype == DType::float64 ? std::numeric_limits<double>::min() : std::numeric_limits<float>::min()) *
+      static_cast<double>(total * total + 1);
   // A narrow format (tf32, bf16, fp16): sharp where every partial sum is a dyadic the format holds (exact cases
   // at γ = 1 within its magnitude; a normalized output then only rounds at the division and on output), else
   // calibrated on emulated kernels (precision.hpp says why). fp32 behind float64 arrays: γ_h of its operand
@@ -687,7 +716,8 @@ void set_bounds(Case& c, const Request& r, const EmulatedFormat& f) {
   // its final state per part; nullopt where the emulation cannot run (no scan operator, a normalizer that
   // vanishes in fp32).
   const ColVec<double> gates_all = all_gates(c);  // the emulation runs from the zero state over prefix and case
-  auto emulated_error = [&](const EmulatedFormat& e, std::map<std::string, double>* state_error) -> std::optional<double> {
+  auto emulated_error = [&](const EmulatedFormat& e,
+                            std::map<std::string, double>* state_error) -> std::optional<double> {
     try {
       const Run<double> em = emulate_format(r.op, all, c.opt, e, gated ? &gates_all : nullptr);
       double err = 0;
@@ -698,20 +728,20 @@ void set_bounds(Case& c, const Request& r, const EmulatedFormat& f) {
         for (const auto& [name, want] : c.expected_state.parts) {
           double es = 0;
           const Mat<double>& got = em.state.at(name);
-          for (Eigen::Index i = 0; i < want.size(); ++i) es = std::max(es, abs(mpfr256(got(i)) - want(i)).convert_to<double>());
+          for (Eigen::Index i = 0; i < want.size(); ++i)
+            es = std::max(es, abs(mpfr256(got(i)) - want(i)).convert_to<double>());
           (*state_error)[name] = es;
         }
       if (!std::isfinite(err)) return std::nullopt;
       return err;
-    } catch (const std::exception&) {
-      return std::nullopt;
-    }
+    } catch (const std::exception&) { return std::nullopt; }
   };
   // The proven bound (γ_h), with fp32 behind float64 adding its operand roundings.
   const double gam = bounds::gamma_h(h, u_acc) + (u_op > 0 && !(narrow && c.sharp) ? bounds::gamma_h(h_op, u_op) : 0.0);
   auto proven = [&]() {
     const double u_out = narrow && c.opt.normalized ? pm.u_operand : 0.0;
-    return Mat<double>(bounds::output_bounds_for(c.expected, A, c.opt.normalized, den, eps_d, u_acc, gam, u_out).array() + tiny);
+    return Mat<double>(
+        bounds::output_bounds_for(c.expected, A, c.opt.normalized, den, eps_d, u_acc, gam, u_out).array() + tiny);
   };
   // The bound. A narrow format off its sharp cases: calibrated on an emulated correct kernel (precision.hpp says
   // why). fp32 on random inputs: the proven bound, or kFp32LevelFactor × what an emulated fp32 kernel errs where
@@ -743,12 +773,15 @@ void set_bounds(Case& c, const Request& r, const EmulatedFormat& f) {
   std::optional<double> e_coarse;
   if (!c.sharp) e_coarse = emulated_error({Precision::bf16, true}, nullptr);
   if (e_coarse) {
-    c.format_bound = (out * precision_model(Precision::bf16, r.dtype).u_format).array() + kCalibrationFactor * *e_coarse + tiny;
+    c.format_bound =
+        (out * precision_model(Precision::bf16, r.dtype).u_format).array() + kCalibrationFactor * *e_coarse + tiny;
     c.format_bound = c.format_bound.cwiseMax(c.bound);
     if (proven_bound.size()) c.format_bound = c.format_bound.cwiseMax(proven_bound);
   } else {
     c.format_bound = bounds::output_bounds_for(c.expected, A, c.opt.normalized, den, eps_d, pm.u_format,
-                                               bounds::gamma_h(h + h_op, pm.u_format), pm.u_format).array() + tiny;
+                                               bounds::gamma_h(h + h_op, pm.u_format), pm.u_format)
+                         .array() +
+                     tiny;
   }
   if (r.grad && c.dO.size()) {
     // The gradients of the case's own tokens from the state it was given (the implementation's own, for a
@@ -757,17 +790,20 @@ void set_bounds(Case& c, const Request& r, const EmulatedFormat& f) {
     Mat<double> forward_bound = 2 * gam * A;
     forward_bound.col(dv).array() += 2 * u_acc * eps_d;
     const double u_grad = c.sharp ? u_acc : std::max(pm.u_accumulate, pm.u_operand);
-    const ColVec<double>* gates = gated ? &c.gamma : nullptr;  // the case's own tokens' (the state summarizes the prefix)
+    const ColVec<double>* gates =
+        gated ? &c.gamma : nullptr;  // the case's own tokens' (the state summarizes the prefix)
     c.grad_bound = gradient_bounds(r.op, c.in, c.opt, init, c.dO, u_grad, h, &c.forward, &forward_bound, gates, &A);
     const double u_coarse = std::max(u_grad, precision_model(Precision::bf16, r.dtype).u_format);
     c.grad_format_bound =
-        c.sharp ? c.grad_bound : gradient_bounds(r.op, c.in, c.opt, init, c.dO, u_coarse, h, &c.forward, &forward_bound, gates, &A);
+        c.sharp ? c.grad_bound
+                : gradient_bounds(r.op, c.in, c.opt, init, c.dO, u_coarse, h, &c.forward, &forward_bound, gates, &A);
   }
   if (c.want_state) {
     c.state_bound = abs_state;
     const bool calibrated_state = e_kernel && narrow;
     for (auto& [name, m] : c.state_bound.parts)
-      m = calibrated_state ? Mat<double>(Mat<double>::Constant(m.rows(), m.cols(), kCalibrationFactor * kernel_state_error[name] + tiny))
+      m = calibrated_state ? Mat<double>(Mat<double>::Constant(m.rows(), m.cols(),
+                                                               kCalibrationFactor * kernel_state_error[name] + tiny))
                            : Mat<double>((m * (2 * gam)).array() + tiny);
   }
 }
@@ -782,7 +818,8 @@ void compute_expected(Case& c, const Request& r) {
   NamedState<mpfr256> state;
   if (exact) {
     NamedState<rational> st;
-    const Mat<rational> q = numerator_and_denominator<rational>(r.op, all, all_gates(c), c.opt, c.want_state ? &st : nullptr);
+    const Mat<rational> q =
+        numerator_and_denominator<rational>(r.op, all, all_gates(c), c.opt, c.want_state ? &st : nullptr);
     nd = q.unaryExpr([](const rational& x) { return to_mpfr(x); });
     for (const auto& [name, m] : st.parts)
       state.parts.emplace_back(name, Mat<mpfr256>(m.unaryExpr([](const rational& x) { return to_mpfr(x); })));
@@ -795,7 +832,8 @@ void compute_expected(Case& c, const Request& r) {
   c.forward = nd;
   for (Eigen::Index t = 0; t < n; ++t) {
     c.forward(t, dv) = c.opt.normalized ? mpfr256(nd(t, dv) + eps) : mpfr256(1);
-    for (Eigen::Index k = 0; k < dv; ++k) c.expected(t, k) = c.opt.normalized ? mpfr256(nd(t, k) / c.forward(t, dv)) : nd(t, k);
+    for (Eigen::Index k = 0; k < dv; ++k)
+      c.expected(t, k) = c.opt.normalized ? mpfr256(nd(t, k) / c.forward(t, dv)) : nd(t, k);
   }
   if (c.want_state) c.expected_state = state;
   if (r.grad && c.dO.size()) {
@@ -804,7 +842,8 @@ void compute_expected(Case& c, const Request& r) {
     // with the gates' (minutes at n = 300): there MPFR-256, whose error (~2^-250 of the terms) is far below any bound
     // the case is judged with, so the decision is exact arithmetic's.
     const bool rational_grad = exact && !(c.gamma.size() && c.opt.normalized && c.n() > kLiteralMaxN);
-    c.expected_grad = expected_gradients(r.op, c.in, c.opt, init, c.dO, rational_grad, c.gamma.size() ? &c.gamma : nullptr);
+    c.expected_grad =
+        expected_gradients(r.op, c.in, c.opt, init, c.dO, rational_grad, c.gamma.size() ? &c.gamma : nullptr);
   }
   set_bounds(c, r, {r.declared(), false});
 }

@@ -52,14 +52,16 @@ PrecisionModel precision_model(Precision p, DType dtype);
 // What the user asked for: the operator, its options (exact rationals), the dtype and the battery's reach.
 struct Request {
   std::string op = "hla2";
-  Options opt;                // γ, ε, λ, normalized as the user gave them (chunk/threads unused)
+  Options opt;  // γ, ε, λ, normalized as the user gave them (chunk/threads unused)
   DType dtype = DType::float64;
   std::optional<Precision> precision;  // declared arithmetic; none = the dtype's own
-  Precision declared() const { return precision ? *precision : dtype == DType::float64 ? Precision::fp64 : Precision::fp32; }
-  bool state = false;         // the implementation takes and returns its recurrent state
-  bool grad = false;          // the implementation also returns ∂L/∂(Q, K, V) for L = Σ ⟨dO, O⟩ (gradients.hpp)
-  long max_n = 512;           // largest random case
-  long d = 16, dv = 16;       // widths of the random cases (exact cases use their own small widths)
+  Precision declared() const {
+    return precision ? *precision : dtype == DType::float64 ? Precision::fp64 : Precision::fp32;
+  }
+  bool state = false;    // the implementation takes and returns its recurrent state
+  bool grad = false;     // the implementation also returns ∂L/∂(Q, K, V) for L = Σ ⟨dO, O⟩ (gradients.hpp)
+  long max_n = 512;      // largest random case
+  long d = 16, dv = 16;  // widths of the random cases (exact cases use their own small widths)
   std::uint64_t seed = 1;
   // Shape constraints of kernels that cannot take every shape (a CUDA/Triton kernel built for one head
   // size, or for whole blocks of tokens): every case, exact ones and counterexample candidates included,
@@ -101,14 +103,14 @@ struct Case {
   std::string kind;   // exact | random | carry | split-a | split-b | whole
   std::string group;  // exact cases: base | decay | normalized | ridge | all; others: user
   Options opt;
-  Problem<double> in;          // entries exactly representable in the dtype
-  ColVec<double> gamma;        // --gates: γ_t per token of `in`, in (0, 1] and in the dtype; empty: the fixed γ of opt
-  Problem<double> prefix;      // carry cases: the tokens the state_in summarizes (not sent)
-  ColVec<double> prefix_gamma; // --gates with a prefix: its gates (not sent; the state_in is decayed by them)
-  NamedState<double> state_in; // no parts = none
+  Problem<double> in;      // entries exactly representable in the dtype
+  ColVec<double> gamma;    // --gates: γ_t per token of `in`, in (0, 1] and in the dtype; empty: the fixed γ of opt
+  Problem<double> prefix;  // carry cases: the tokens the state_in summarizes (not sent)
+  ColVec<double> prefix_gamma;  // --gates with a prefix: its gates (not sent; the state_in is decayed by them)
+  NamedState<double> state_in;  // no parts = none
   bool want_state = false;
-  std::string pair;            // split cases: the name of the whole-sequence case they are checked against
-  Eigen::Index split_at = 0;   // split-b: where it starts within the whole sequence
+  std::string pair;           // split cases: the name of the whole-sequence case they are checked against
+  Eigen::Index split_at = 0;  // split-b: where it starts within the whole sequence
 
   // What it must return (filled by compute_expected).
   Mat<mpfr256> expected;               // n × dv

@@ -14,13 +14,13 @@
 #include <sstream>
 
 #include "core/build_info.hpp"
-#include "io/files.hpp"
 #include "core/inputs.hpp"
 #include "core/parse.hpp"
 #include "core/registry.hpp"
 #include "fast/scan/operators.hpp"
-#include "verify/exec.hpp"
+#include "io/files.hpp"
 #include "io/npy.hpp"
+#include "verify/exec.hpp"
 
 namespace hla::verify::ext {
 namespace fs = std::filesystem;
@@ -62,9 +62,9 @@ const Part* find_part(const Summary& s, const std::string& name) {
 
 // The user's summary as the harness's segment (parts mapped onto SPEC's names; ρ, when not given, is γ^length).
 // nullopt, with the reason, when a part is missing or has another size.
-template <class Op>
-std::optional<typename Op::Seg> from_summary(const Op& op, const Summary& s, const PartMap& map, long tokens,
-                                             const Options& opt, Eigen::Index d, Eigen::Index dv, std::string* why) {
+template <class Op> std::optional<typename Op::Seg> from_summary(const Op& op, const Summary& s, const PartMap& map,
+                                                                 long tokens, const Options& opt, Eigen::Index d,
+                                                                 Eigen::Index dv, std::string* why) {
   typename Op::Seg seg = op.identity(d, dv);
   bool ok = true;
   Op::Seg::fields(seg, [&](const char* spec, auto& part) {
@@ -101,7 +101,8 @@ std::optional<typename Op::Seg> from_summary(const Op& op, const Summary& s, con
         return;
       }
       for (Eigen::Index i = 0; i < part.rows(); ++i)
-        for (Eigen::Index j = 0; j < part.cols(); ++j) part(i, j) = p->values[static_cast<std::size_t>(i * part.cols() + j)];
+        for (Eigen::Index j = 0; j < part.cols(); ++j)
+          part(i, j) = p->values[static_cast<std::size_t>(i * part.cols() + j)];
     }
   });
   if (!ok) return std::nullopt;
@@ -146,7 +147,8 @@ Difference compare(const Summary& got, const Summary& want, double tol_rel) {
     }
     double scale = 0, worst = 0;
     std::size_t at = 0;
-    for (std::size_t i = 0; i < w.values.size(); ++i) scale = std::max({scale, std::fabs(w.values[i]), std::fabs(g->values[i])});
+    for (std::size_t i = 0; i < w.values.size(); ++i)
+      scale = std::max({scale, std::fabs(w.values[i]), std::fabs(g->values[i])});
     for (std::size_t i = 0; i < w.values.size(); ++i) {
       const double e = std::isfinite(g->values[i]) ? std::fabs(g->values[i] - w.values[i]) : INFINITY;
       if (e > worst) {
@@ -161,8 +163,8 @@ Difference compare(const Summary& got, const Summary& want, double tol_rel) {
       r.normwise = scale > 0 ? worst / scale : worst;
       r.part = w.name;
       const bool finite = std::isfinite(g->values[at]) && std::isfinite(w.values[at]);
-      r.detail = fmt::format("part '{}' entry {}{}: {:.17g} vs {:.17g}", w.name, at, finite ? "" : " is not finite", g->values[at],
-                             w.values[at]);
+      r.detail = fmt::format("part '{}' entry {}{}: {:.17g} vs {:.17g}", w.name, at, finite ? "" : " is not finite",
+                             g->values[at], w.values[at]);
     }
   }
   return r;
@@ -230,8 +232,10 @@ std::vector<Triple> make_triples(const Request& r) {
   // operator without decay (hla3), whose case.json never carries a γ it does not define.
   const bool decays = registry<double>().reference(r.op).caps.decay && r.opt.gamma != 1;
   std::vector<Group> groups{{"base", 1, true}};
-  if (decays) groups.push_back({"decay-half", rational(1, 2), true});
-  else groups.push_back({"base-wide", 1, true, 2});  // as many exact triples as a decaying operator gets, at other widths
+  if (decays)
+    groups.push_back({"decay-half", rational(1, 2), true});
+  else
+    groups.push_back({"base-wide", 1, true, 2});  // as many exact triples as a decaying operator gets, at other widths
   if (decays) groups.push_back({"decay", rational(3, 4), true});
   groups.push_back({"user", r.opt.gamma, false});
   const Eigen::Index d0 = r.fixed_widths ? r.d : 2, dv0 = r.fixed_widths ? r.dv : 3;
@@ -299,12 +303,13 @@ Summary read_summary(const fs::path& dir, const std::string& label, DType t, std
     try {
       npy::Array a = npy::read(f, kMaxPartValues);
       if (a.dtype != npy_dtype(t)) {
-        error = fmt::format("{}/{} is {}, expected {}", label, f.filename().string(), a.dtype == npy::DType::f64 ? "float64" : "float32",
-                            dtype_name(t));
+        error = fmt::format("{}/{} is {}, expected {}", label, f.filename().string(),
+                            a.dtype == npy::DType::f64 ? "float64" : "float32", dtype_name(t));
         return {};
       }
       if (a.shape.size() > 2) {
-        error = fmt::format("{}/{} has {} dimensions (a part is a scalar, a vector or a matrix)", label, f.filename().string(), a.shape.size());
+        error = fmt::format("{}/{} has {} dimensions (a part is a scalar, a vector or a matrix)", label,
+                            f.filename().string(), a.shape.size());
         return {};
       }
       out.push_back({f.stem().string(), a.shape, std::move(a.data)});
@@ -327,8 +332,13 @@ std::vector<CombineOutcome> ExecCombine::run(const std::vector<CombineCase>& cas
     for (const CombineCase& c : cases) {
       const fs::path cd = dir / c.name;
       fs::create_directories(cd);
-      json j = {{"op", req.op},  {"case", c.name}, {"kind", c.kind},   {"dtype", dtype_name(req.dtype)},
-                {"d", c.d},      {"dv", c.dv},     {"gamma", round_to(req.dtype, from_rational<double>(c.opt.gamma))},
+      json j = {{"op", req.op},
+                {"case", c.name},
+                {"kind", c.kind},
+                {"dtype", dtype_name(req.dtype)},
+                {"d", c.d},
+                {"dv", c.dv},
+                {"gamma", round_to(req.dtype, from_rational<double>(c.opt.gamma))},
                 {"exact", {{"gamma", format_rational(c.opt.gamma)}}}};
       if (c.kind == "segment") {
         npy::write(cd / "q.npy", c.tokens.Q, t);
@@ -352,7 +362,8 @@ std::vector<CombineOutcome> ExecCombine::run(const std::vector<CombineCase>& cas
     const std::string label = cases[i].kind == "segment" ? "summary" : "ab";
     out[i].summary = read_summary(dir / cases[i].name / label, label, req.dtype, out[i].error);
     if (!log.failure.empty())
-      out[i].error = "the command " + log.failure.substr(0, log.failure.find(';')) + (out[i].error.empty() ? "" : "; " + out[i].error);
+      out[i].error = "the command " + log.failure.substr(0, log.failure.find(';')) +
+                     (out[i].error.empty() ? "" : "; " + out[i].error);
   }
   InterruptGuard::check();
   if (keep_) {
@@ -370,15 +381,15 @@ PartMap read_part_map(const std::string& file) {
   json j;
   try {
     j = json::parse(in);
-  } catch (const json::exception& e) {
-    throw InputError("--parts: '" + file + "' is not JSON: " + e.what());
-  }
-  if (!j.is_object() || j.empty()) throw InputError("--parts: expected an object {\"your part\": \"SPEC part\" | null}");
+  } catch (const json::exception& e) { throw InputError("--parts: '" + file + "' is not JSON: " + e.what()); }
+  if (!j.is_object() || j.empty())
+    throw InputError("--parts: expected an object {\"your part\": \"SPEC part\" | null}");
   PartMap map;
   for (auto& [user, target] : j.items()) {
     if (user.empty() || user.find('/') != std::string::npos || user.size() > 64)
       throw InputError("--parts: '" + user + "' is not a part name (a file name without '/')");
-    if (!target.is_null() && !target.is_string()) throw InputError("--parts: the value of '" + user + "' must be a SPEC part name or null");
+    if (!target.is_null() && !target.is_string())
+      throw InputError("--parts: the value of '" + user + "' must be a SPEC part name or null");
     map.emplace_back(user, target.is_null() ? "" : target.get<std::string>());
   }
   return map;
@@ -396,9 +407,9 @@ namespace {
 
 // Runs one round of combine cases (timed, logged). A part declared in --parts as one of SPEC's and missing from
 // an answer is a protocol finding of that case (the declaration, or the command, is wrong), not a wrong value.
-std::vector<CombineOutcome> round(CombineImplementation& impl, const std::vector<CombineCase>& cases, const Request& req,
-                                  const PartMap& declared, const std::string& what, json& rounds, double& seconds,
-                                  std::ostream* progress) {
+std::vector<CombineOutcome> round(CombineImplementation& impl, const std::vector<CombineCase>& cases,
+                                  const Request& req, const PartMap& declared, const std::string& what, json& rounds,
+                                  double& seconds, std::ostream* progress) {
   RoundLog log;
   log.what = what;
   log.cases = cases.size();
@@ -420,7 +431,8 @@ std::vector<CombineOutcome> round(CombineImplementation& impl, const std::vector
 
 }  // namespace
 
-json run_combine_battery(CombineImplementation& impl, const Request& req, const PartMap& given_map, std::ostream* progress) {
+json run_combine_battery(CombineImplementation& impl, const Request& req, const PartMap& given_map,
+                         std::ostream* progress) {
   const auto t0 = Clock::now();
   validate_request(req);
   if (!operator_info(req.op).scan)
@@ -431,8 +443,8 @@ json run_combine_battery(CombineImplementation& impl, const Request& req, const 
   for (std::size_t i = 0; i < map.size(); ++i)
     for (std::size_t j = 0; j < i; ++j)
       if (!map[i].second.empty() && map[i].second == map[j].second)
-        throw InputError("--parts: '" + map[j].first + "' and '" + map[i].first + "' both map onto SPEC's '" + map[i].second +
-                         "' (each SPEC part is one of yours)");
+        throw InputError("--parts: '" + map[j].first + "' and '" + map[i].first + "' both map onto SPEC's '" +
+                         map[i].second + "' (each SPEC part is one of yours)");
   for (const auto& [user, target] : map)
     if (!target.empty() && std::find(spec.begin(), spec.end(), target) == spec.end())
       throw InputError("--parts: '" + target + "' is not a segment part of " + req.op + " (they are: " + [&] {
@@ -452,7 +464,8 @@ json run_combine_battery(CombineImplementation& impl, const Request& req, const 
         if (e.first.empty()) e.first = cs[i].name;
         ++e.second;
       }
-    for (const auto& [error, first] : by_error) findings.push_back({{"case", first.first}, {"cases", first.second}, {"error", error}});
+    for (const auto& [error, first] : by_error)
+      findings.push_back({{"case", first.first}, {"cases", first.second}, {"error", error}});
   };
   auto segment_case = [&](const Triple& t, const Problem<double>& p, const std::string& tag, std::size_t index) {
     CombineCase c;
@@ -480,8 +493,8 @@ json run_combine_battery(CombineImplementation& impl, const Request& req, const 
   if (map.empty() && !o1.empty())
     for (const Part& p : o1.front().summary)
       map.emplace_back(p.name, std::find(spec.begin(), spec.end(), p.name) != spec.end() ? p.name : "");
-  auto combine_case = [&](const Triple& t, const CombineOutcome& a, long na, const CombineOutcome& b, long nb, const std::string& tag,
-                          std::size_t index) {
+  auto combine_case = [&](const Triple& t, const CombineOutcome& a, long na, const CombineOutcome& b, long nb,
+                          const std::string& tag, std::size_t index) {
     CombineCase c;
     c.kind = "combine";
     c.group = t.group;
@@ -541,10 +554,11 @@ json run_combine_battery(CombineImplementation& impl, const Request& req, const 
     json counterexample;
   };
   std::vector<Check> checks(4);
-  const char* what[4][2] = {{"associativity", "(A ⊕ B) ⊕ C = A ⊕ (B ⊕ C)"},
-                            {"identity", "I ⊕ A = A = A ⊕ I (I: the summary of the empty segment)"},
-                            {"segments", "(A ⊕ B) ⊕ C = segment(ABC)"},
-                            {"operator", "segment(X) and A ⊕ B equal the harness's exact operator (parts mapped onto SPEC's)"}};
+  const char* what[4][2] = {
+      {"associativity", "(A ⊕ B) ⊕ C = A ⊕ (B ⊕ C)"},
+      {"identity", "I ⊕ A = A = A ⊕ I (I: the summary of the empty segment)"},
+      {"segments", "(A ⊕ B) ⊕ C = segment(ABC)"},
+      {"operator", "segment(X) and A ⊕ B equal the harness's exact operator (parts mapped onto SPEC's)"}};
   for (int i = 0; i < 4; ++i) checks[i].name = what[i][0], checks[i].what = what[i][1];
   json matches = json::array();
   std::map<std::string, int> combine_equals;  // variant → combine cases it equals
@@ -579,18 +593,22 @@ json run_combine_battery(CombineImplementation& impl, const Request& req, const 
       };
       judge(checks[0], o3[t.ab_c].summary, o3[t.a_bc].summary,
             {{"left", summary_json(o3[t.ab_c].summary)}, {"right", summary_json(o3[t.a_bc].summary)}});
-      judge(checks[1], o2[t.ia].summary, o1[t.seg_a].summary, {{"I+A", summary_json(o2[t.ia].summary)}, {"A", summary_json(o1[t.seg_a].summary)}});
-      judge(checks[1], o2[t.ai].summary, o1[t.seg_a].summary, {{"A+I", summary_json(o2[t.ai].summary)}, {"A", summary_json(o1[t.seg_a].summary)}});
+      judge(checks[1], o2[t.ia].summary, o1[t.seg_a].summary,
+            {{"I+A", summary_json(o2[t.ia].summary)}, {"A", summary_json(o1[t.seg_a].summary)}});
+      judge(checks[1], o2[t.ai].summary, o1[t.seg_a].summary,
+            {{"A+I", summary_json(o2[t.ai].summary)}, {"A", summary_json(o1[t.seg_a].summary)}});
       judge(checks[2], o3[t.ab_c].summary, o1[t.seg_abc].summary,
             {{"(AB)C", summary_json(o3[t.ab_c].summary)}, {"segment(ABC)", summary_json(o1[t.seg_abc].summary)}});
       if (!mapped_fully) continue;
       scan::with_scan_op<double>(req.op, scan::Variant::corrected, t.opt, [&](const auto& op) {
         using Op = std::decay_t<decltype(op)>;
         // segment(X) against the harness's exact summary of X (computed in double from exact tokens)
-        const std::vector<std::pair<const Problem<double>*, std::size_t>> segs{{&t.a, t.seg_a}, {&t.b, t.seg_b}, {&t.c, t.seg_c}};
+        const std::vector<std::pair<const Problem<double>*, std::size_t>> segs{
+            {&t.a, t.seg_a}, {&t.b, t.seg_b}, {&t.c, t.seg_c}};
         for (const auto& [p, at] : segs) {
           const Summary want = renamed(to_summary(op, scan::segment(op, *p, 0, p->n())), map);
-          judge(checks[3], o1[at].summary, want, {{"segment", summary_json(o1[at].summary)}, {"expected", summary_json(want)}});
+          judge(checks[3], o1[at].summary, want,
+                {{"segment", summary_json(o1[at].summary)}, {"expected", summary_json(want)}});
         }
         // A ⊕ B on the command's own A and B against the exact combine of them, and which variant it equals
         std::string why;
@@ -598,7 +616,8 @@ json run_combine_battery(CombineImplementation& impl, const Request& req, const 
         const auto B = from_summary(op, o1[t.seg_b].summary, map, t.b.n(), t.opt, t.a.d(), t.a.dv(), &why);
         if (!A || !B) return 0;
         const Summary want = renamed(to_summary(op, op.combine(*A, *B)), map);
-        judge(checks[3], o2[t.ab].summary, want, {{"A+B", summary_json(o2[t.ab].summary)}, {"expected", summary_json(want)}});
+        judge(checks[3], o2[t.ab].summary, want,
+              {{"A+B", summary_json(o2[t.ab].summary)}, {"expected", summary_json(want)}});
         ++combine_compared;
         for (scan::Variant v : {scan::Variant::paper, scan::Variant::corrected})
           scan::with_scan_op<double>(req.op, v, t.opt, [&](const auto& vop) {
@@ -614,7 +633,8 @@ json run_combine_battery(CombineImplementation& impl, const Request& req, const 
     }
   }
   // Which printed combine the command's equals, when it is not the exact one.
-  if (combine_compared > 0 && checks[3].failed > 0 && combine_equals["paper"] == combine_compared && combine_equals["corrected"] < combine_compared)
+  if (combine_compared > 0 && checks[3].failed > 0 && combine_equals["paper"] == combine_compared &&
+      combine_equals["corrected"] < combine_compared)
     matches.push_back({{"key", req.op + "/scan/paper"},
                        {"description", "the paper's printed decayed concatenation" +
                                            (operator_info(req.op).monoid_formula.empty()
@@ -636,48 +656,52 @@ json run_combine_battery(CombineImplementation& impl, const Request& req, const 
   for (const Check& c : checks) {
     if (c.name == "operator" && !mapped_fully) {
       jchecks[c.name] = {{"checked", false}, {"why", "the parts do not map onto every one of SPEC's (" + [&] {
-                                                       std::string s;
-                                                       for (const auto& x : spec) s += (s.empty() ? "" : ", ") + x;
-                                                       return s;
-                                                     }() + "; declare them with --parts)"}};
+                                                std::string s;
+                                                for (const auto& x : spec) s += (s.empty() ? "" : ", ") + x;
+                                                return s;
+                                              }() + "; declare them with --parts)"}};
       continue;
     }
-    jchecks[c.name] = {{"checked", true}, {"what", c.what}, {"cases", c.cases}, {"failed", c.failed}, {"over_bound", c.over},
-                       {"worst_ratio", c.worst}};
+    jchecks[c.name] = {{"checked", true},    {"what", c.what},       {"cases", c.cases},
+                       {"failed", c.failed}, {"over_bound", c.over}, {"worst_ratio", c.worst}};
     if (c.failed && counterexample.is_null()) {
       counterexample = c.counterexample;
       counterexample["check"] = c.name;
     }
   }
   const double total = std::chrono::duration<double>(Clock::now() - t0).count();
-  json report = {{"verdict", verdict},
-                 {"mode", "combine"},
-                 {"op", req.op},
-                 {"options", {{"gamma", format_rational(req.opt.gamma)}}},
-                 {"dtype", dtype_name(req.dtype)},
-                 {"parts", [&] {
-                    json m = json::object();
-                    for (const auto& [user, target] : map) m[user] = target.empty() ? json(nullptr) : json(target);
-                    return m;
-                  }()},
-                 {"checks", jchecks},
-                 {"matches", matches},
-                 {"counterexample", counterexample},
-                 {"findings", findings},
-                 {"rounds", rounds},
-                 {"timings", {{"total_seconds", total}, {"implementation_seconds", impl_seconds}, {"harness_seconds", total - impl_seconds}}},
-                 {"harness", {{"commit", build_info::source_tree()}}}};
+  json report = {
+      {"verdict", verdict},
+      {"mode", "combine"},
+      {"op", req.op},
+      {"options", {{"gamma", format_rational(req.opt.gamma)}}},
+      {"dtype", dtype_name(req.dtype)},
+      {"parts",
+       [&] {
+         json m = json::object();
+         for (const auto& [user, target] : map) m[user] = target.empty() ? json(nullptr) : json(target);
+         return m;
+       }()},
+      {"checks", jchecks},
+      {"matches", matches},
+      {"counterexample", counterexample},
+      {"findings", findings},
+      {"rounds", rounds},
+      {"timings",
+       {{"total_seconds", total}, {"implementation_seconds", impl_seconds}, {"harness_seconds", total - impl_seconds}}},
+      {"harness", {{"commit", build_info::source_tree()}}}};
   std::ostringstream s;
-  s << "hla verify --combine: " << req.op << " (gamma=" << format_rational(req.opt.gamma) << "), " << dtype_name(req.dtype) << "\n";
+  s << "hla verify --combine: " << req.op << " (gamma=" << format_rational(req.opt.gamma) << "), "
+    << dtype_name(req.dtype) << "\n";
   s << "verdict: " << verdict << "\n";
   for (auto& [name, c] : jchecks.items()) {
     if (!c["checked"].get<bool>()) {
       s << "  " << name << ": not checked — " << c["why"].get<std::string>() << "\n";
       continue;
     }
-    s << fmt::format("  {:<14} {} cases, {} fail, {} over the dtype's bound only; worst {:.3g} x the tolerance  ({})\n", name,
-                     c["cases"].get<int>(), c["failed"].get<int>(), c["over_bound"].get<int>(), c["worst_ratio"].get<double>(),
-                     c["what"].get<std::string>());
+    s << fmt::format("  {:<14} {} cases, {} fail, {} over the dtype's bound only; worst {:.3g} x the tolerance  ({})\n",
+                     name, c["cases"].get<int>(), c["failed"].get<int>(), c["over_bound"].get<int>(),
+                     c["worst_ratio"].get<double>(), c["what"].get<std::string>());
   }
   for (const auto& m : matches)
     s << "  combine matches " << m["key"].get<std::string>() << ": " << m["description"].get<std::string>()
@@ -686,19 +710,21 @@ json run_combine_battery(CombineImplementation& impl, const Request& req, const 
     auto len = [](const json& t) { return t["q"].size(); };
     const std::string check = counterexample["check"];
     // The identity check involves A alone; the others the whole triple.
-    const std::string segments = check == "identity" ? fmt::format("I ⊕ A and A ⊕ I with A of {} tokens", len(counterexample["A"]))
-                                                     : fmt::format("segments of {}, {}, {} tokens", len(counterexample["A"]),
-                                                                   len(counterexample["B"]), len(counterexample["C"]));
+    const std::string segments = check == "identity"
+                                     ? fmt::format("I ⊕ A and A ⊕ I with A of {} tokens", len(counterexample["A"]))
+                                     : fmt::format("segments of {}, {}, {} tokens", len(counterexample["A"]),
+                                                   len(counterexample["B"]), len(counterexample["C"]));
     s << fmt::format("  smallest counterexample ({} check, {} tokens, gamma={}): {}; {}\n", check,
                      counterexample["group"].get<std::string>() == "user" ? "random" : "exact",
-                     counterexample["gamma"].get<std::string>(), segments, counterexample["difference"].get<std::string>());
+                     counterexample["gamma"].get<std::string>(), segments,
+                     counterexample["difference"].get<std::string>());
   }
   for (const auto& f : findings)
-    s << "  error in " << f["case"].get<std::string>() << (f["cases"].get<int>() > 1 ? fmt::format(" (and {} more cases)", f["cases"].get<int>() - 1) : "")
-      << ": " << f["error"].get<std::string>() << "\n";
+    s << "  error in " << f["case"].get<std::string>()
+      << (f["cases"].get<int>() > 1 ? fmt::format(" (and {} more cases)", f["cases"].get<int>() - 1) : "") << ": "
+      << f["error"].get<std::string>() << "\n";
   s << fmt::format("  time: {:.3g} s in the implementation ({} round{}), {:.3g} s in the harness\n", impl_seconds,
-                   rounds.size(), rounds.size() == 1 ? "" : "s",
-                   total - impl_seconds);
+                   rounds.size(), rounds.size() == 1 ? "" : "s", total - impl_seconds);
   report["summary"] = s.str();
   return report;
 }

@@ -11,8 +11,8 @@
 // rho), or any names, declared in `--parts FILE.json` as {"user name": "SPEC name" | null}. Parts travel in the
 // shapes the command writes them (a scalar as a 0-d array); the harness hands each back unchanged.
 //
-// Checks, on exact segments (ternary tokens, γ ∈ {1, 1/2, 3/4}; γ = 1 at two widths without decay) and on random ones at the user's γ, for
-// triples of segments A, B, C of several lengths (single tokens and longer):
+// Checks, on exact segments (ternary tokens, γ ∈ {1, 1/2, 3/4}; γ = 1 at two widths without decay) and on random ones
+// at the user's γ, for triples of segments A, B, C of several lengths (single tokens and longer):
 //   associativity    (A ⊕ B) ⊕ C = A ⊕ (B ⊕ C)
 //   identity         I ⊕ A = A = A ⊕ I, with I the command's summary of the empty segment
 //   segments         (A ⊕ B) ⊕ C = segment(ABC): the combine folds to the segment function

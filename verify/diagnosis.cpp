@@ -9,8 +9,8 @@
 #include "core/inputs.hpp"
 #include "core/parse.hpp"
 #include "fast/gated_forms.hpp"
-#include "reference/second_order.hpp"
 #include "numerics/exactness.hpp"
+#include "reference/second_order.hpp"
 #include "verify/cases.hpp"
 
 namespace hla::verify::ext {
@@ -58,9 +58,7 @@ template <class T> Out<T> exact_or_none(const std::string& op, const P<T>& p, co
   if (!caps_allow(registry<T>().reference(op).caps, o)) return std::nullopt;
   try {
     return operator_value<T>(op, p, o);
-  } catch (const NumericalError&) {
-    return std::nullopt;
-  }
+  } catch (const NumericalError&) { return std::nullopt; }
 }
 
 template <class T> Out<T> normalized_from(const std::string& op, const P<T>& p, const Options& o, Division how) {
@@ -80,7 +78,8 @@ struct SecondOrderSum {
   std::function<long(long t, long i, long j)> exponent;
   bool strict = false;
 };
-template <class T> Out<T> second_order_sum(const std::string& op, const P<T>& p, const Options& o, const SecondOrderSum& sum) {
+template <class T>
+Out<T> second_order_sum(const std::string& op, const P<T>& p, const Options& o, const SecondOrderSum& sum) {
   const OpId id = op_id(op);
   const auto& e = sum.exponent;
   const long n = p.Q.rows(), diag = sum.strict ? 0 : 1;  // the masks run to t − 1 + diag
@@ -181,9 +180,7 @@ template <class T> void add_registered(std::vector<Candidate<T>>& out, const std
         ow.threads = 1;
         try {
           return (*entry)(p, ow).O;
-        } catch (const NumericalError&) {
-          return std::nullopt;
-        }
+        } catch (const NumericalError&) { return std::nullopt; }
       };
       out.push_back(std::move(c));
     }
@@ -204,7 +201,8 @@ template <class T> void add_mistakes(std::vector<Candidate<T>>& out, const std::
   auto add = [&](std::string key, std::string what, std::function<Out<T>(const P<T>&, const Options&)> f) {
     out.push_back({"mistake:" + std::move(key), std::move(what), "", std::move(f)});
   };
-  add("output-before-update", "o_t read from the state before token t is added (and before its decay): only tokens < t reach o_t",
+  add("output-before-update",
+      "o_t read from the state before token t is added (and before its decay): only tokens < t reach o_t",
       [op](const P<T>& p, const Options& o) -> Out<T> {
         // The exact streaming form, stepped one token at a time: o_t is the read-out of state_{t−1} for a token
         // with k = v = 0 at γ = 1 (no delta, no decay).
@@ -222,24 +220,25 @@ template <class T> void add_mistakes(std::vector<Candidate<T>>& out, const std::
             O.row(t) = e(probe, read, t ? &st : nullptr).O.row(0);
             st = e(slice_rows(p, t, t + 1), o, t ? &st : nullptr).state;
           }
-        } catch (const NumericalError&) {
-          return std::nullopt;
-        }
+        } catch (const NumericalError&) { return std::nullopt; }
         return O;
       });
-  add("swap-qk", "queries and keys swapped", [op](const P<T>& p, const Options& o) { return exact_or_none(op, P<T>{p.K, p.Q, p.V}, o); });
+  add("swap-qk", "queries and keys swapped", [op](const P<T>& p, const Options& o) {
+    return exact_or_none(op, P<T>{p.K, p.Q, p.V}, o);
+  });
   add("no-decay", "decay γ ignored (computed at γ = 1)", [op](const P<T>& p, const Options& o) -> Out<T> {
     if (o.gamma == 1) return std::nullopt;
     Options u = o;
     u.gamma = 1;
     return exact_or_none(op, p, u);
   });
-  add("decay-squared", "decay applied twice per step (γ² in place of γ)", [op](const P<T>& p, const Options& o) -> Out<T> {
-    if (o.gamma == 1) return std::nullopt;
-    Options u = o;
-    u.gamma = o.gamma * o.gamma;
-    return exact_or_none(op, p, u);
-  });
+  add("decay-squared", "decay applied twice per step (γ² in place of γ)",
+      [op](const P<T>& p, const Options& o) -> Out<T> {
+        if (o.gamma == 1) return std::nullopt;
+        Options u = o;
+        u.gamma = o.gamma * o.gamma;
+        return exact_or_none(op, p, u);
+      });
   add("eps-missing", "normalized without ε: num / den", [op](const P<T>& p, const Options& o) -> Out<T> {
     if (!o.normalized || o.eps == 0) return std::nullopt;
     return normalized_from(op, p, o, Division::no_eps);
@@ -248,44 +247,49 @@ template <class T> void add_mistakes(std::vector<Candidate<T>>& out, const std::
     if (!o.normalized) return std::nullopt;
     return normalized_from(op, p, o, Division::abs_den);
   });
-  add("eps-after-division", "ε added after the division: num / den + ε", [op](const P<T>& p, const Options& o) -> Out<T> {
-    if (!o.normalized || o.eps == 0) return std::nullopt;
-    return normalized_from(op, p, o, Division::eps_after);
-  });
-  add("normalization-flipped", "normalized where SPEC's is not, or not where it is", [op](const P<T>& p, const Options& o) {
-    Options u = o;
-    u.normalized = !o.normalized;
-    return exact_or_none(op, p, u);
-  });
+  add("eps-after-division", "ε added after the division: num / den + ε",
+      [op](const P<T>& p, const Options& o) -> Out<T> {
+        if (!o.normalized || o.eps == 0) return std::nullopt;
+        return normalized_from(op, p, o, Division::eps_after);
+      });
+  add("normalization-flipped", "normalized where SPEC's is not, or not where it is",
+      [op](const P<T>& p, const Options& o) {
+        Options u = o;
+        u.normalized = !o.normalized;
+        return exact_or_none(op, p, u);
+      });
   add("ridge-missing", "ridge λ ignored", [op](const P<T>& p, const Options& o) -> Out<T> {
     if (o.ridge == 0) return std::nullopt;
     Options u = o;
     u.ridge = 0;
     return exact_or_none(op, p, u);
   });
-  add("ridge-numerator-only", "ridge λ in the numerator but not in the denominator", [op](const P<T>& p, const Options& o) -> Out<T> {
-    if (o.ridge == 0 || !o.normalized) return std::nullopt;
-    Options un = o, plain = o;
-    un.normalized = plain.normalized = false;
-    plain.ridge = 0;
-    Out<T> num = exact_or_none(op, p, un), nd = exact_or_none(op, with_ones(p), plain);
-    if (!num || !nd) return std::nullopt;
-    Mat<T> mixed = *nd;
-    mixed.leftCols(p.V.cols()) = *num;
-    return divide(mixed, o.eps, Division::spec);
-  });
+  add("ridge-numerator-only", "ridge λ in the numerator but not in the denominator",
+      [op](const P<T>& p, const Options& o) -> Out<T> {
+        if (o.ridge == 0 || !o.normalized) return std::nullopt;
+        Options un = o, plain = o;
+        un.normalized = plain.normalized = false;
+        plain.ridge = 0;
+        Out<T> num = exact_or_none(op, p, un), nd = exact_or_none(op, with_ones(p), plain);
+        if (!num || !nd) return std::nullopt;
+        Mat<T> mixed = *nd;
+        mixed.leftCols(p.V.cols()) = *num;
+        return divide(mixed, o.eps, Division::spec);
+      });
   if (operator_info(op).options.ridge)
-    add("ridge-undecayed", "ridge term λ Σ_j (q_t·q_j) v_j without its decay γ^(t−j)", [op](const P<T>& p, const Options& o) -> Out<T> {
-      if (o.ridge == 0 || o.gamma == 1) return std::nullopt;
-      Options plain = o, lin;
-      plain.ridge = 0;
-      plain.normalized = false;
-      Out<T> base = exact_or_none(op, with_ones(p), plain), ridge = exact_or_none("linear", with_ones(P<T>{p.Q, p.Q, p.V}), lin);
-      if (!base || !ridge) return std::nullopt;
-      Mat<T> nd = *base + from_rational<T>(o.ridge) * *ridge;
-      if (!o.normalized) return Mat<T>(nd.leftCols(p.V.cols()));
-      return divide(nd, o.eps, Division::spec);
-    });
+    add("ridge-undecayed", "ridge term λ Σ_j (q_t·q_j) v_j without its decay γ^(t−j)",
+        [op](const P<T>& p, const Options& o) -> Out<T> {
+          if (o.ridge == 0 || o.gamma == 1) return std::nullopt;
+          Options plain = o, lin;
+          plain.ridge = 0;
+          plain.normalized = false;
+          Out<T> base = exact_or_none(op, with_ones(p), plain),
+                 ridge = exact_or_none("linear", with_ones(P<T>{p.Q, p.Q, p.V}), lin);
+          if (!base || !ridge) return std::nullopt;
+          Mat<T> nd = *base + from_rational<T>(o.ridge) * *ridge;
+          if (!o.normalized) return Mat<T>(nd.leftCols(p.V.cols()));
+          return divide(nd, o.eps, Division::spec);
+        });
   for (int w : kChunkWidths) {
     if (w == 1) continue;
     add(fmt::format("chunk-reset@w={}", w),
@@ -296,7 +300,8 @@ template <class T> void add_mistakes(std::vector<Candidate<T>>& out, const std::
           Mat<T> O(n, p.V.cols());
           for (long s = 0; s < n; s += w) {
             const long len = std::min<long>(w, n - s);
-            Out<T> r = exact_or_none(op, P<T>{p.Q.middleRows(s, len), p.K.middleRows(s, len), p.V.middleRows(s, len)}, o);
+            Out<T> r =
+                exact_or_none(op, P<T>{p.Q.middleRows(s, len), p.K.middleRows(s, len), p.V.middleRows(s, len)}, o);
             if (!r) return std::nullopt;
             O.middleRows(s, len) = *r;
           }
@@ -307,7 +312,8 @@ template <class T> void add_mistakes(std::vector<Candidate<T>>& out, const std::
   // in every chunk alike, so the mistake does not depend on the chunk width.
   if (id == OpId::hla2 || id == OpId::ahla)
     add("mask-diagonal-dropped",
-        "the diagonal dropped from the causal mask (an intra-chunk mask diff > 0 for diff >= 0): o_t sums only earlier tokens, "
+        "the diagonal dropped from the causal mask (an intra-chunk mask diff > 0 for diff >= 0): o_t sums only earlier "
+        "tokens, "
         "each through earlier ones",
         [op, ahla = id == OpId::ahla](const P<T>& p, const Options& o) -> Out<T> {
           SecondOrderSum spec;  // SPEC's decay: γ^((t−i)+(t−j)) for hla2, γ^(t−j) for ahla
@@ -322,7 +328,8 @@ template <class T> void add_mistakes(std::vector<Candidate<T>>& out, const std::
     for (int w : kChunkWidths) {
       if (w == 1) continue;
       add(fmt::format("carry-decay-off-by-one@w={}", w),
-          fmt::format("the chunk carry's decay exponent off by one (gamma^a for gamma^(a+1) at offset a, chunk width {})", w),
+          fmt::format(
+              "the chunk carry's decay exponent off by one (gamma^a for gamma^(a+1) at offset a, chunk width {})", w),
           [w](const P<T>& p, const Options& o) -> Out<T> {
             if (o.gamma == 1 || p.Q.rows() <= w) return std::nullopt;
             return u_form_chunked(p, o, w, -1);
@@ -335,12 +342,17 @@ template <class T> void add_mistakes(std::vector<Candidate<T>>& out, const std::
   };
   std::vector<Named> exponents;
   if (id == OpId::hla2 || id == OpId::hla2_unmasked) {
-    exponents = {{"decay-keys-only", "decay γ^(t−i) on the key summary S only (C, m undecayed)", [](long t, long i, long) { return t - i; }},
-                 {"decay-values-only", "decay γ^(t−j) on C, m only (S undecayed)", [](long t, long, long j) { return t - j; }}};
+    exponents = {
+        {"decay-keys-only", "decay γ^(t−i) on the key summary S only (C, m undecayed)",
+         [](long t, long i, long) { return t - i; }},
+        {"decay-values-only", "decay γ^(t−j) on C, m only (S undecayed)", [](long t, long, long j) { return t - j; }}};
   } else if (id == OpId::ahla) {
-    exponents = {{"decay-outer-only", "decay γ^(t−i) on the outer summary only (P undecayed)", [](long t, long i, long) { return t - i; }},
-                 {"decay-inner-only", "decay γ^(i−j) on P only (the outer summary undecayed)", [](long, long i, long j) { return i - j; }},
-                 {"decay-both-from-t", "decay γ^((t−i)+(t−j)): both summaries decayed from t", [](long t, long i, long j) { return (t - i) + (t - j); }}};
+    exponents = {{"decay-outer-only", "decay γ^(t−i) on the outer summary only (P undecayed)",
+                  [](long t, long i, long) { return t - i; }},
+                 {"decay-inner-only", "decay γ^(i−j) on P only (the outer summary undecayed)",
+                  [](long, long i, long j) { return i - j; }},
+                 {"decay-both-from-t", "decay γ^((t−i)+(t−j)): both summaries decayed from t",
+                  [](long t, long i, long j) { return (t - i) + (t - j); }}};
   }
   for (const Named& x : exponents) {
     const auto e = x.e;
@@ -351,7 +363,6 @@ template <class T> void add_mistakes(std::vector<Candidate<T>>& out, const std::
   }
 }
 
-
 // ---- the gated catalogue ----------------------------------------------------------------------------------------
 using GP = GatedProblem<rational>;
 
@@ -360,9 +371,7 @@ using GP = GatedProblem<rational>;
 Out<rational> gated_form(const std::string& op, const std::string& variant, const GP& g, const Options& o) {
   try {
     return gated::run<rational>({op, "serial", variant}, g, o).O;
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
+  } catch (const std::exception&) { return std::nullopt; }
 }
 
 // SPEC's gated operator at other gates: the mistakes that amount to using the wrong gate somewhere.
@@ -412,15 +421,15 @@ Out<rational> with_decays(const std::string& op, const GP& g, long w, const Opti
   const Mat<rational> D = first_gate_power_decays(g.gamma, w, false);
   try {
     if (op_id(op) == OpId::linear)
-      return reference::linear_sum(g.qkv, o, [&](Eigen::Index t, Eigen::Index j) -> const rational& { return D(t, j); }).O;
+      return reference::linear_sum(g.qkv, o, [&](Eigen::Index t, Eigen::Index j) -> const rational& { return D(t, j); })
+          .O;
     const Mat<rational> D2 = first_gate_power_decays(g.gamma, w, true);
     return reference::hla2_sum(
-               g.qkv, o, true, [&](Eigen::Index t, Eigen::Index i, Eigen::Index j) { return rational(D2(t, j) * D(j, i)); },
+               g.qkv, o, true,
+               [&](Eigen::Index t, Eigen::Index i, Eigen::Index j) { return rational(D2(t, j) * D(j, i)); },
                [&](Eigen::Index t, Eigen::Index j) -> const rational& { return D(t, j); })
         .O;
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
+  } catch (const std::exception&) { return std::nullopt; }
 }
 
 }  // namespace
@@ -434,50 +443,63 @@ std::vector<GatedCandidate> gated_diagnosis_candidates(const std::string& op) {
   };
   if (id == OpId::hla2) {
     add("gated:hla2/serial/algorithm1-rule",
-        "Algorithm 1's decay rule with gates: G_t = gamma_t G_{t-1} + k_t k_t^T C_{t-1} (SPEC's keeps gamma_t^2 G_{t-1} + "
-        "gamma_t k_t (k_t^T C_{t-1}))", "gated.hla2.algorithm1-rule",
+        "Algorithm 1's decay rule with gates: G_t = gamma_t G_{t-1} + k_t k_t^T C_{t-1} (SPEC's keeps gamma_t^2 "
+        "G_{t-1} + "
+        "gamma_t k_t (k_t^T C_{t-1}))",
+        "gated.hla2.algorithm1-rule",
         [](const GP& g, const Options& o) { return gated_form("hla2", "algorithm1-rule", g, o); });
     add("gated:hla2/serial/proposal",
-        "the gated-HLA proposal's recurrence: G <- a_t G + k k^T (gamma_t C), a_t = sqrt(gamma_t) (G must keep gamma_t^2)",
+        "the gated-HLA proposal's recurrence: G <- a_t G + k k^T (gamma_t C), a_t = sqrt(gamma_t) (G must keep "
+        "gamma_t^2)",
         "gated.hla2.proposal", [](const GP& g, const Options& o) { return gated_form("hla2", "proposal", g, o); });
   }
-  add("mistake:gates-late", "gates misaligned by one token: gamma_{t-1} used for token t (a shift of the gates by one)", "",
-      [op](const GP& g, const Options& o) -> Out<rational> {
+  add("mistake:gates-late", "gates misaligned by one token: gamma_{t-1} used for token t (a shift of the gates by one)",
+      "", [op](const GP& g, const Options& o) -> Out<rational> {
         if (g.n() < 3) return std::nullopt;
         ColVec<rational> late = g.gamma;
         for (Eigen::Index t = 1; t < g.n(); ++t) late(t) = g.gamma(t - 1);
         return with_gates(op, g, late, o);
       });
-  add("mistake:gates-early", "gates misaligned by one token: gamma_{t+1} used for token t (the last row not compared)", "",
+  add(
+      "mistake:gates-early", "gates misaligned by one token: gamma_{t+1} used for token t (the last row not compared)",
+      "",
       [op](const GP& g, const Options& o) -> Out<rational> {
         if (g.n() < 3) return std::nullopt;
         ColVec<rational> early = g.gamma;
         for (Eigen::Index t = 0; t + 1 < g.n(); ++t) early(t) = g.gamma(t + 1);
         early(g.n() - 1) = 1;  // any value: it reaches only the last row, which is not compared
         return with_gates(op, g, early, o);
-      }, true);
+      },
+      true);
   for (int w : kChunkWidths) {
     if (w == 1) continue;
     // Each boundary gate changed: the carry into a chunk starting at s decayed without γ_s, or with γ_{s−1} too.
     auto at_boundaries = [op, w](const GP& g, const Options& o, bool extra) -> Out<rational> {
       if (g.n() <= w) return std::nullopt;
       ColVec<rational> changed = g.gamma;
-      for (Eigen::Index s = w; s < g.n(); s += w) changed(s) = extra ? rational(g.gamma(s) * g.gamma(s - 1)) : rational(1);
+      for (Eigen::Index s = w; s < g.n(); s += w)
+        changed(s) = extra ? rational(g.gamma(s) * g.gamma(s - 1)) : rational(1);
       return with_gates(op, g, changed, o);
     };
     add(fmt::format("mistake:carry-without-first-gate@w={}", w),
-        fmt::format("a chunk form whose carry is decayed by the product without the chunk's first gate (Pi_{{r=s+1..t}} "
-                    "for Pi_{{r=s..t}}, chunk width {})", w), "",
-        [at_boundaries](const GP& g, const Options& o) { return at_boundaries(g, o, false); });
+        fmt::format(
+            "a chunk form whose carry is decayed by the product without the chunk's first gate (Pi_{{r=s+1..t}} "
+            "for Pi_{{r=s..t}}, chunk width {})",
+            w),
+        "", [at_boundaries](const GP& g, const Options& o) { return at_boundaries(g, o, false); });
     add(fmt::format("mistake:carry-extra-gate@w={}", w),
-        fmt::format("a chunk form whose carry is decayed by one gate too many (Pi_{{r=s-1..t}}: the previous chunk's last "
-                    "gate too, chunk width {})", w), "",
-        [at_boundaries](const GP& g, const Options& o) { return at_boundaries(g, o, true); });
+        fmt::format(
+            "a chunk form whose carry is decayed by one gate too many (Pi_{{r=s-1..t}}: the previous chunk's last "
+            "gate too, chunk width {})",
+            w),
+        "", [at_boundaries](const GP& g, const Options& o) { return at_boundaries(g, o, true); });
     if (id == OpId::linear || id == OpId::hla2)
       add(fmt::format("mistake:carry-first-gate-power@w={}", w),
-          fmt::format("a chunk form whose carry is decayed by the chunk's first gate to a power (gamma_s^(a+1) at offset a, "
-                      "for Pi_{{r=s..s+a}} gamma_r; chunk width {})", w), "",
-          [op, w](const GP& g, const Options& o) -> Out<rational> {
+          fmt::format(
+              "a chunk form whose carry is decayed by the chunk's first gate to a power (gamma_s^(a+1) at offset a, "
+              "for Pi_{{r=s..s+a}} gamma_r; chunk width {})",
+              w),
+          "", [op, w](const GP& g, const Options& o) -> Out<rational> {
             if (g.n() <= w) return std::nullopt;
             return with_decays(op, g, w, o);
           });
@@ -492,15 +514,15 @@ bool state_in_undecayed(const std::string& op, const std::vector<CarriedOutputs>
     ColVec<mpfr256> g = c.gamma.unaryExpr([](double x) { return mpfr256(x); });
     g(0) = 1;
     NamedState<mpfr256> init;
-    for (const auto& [name, m] : c.state_in.parts) init.parts.emplace_back(name, m.unaryExpr([](double x) { return mpfr256(x); }));
+    for (const auto& [name, m] : c.state_in.parts)
+      init.parts.emplace_back(name, m.unaryExpr([](double x) { return mpfr256(x); }));
     Mat<mpfr256> want;
     try {
       want = gated::run<mpfr256>({op, "serial"}, {convert_problem<mpfr256>(c.in), g}, c.opt, &init).O;
-    } catch (const std::exception&) {
-      return false;
-    }
+    } catch (const std::exception&) { return false; }
     for (Eigen::Index i = 0; i < want.size(); ++i) {
-      const double w = want(i).convert_to<double>(), tol = c.bound(i) + 1e3 * std::numeric_limits<float>::epsilon() * std::fabs(w);
+      const double w = want(i).convert_to<double>(),
+                   tol = c.bound(i) + 1e3 * std::numeric_limits<float>::epsilon() * std::fabs(w);
       if (!(std::fabs(c.got(i) - w) <= tol)) return false;
       if (std::fabs(c.expected(i).convert_to<double>() - w) > tol) distinguishable = true;
     }
@@ -521,15 +543,14 @@ std::optional<int> padding_decay_width(const std::string& op, const std::vector<
       }
       const auto [form, variant] = streaming_form(op, s.opt);
       const Entry<double>& e = registry<double>().find(op, form, variant);
-      const Problem<double> zeros{Mat<double>::Zero(pad, s.d), Mat<double>::Zero(pad, s.d), Mat<double>::Zero(pad, s.dv)};
+      const Problem<double> zeros{Mat<double>::Zero(pad, s.d), Mat<double>::Zero(pad, s.d),
+                                  Mat<double>::Zero(pad, s.dv)};
       Options o = s.opt;
       o.normalized = false;
       NamedState<double> padded;
       try {
         padded = e(zeros, o, &s.truth).state;
-      } catch (const std::exception&) {
-        return std::nullopt;
-      }
+      } catch (const std::exception&) { return std::nullopt; }
       for (const auto& [name, want] : padded.parts) {
         const Mat<double>& got = s.got.at(name);
         const Mat<double>& bound = s.bound.at(name);

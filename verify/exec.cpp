@@ -13,19 +13,19 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
-#include <iterator>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
 #include <tuple>
 
-#include "io/files.hpp"
 #include "core/parse.hpp"
+#include "io/files.hpp"
 #include "io/npy.hpp"
 
 namespace hla::verify::ext {
@@ -45,7 +45,8 @@ std::string tail_of(const fs::path& file, std::size_t max_chars) {
   if (!in) return "";
   in.seekg(0, std::ios::end);
   const std::streamoff size = in.tellg();
-  const std::streamoff start = size > static_cast<std::streamoff>(max_chars) ? size - static_cast<std::streamoff>(max_chars) : 0;
+  const std::streamoff start =
+      size > static_cast<std::streamoff>(max_chars) ? size - static_cast<std::streamoff>(max_chars) : 0;
   in.seekg(start);
   std::string s(static_cast<std::size_t>(size - start), '\0');
   in.read(s.data(), static_cast<std::streamsize>(s.size()));
@@ -102,8 +103,8 @@ fs::file_type type_of(const fs::path& p) {
 }
 
 // An array read back: its dtype must be the case's, its shape exactly what the protocol says.
-Mat<double> read_matrix(const fs::path& file, const std::string& label, Eigen::Index rows, Eigen::Index cols, bool vector_ok,
-                        const Request& req, std::string& error) {
+Mat<double> read_matrix(const fs::path& file, const std::string& label, Eigen::Index rows, Eigen::Index cols,
+                        bool vector_ok, const Request& req, std::string& error) {
   if (type_of(file) == fs::file_type::not_found) {
     error = "missing " + label + " (the command did not write it)";
     return {};
@@ -111,7 +112,8 @@ Mat<double> read_matrix(const fs::path& file, const std::string& label, Eigen::I
   try {
     const npy::Array a = npy::read(file, static_cast<std::size_t>(rows * cols));
     if (a.dtype != npy_dtype(req.dtype)) {
-      error = fmt::format("{} is {}, expected {}", label, a.dtype == npy::DType::f64 ? "float64" : "float32", dtype_name(req.dtype));
+      error = fmt::format("{} is {}, expected {}", label, a.dtype == npy::DType::f64 ? "float64" : "float32",
+                          dtype_name(req.dtype));
       return {};
     }
     std::vector<std::size_t> want{static_cast<std::size_t>(rows), static_cast<std::size_t>(cols)};
@@ -120,7 +122,8 @@ Mat<double> read_matrix(const fs::path& file, const std::string& label, Eigen::I
       std::string got = "(";
       for (std::size_t i = 0; i < a.shape.size(); ++i) got += (i ? ", " : "") + std::to_string(a.shape[i]);
       got += a.shape.size() == 1 ? ",)" : ")";
-      error = fmt::format("{} has shape {}, expected ({}, {}){}", label, got, rows, cols, vector_ok ? fmt::format(" or ({},)", rows) : "");
+      error = fmt::format("{} has shape {}, expected ({}, {}){}", label, got, rows, cols,
+                          vector_ok ? fmt::format(" or ({},)", rows) : "");
       return {};
     }
     Mat<double> m(rows, cols);
@@ -156,7 +159,8 @@ std::string problem_in(const std::exception& e, const fs::path& file) {
   return what;
 }
 
-Interrupted::Interrupted(int sig) : std::runtime_error(fmt::format("interrupted by signal {} ({})", sig, ::strsignal(sig))), signal(sig) {}
+Interrupted::Interrupted(int sig)
+    : std::runtime_error(fmt::format("interrupted by signal {} ({})", sig, ::strsignal(sig))), signal(sig) {}
 
 InterruptGuard::InterruptGuard() {
   caught_signal = 0;
@@ -180,9 +184,12 @@ void InterruptGuard::check() {
 
 std::string ProcessResult::describe() const {
   std::string s;
-  if (timed_out) s = fmt::format("timed out after {:.0f} s (killed)", seconds);
-  else if (signal) s = fmt::format("killed by signal {} ({})", signal, ::strsignal(signal));
-  else if (exit_code != 0) s = fmt::format("exited with status {}", exit_code);
+  if (timed_out)
+    s = fmt::format("timed out after {:.0f} s (killed)", seconds);
+  else if (signal)
+    s = fmt::format("killed by signal {} ({})", signal, ::strsignal(signal));
+  else if (exit_code != 0)
+    s = fmt::format("exited with status {}", exit_code);
   if (!s.empty() && !stderr_tail.empty()) s += "; stderr ends with:\n" + stderr_tail;
   return s;
 }
@@ -242,8 +249,10 @@ ProcessResult run_command(const std::string& command, const fs::path& dir, doubl
   end_orphans();
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!r.timed_out) {
-    if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
-    else if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
+    if (WIFEXITED(status))
+      r.exit_code = WEXITSTATUS(status);
+    else if (WIFSIGNALED(status))
+      r.signal = WTERMSIG(status);
   }
   r.stderr_tail = tail_of(err_file, 1500);
   return r;
@@ -268,8 +277,10 @@ void write_case(const fs::path& dir, const Case& c, const Request& req) {
   if (!c.state_in.parts.empty()) {
     fs::create_directories(cd / "state_in");
     for (const auto& [name, m] : c.state_in.parts) {
-      if (is_vector(name)) npy::write(cd / "state_in" / (name + ".npy"), std::vector<double>(m.data(), m.data() + m.size()), t);
-      else npy::write(cd / "state_in" / (name + ".npy"), m, t);
+      if (is_vector(name))
+        npy::write(cd / "state_in" / (name + ".npy"), std::vector<double>(m.data(), m.data() + m.size()), t);
+      else
+        npy::write(cd / "state_in" / (name + ".npy"), m, t);
       given.push_back(name);
     }
   }
@@ -284,7 +295,10 @@ void write_case(const fs::path& dir, const Case& c, const Request& req) {
             {"normalized", c.opt.normalized},
             {"eps", value(c.opt.eps)},
             {"ridge", value(c.opt.ridge)},
-            {"exact", {{"gamma", format_rational(c.opt.gamma)}, {"eps", format_rational(c.opt.eps)}, {"ridge", format_rational(c.opt.ridge)}}},
+            {"exact",
+             {{"gamma", format_rational(c.opt.gamma)},
+              {"eps", format_rational(c.opt.eps)},
+              {"ridge", format_rational(c.opt.ridge)}}},
             {"dtype", dtype_name(req.dtype)},
             {"state", c.want_state && req.state},
             {"grad", req.grad},
@@ -303,7 +317,8 @@ std::string check_returned_output(const Case& c, const Mat<double>& o) {
 std::string check_returned_gradients(const Case& c, const Outcome& o, const Request& req) {
   if (!req.grad) return "";
   const Eigen::Index n = c.n(), d = c.in.Q.cols(), dv = c.in.V.cols();
-  for (const auto& [name, m, cols] : {std::tuple{"dq", &o.dQ, d}, std::tuple{"dk", &o.dK, d}, std::tuple{"dv", &o.dV, dv}})
+  for (const auto& [name, m, cols] :
+       {std::tuple{"dq", &o.dQ, d}, std::tuple{"dk", &o.dK, d}, std::tuple{"dv", &o.dV, dv}})
     if (m->rows() != n || m->cols() != cols)
       return fmt::format("{} has shape ({}, {}), expected ({}, {})", name, m->rows(), m->cols(), n, cols);
   return "";
@@ -317,7 +332,8 @@ std::string check_returned_state(const Case& c, const NamedState<double>& s, con
       if (name == p.name) m = &x;
     if (!m) return "state_out has no part '" + p.name + "'";
     if (m->rows() != p.rows || m->cols() != p.cols)
-      return fmt::format("state_out part '{}' has shape ({}, {}), expected ({}, {})", p.name, m->rows(), m->cols(), p.rows, p.cols);
+      return fmt::format("state_out part '{}' has shape ({}, {}), expected ({}, {})", p.name, m->rows(), m->cols(),
+                         p.rows, p.cols);
   }
   return "";
 }
@@ -337,8 +353,8 @@ Outcome read_outcome(const fs::path& dir, const Case& c, const Request& req) {
     if (o.error.empty() && !c.state_in.parts.empty() && type_of(cd / "dstate_in") != fs::file_type::not_found)
       for (const PartShape& p : state_layout(req.op, d, dv)) {
         if (type_of(cd / "dstate_in" / (p.name + ".npy")) == fs::file_type::not_found) continue;
-        Mat<double> m = read_matrix(cd / "dstate_in" / (p.name + ".npy"), "dstate_in/" + p.name + ".npy", p.rows, p.cols,
-                                    p.vector || p.cols == 1, req, o.error);
+        Mat<double> m = read_matrix(cd / "dstate_in" / (p.name + ".npy"), "dstate_in/" + p.name + ".npy", p.rows,
+                                    p.cols, p.vector || p.cols == 1, req, o.error);
         if (!o.error.empty()) return o;
         o.dstate_in.parts.emplace_back(p.name, std::move(m));
       }
@@ -349,8 +365,8 @@ Outcome read_outcome(const fs::path& dir, const Case& c, const Request& req) {
   }
   if (!o.error.empty() || !c.want_state || !req.state) return o;
   for (const PartShape& p : state_layout(req.op, c.in.Q.cols(), c.in.V.cols())) {
-    Mat<double> m = read_matrix(cd / "state_out" / (p.name + ".npy"), "state_out/" + p.name + ".npy", p.rows, p.cols, p.vector || p.cols == 1,
-                                req, o.error);
+    Mat<double> m = read_matrix(cd / "state_out" / (p.name + ".npy"), "state_out/" + p.name + ".npy", p.rows, p.cols,
+                                p.vector || p.cols == 1, req, o.error);
     if (!o.error.empty()) return o;
     o.state_out.parts.emplace_back(p.name, std::move(m));
   }
@@ -372,7 +388,8 @@ std::vector<Outcome> ExecImplementation::run(const std::vector<Case>& cases, con
   for (const Case& c : cases) {
     Outcome o = read_outcome(dir.path(), c, req);
     // A failed command's outputs are not trusted: every case carries the failure.
-    if (!log.failure.empty()) o.error = "the command " + log.failure.substr(0, log.failure.find(';')) + (o.error.empty() ? "" : "; " + o.error);
+    if (!log.failure.empty())
+      o.error = "the command " + log.failure.substr(0, log.failure.find(';')) + (o.error.empty() ? "" : "; " + o.error);
     out.push_back(std::move(o));
   }
   InterruptGuard::check();  // a signal while the outputs were read: stop here, not after the next round

@@ -28,8 +28,8 @@ namespace hla::verify::ext {
 // A command's run: how it ended and the tail of what it printed on stderr.
 struct ProcessResult {
   bool timed_out = false;
-  int exit_code = 0;     // when it exited
-  int signal = 0;        // when a signal ended it
+  int exit_code = 0;  // when it exited
+  int signal = 0;     // when a signal ended it
   double seconds = 0;
   std::string stderr_tail;
   std::string describe() const;  // "" for exit 0

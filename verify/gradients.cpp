@@ -41,16 +41,17 @@ template <class T> Mat<mpfr256> to_mpfr_matrix(const Mat<T>& m) {
   return m.unaryExpr([](const T& x) { return to_mpfr(x); });
 }
 
-template <class T>
-GradientValues exact_gradients(const std::string& op, const Problem<double>& in, const Options& opt,
-                               const NamedState<double>* init, const Mat<double>& dO, const ColVec<double>* gates) {
+template <class T> GradientValues exact_gradients(const std::string& op, const Problem<double>& in, const Options& opt,
+                                                  const NamedState<double>* init, const Mat<double>& dO,
+                                                  const ColVec<double>* gates) {
   const Problem<T> p{exactly<T>(in.Q), exactly<T>(in.K), exactly<T>(in.V)};
   std::optional<NamedState<T>> s;
   if (init) s = map_state<T>(*init, [](const Mat<double>& m) { return exactly<T>(m); });
   if (gates) {
     const backward::GatedGradients<T> g =
         backward::gated_backward<T>(op, {p, exactly<T>(Mat<double>(*gates))}, opt, s ? &*s : nullptr, exactly<T>(dO));
-    GradientValues v{to_mpfr_matrix(g.dQ), to_mpfr_matrix(g.dK), to_mpfr_matrix(g.dV), to_mpfr_matrix(Mat<T>(g.dgamma)), {}};
+    GradientValues v{
+        to_mpfr_matrix(g.dQ), to_mpfr_matrix(g.dK), to_mpfr_matrix(g.dV), to_mpfr_matrix(Mat<T>(g.dgamma)), {}};
     for (const auto& [name, m] : g.dstate.parts) v.dstate.parts.emplace_back(name, to_mpfr_matrix(m));
     return v;
   }
@@ -94,13 +95,14 @@ backward::GatedGradients<Magnitude> magnitude_run(const std::string& op, const P
   if (gates)
     return backward::gated_backward<Magnitude>(op, {p, magnitudes_of(Mat<double>(*gates))}, un, s ? &*s : nullptr,
                                                magnitudes_of(upstream));
-  Gradients<Magnitude> g = backward::run_pass<Magnitude>(op, Pass::serial, p, un, s ? &*s : nullptr, magnitudes_of(upstream),
-                                                         fast::DecayRule::corrected, 0);
+  Gradients<Magnitude> g = backward::run_pass<Magnitude>(op, Pass::serial, p, un, s ? &*s : nullptr,
+                                                         magnitudes_of(upstream), fast::DecayRule::corrected, 0);
   return {std::move(g.dQ), std::move(g.dK), std::move(g.dV), {}, std::move(g.dstate)};
 }
 
 // 2·γ_h·M per entry, h the larger of the magnitude run's depth and `h_min`; plus `extra` (same shape) if given.
-Mat<double> entry_bounds(const Mat<Magnitude>& m, double u, long h_min, const Mat<Magnitude>* extra, Eigen::Index cols) {
+Mat<double> entry_bounds(const Mat<Magnitude>& m, double u, long h_min, const Mat<Magnitude>* extra,
+                         Eigen::Index cols) {
   Mat<double> b(m.rows(), cols);
   for (Eigen::Index i = 0; i < m.rows(); ++i)
     for (Eigen::Index j = 0; j < cols; ++j) {
@@ -115,14 +117,16 @@ Mat<double> entry_bounds(const Mat<Magnitude>& m, double u, long h_min, const Ma
 bool has_gradient_battery(const std::string& op) { return backward::has_pass(op, Pass::serial); }
 
 GradientValues expected_gradients(const std::string& op, const Problem<double>& in, const Options& opt,
-                                  const NamedState<double>* init, const Mat<double>& dO, bool exact, const ColVec<double>* gates) {
-  return exact ? exact_gradients<rational>(op, in, opt, init, dO, gates) : exact_gradients<mpfr256>(op, in, opt, init, dO, gates);
+                                  const NamedState<double>* init, const Mat<double>& dO, bool exact,
+                                  const ColVec<double>* gates) {
+  return exact ? exact_gradients<rational>(op, in, opt, init, dO, gates)
+               : exact_gradients<mpfr256>(op, in, opt, init, dO, gates);
 }
 
 GradientBounds gradient_bounds(const std::string& op, const Problem<double>& in, const Options& opt,
                                const NamedState<double>* init, const Mat<double>& dO, double u, long h,
-                               const Mat<mpfr256>* forward, const Mat<double>* forward_bound, const ColVec<double>* gates,
-                               const Mat<double>* abs_terms) {
+                               const Mat<mpfr256>* forward, const Mat<double>* forward_bound,
+                               const ColVec<double>* gates, const Mat<double>* abs_terms) {
   const long h_min = 2 * h;
   GradientBounds b;
   // dgamma of a kernel in cumulative log-gates (gradients.hpp): every pair's term reaches every gate up to its t, each
@@ -150,7 +154,8 @@ GradientBounds gradient_bounds(const std::string& op, const Problem<double>& in,
     b.dV = entry_bounds(m.dV, u, h_min, nullptr, m.dV.cols());
     if (gates) b.dgamma = entry_bounds(Mat<Magnitude>(m.dgamma), u, h_min, nullptr, 1);
     log_gate_bound(dO.cwiseAbs(), nullptr);
-    for (const auto& [name, part] : m.dstate.parts) b.dstate.parts.emplace_back(name, entry_bounds(part, u, h_min, nullptr, part.cols()));
+    for (const auto& [name, part] : m.dstate.parts)
+      b.dstate.parts.emplace_back(name, entry_bounds(part, u, h_min, nullptr, part.cols()));
     return b;
   }
   // Normalized: the upstream g = (dO/D, −⟨dO, N⟩/D²) of the unnormalized operator on [V 1], and a bound on
@@ -163,7 +168,8 @@ GradientBounds gradient_bounds(const std::string& op, const Problem<double>& in,
     const double lower = D - bD;
     double gD = 0, dgD = 0;
     for (Eigen::Index j = 0; j < dv; ++j) {
-      const double N = std::fabs((*forward)(t, j).convert_to<double>()), bN = (*forward_bound)(t, j), w = std::fabs(dO(t, j));
+      const double N = std::fabs((*forward)(t, j).convert_to<double>()), bN = (*forward_bound)(t, j),
+                   w = std::fabs(dO(t, j));
       g(t, j) = w / D;
       dg(t, j) = lower > 0 ? w * bD / (D * lower) + u * g(t, j) : INFINITY;
       gD += w * N / (D * D);
@@ -176,7 +182,8 @@ GradientBounds gradient_bounds(const std::string& op, const Problem<double>& in,
   std::optional<NamedState<double>> init_aug;
   if (init) init_aug = augmented_state(op, *init);
   const NamedState<double>* ia = init_aug ? &*init_aug : nullptr;
-  const backward::GatedGradients<Magnitude> m = magnitude_run(op, aug, opt, ia, g, gates), e = magnitude_run(op, aug, opt, ia, dg, gates);
+  const backward::GatedGradients<Magnitude> m = magnitude_run(op, aug, opt, ia, g, gates),
+                                            e = magnitude_run(op, aug, opt, ia, dg, gates);
   b.dQ = entry_bounds(m.dQ, u, h_min, &e.dQ, m.dQ.cols());
   b.dK = entry_bounds(m.dK, u, h_min, &e.dK, m.dK.cols());
   b.dV = entry_bounds(m.dV, u, h_min, &e.dV, dv);  // the ones column has no gradient to return
@@ -190,16 +197,16 @@ GradientBounds gradient_bounds(const std::string& op, const Problem<double>& in,
 
 namespace {
 
-using Eval = std::function<std::optional<ExactGradients>(const Problem<rational>&, const Options&, const Mat<rational>&)>;
+using Eval =
+    std::function<std::optional<ExactGradients>(const Problem<rational>&, const Options&, const Mat<rational>&)>;
 
 std::optional<ExactGradients> serial_backward(const std::string& op, const Problem<rational>& p, const Options& o,
-                                              const Mat<rational>& dO, fast::DecayRule rule = fast::DecayRule::corrected) {
+                                              const Mat<rational>& dO,
+                                              fast::DecayRule rule = fast::DecayRule::corrected) {
   try {
     const Gradients<rational> g = backward::run_pass<rational>(op, Pass::serial, p, o, nullptr, dO, rule, 0);
     return ExactGradients{g.dQ, g.dK, g.dV};
-  } catch (const NumericalError&) {
-    return std::nullopt;
-  }
+  } catch (const NumericalError&) { return std::nullopt; }
 }
 
 }  // namespace
@@ -212,7 +219,8 @@ std::vector<GradientCandidate> gradient_candidates(const std::string& op) {
   // The paper's serial formula where the harness registers a correction of it (hla2's Algorithm 1).
   if (registry<rational>().find_exact(op, "serial").variant == "corrected")
     add("paper-decay-rule", "the gradients of Algorithm 1's decayed recurrence as printed (G_t = γG + k kᵀ C_{t−1})",
-        paper_form_claim(op, "serial"), [op](const auto& p, const Options& o, const auto& dO) -> std::optional<ExactGradients> {
+        paper_form_claim(op, "serial"),
+        [op](const auto& p, const Options& o, const auto& dO) -> std::optional<ExactGradients> {
           if (o.gamma == 1) return std::nullopt;
           return serial_backward(op, p, o, dO, fast::DecayRule::paper);
         });
@@ -239,9 +247,7 @@ std::vector<GradientCandidate> gradient_candidates(const std::string& op) {
                   return reference::hla2(dp, o, false).O;
                 });
             return ExactGradients{g.dQ, g.dK, g.dV};
-          } catch (const NumericalError&) {
-            return std::nullopt;
-          }
+          } catch (const NumericalError&) { return std::nullopt; }
         });
   for (const OperatorInfo& info : kOperators)
     if (const std::string other(info.name); info.backward && other != op)
@@ -269,13 +275,15 @@ std::vector<GradientCandidate> gradient_candidates(const std::string& op) {
         }
         return serial_backward(op, p, un, up);
       });
-  add("swap-dq-dk", "dq and dk swapped", "", [op](const auto& p, const Options& o, const auto& dO) -> std::optional<ExactGradients> {
-    auto g = serial_backward(op, p, o, dO);
-    if (g) std::swap(g->dQ, g->dK);
-    return g;
-  });
+  add("swap-dq-dk", "dq and dk swapped", "",
+      [op](const auto& p, const Options& o, const auto& dO) -> std::optional<ExactGradients> {
+        auto g = serial_backward(op, p, o, dO);
+        if (g) std::swap(g->dQ, g->dK);
+        return g;
+      });
   for (int w : {1, 2, 3, 4, 8, 16, 32, 64, 128}) {
-    add(fmt::format("no-carry@w={}", w), fmt::format("a chunk backward without the carry: the state restarts every {} tokens", w), "",
+    add(fmt::format("no-carry@w={}", w),
+        fmt::format("a chunk backward without the carry: the state restarts every {} tokens", w), "",
         [op, w](const auto& p, const Options& o, const auto& dO) -> std::optional<ExactGradients> {
           const Eigen::Index n = p.Q.rows();
           if (n <= w) return std::nullopt;
@@ -293,8 +301,10 @@ std::vector<GradientCandidate> gradient_candidates(const std::string& op) {
     // The other way a chunked backward drops the cross-chunk term: the forward carries the state, the backward
     // treats the carried state as a constant (detached), so no gradient flows through it into earlier chunks.
     add(fmt::format("carry-detached@w={}", w),
-        fmt::format("a chunk backward that treats the carried state as a constant: no gradient into earlier chunks through it (chunks of {})", w), "",
-        [op, w](const auto& p, const Options& o, const auto& dO) -> std::optional<ExactGradients> {
+        fmt::format("a chunk backward that treats the carried state as a constant: no gradient into earlier chunks "
+                    "through it (chunks of {})",
+                    w),
+        "", [op, w](const auto& p, const Options& o, const auto& dO) -> std::optional<ExactGradients> {
           const Eigen::Index n = p.Q.rows();
           if (n <= w) return std::nullopt;
           const Entry<rational>& serial = registry<rational>().find_exact(op, "serial");
@@ -304,16 +314,14 @@ std::vector<GradientCandidate> gradient_candidates(const std::string& op) {
               const Eigen::Index len = std::min<Eigen::Index>(w, n - s);
               std::optional<NamedState<rational>> carried;
               if (s > 0) carried = serial(slice_rows(p, 0, s), o).state;
-              const Gradients<rational> g = backward::run_pass<rational>(op, Pass::serial, slice_rows(p, s, s + len), o,
-                                                                         carried ? &*carried : nullptr, dO.middleRows(s, len),
-                                                                         fast::DecayRule::corrected, 0);
+              const Gradients<rational> g = backward::run_pass<rational>(
+                  op, Pass::serial, slice_rows(p, s, s + len), o, carried ? &*carried : nullptr, dO.middleRows(s, len),
+                  fast::DecayRule::corrected, 0);
               all.dQ.middleRows(s, len) = g.dQ;
               all.dK.middleRows(s, len) = g.dK;
               all.dV.middleRows(s, len) = g.dV;
             }
-          } catch (const NumericalError&) {
-            return std::nullopt;
-          }
+          } catch (const NumericalError&) { return std::nullopt; }
           return all;
         });
   }

@@ -41,7 +41,7 @@ struct GradientValues {
 };
 struct GradientBounds {
   Mat<double> dQ, dK, dV;
-  Mat<double> dgamma;          // --gates (n × 1)
+  Mat<double> dgamma;         // --gates (n × 1)
   NamedState<double> dstate;  // unnormalized only (empty: not checked)
 };
 

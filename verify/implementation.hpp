@@ -15,16 +15,16 @@ namespace hla::verify::ext {
 // answer is not a protocol failure but a wrong value, judged with the rest.
 struct Outcome {
   std::string error;
-  Mat<double> O;                // n × dv, values as the dtype held them
-  NamedState<double> state_out; // when the case asked for it
-  Mat<double> dQ, dK, dV;       // --grad: ∂L/∂Q, ∂L/∂K, ∂L/∂V
-  NamedState<double> dstate_in; // --grad from a given state: ∂L/∂state_in, when the implementation gives it
-  Mat<double> dgamma;           // --grad --gates: ∂L/∂γ (n × 1), when the implementation gives it
+  Mat<double> O;                 // n × dv, values as the dtype held them
+  NamedState<double> state_out;  // when the case asked for it
+  Mat<double> dQ, dK, dV;        // --grad: ∂L/∂Q, ∂L/∂K, ∂L/∂V
+  NamedState<double> dstate_in;  // --grad from a given state: ∂L/∂state_in, when the implementation gives it
+  Mat<double> dgamma;            // --grad --gates: ∂L/∂γ (n × 1), when the implementation gives it
 };
 
 // One round's facts beyond the cases (for the report).
 struct RoundLog {
-  std::string what;     // "battery", "split second halves", "shrink 3", ...
+  std::string what;  // "battery", "split second halves", "shrink 3", ...
   std::size_t cases = 0;
   double seconds = 0;
   std::string failure;  // the round as a whole failed (non-zero exit, time-out): its message

@@ -24,7 +24,7 @@ double round_to_format(double x, Precision p) {
   const int min_exp = p == Precision::fp16 ? -14 : -126;
   const double max_finite = p == Precision::fp16 ? 65504.0 : static_cast<double>(std::numeric_limits<float>::max());
   int e = 0;
-  std::frexp(x, &e);  // |x| = f · 2^e, f ∈ [0.5, 1)
+  std::frexp(x, &e);                                // |x| = f · 2^e, f ∈ [0.5, 1)
   const int lsb = std::max(e, min_exp + 1) - bits;  // the quantum of x's binade (or of the subnormals)
   const double r = std::ldexp(std::nearbyint(std::ldexp(x, -lsb)), lsb);  // nearbyint: ties to even
   if (std::fabs(r) > max_finite) return std::copysign(INFINITY, x);
@@ -57,10 +57,10 @@ class EmulatedImplementation : public Implementation {
     for (std::size_t i = 0; i < cases.size(); ++i) {
       try {
         const ColVec<double>* gates = cases[i].gamma.size() ? &cases[i].gamma : nullptr;
-        out[i].O = (accumulate_ ? emulate_format_accumulation : emulate_format_kernel)(req.op, cases[i].in, cases[i].opt, prec_, gates).O;
-      } catch (const std::exception& e) {
-        out[i].error = e.what();
-      }
+        out[i].O = (accumulate_ ? emulate_format_accumulation : emulate_format_kernel)(req.op, cases[i].in,
+                                                                                       cases[i].opt, prec_, gates)
+                       .O;
+      } catch (const std::exception& e) { out[i].error = e.what(); }
     }
     return out;
   }
@@ -82,7 +82,8 @@ template <class Op> Run<double> emulate_fold(const Op& op, const Problem<double>
   const Problem<float> x = in_format(p, prec);
   auto rounded = [&](const Serial& st) {
     NamedState<float> named = export_state<Serial, float>(st);
-    for (auto& [name, m] : named.parts) m = round_to_format(Mat<double>(m.template cast<double>()), prec).template cast<float>();
+    for (auto& [name, m] : named.parts)
+      m = round_to_format(Mat<double>(m.template cast<double>()), prec).template cast<float>();
     return load_state<Serial>(&named, p.d(), p.dv());
   };
   Mat<float> O(p.n(), p.dv());
@@ -95,18 +96,20 @@ template <class Op> Run<double> emulate_fold(const Op& op, const Problem<double>
     operand.st = rounded(I.st);
     op.read(operand, token, t, O.row(t));
   }
-  if (!O.allFinite()) throw NumericalError("the emulated kernel's output is not finite (a vanishing normalizer in the format)");
+  if (!O.allFinite())
+    throw NumericalError("the emulated kernel's output is not finite (a vanishing normalizer in the format)");
   return {round_to_format(Mat<double>(O.cast<double>()), prec), widened(export_state<Serial, float>(I.st))};
 }
 
 // With per-token gates (--gates): the gated scan operator (fast/scan/gated.hpp: the same fold, each token's segment
 // carrying its own gate as ρ), the gates in fp32 (the accumulation's format: a kernel forms its gate products there).
-Run<double> emulate(const std::string& op, const Problem<double>& p, const Options& opt, Precision prec, bool accumulate,
-                    const ColVec<double>* gates) {
+Run<double> emulate(const std::string& op, const Problem<double>& p, const Options& opt, Precision prec,
+                    bool accumulate, const ColVec<double>* gates) {
   if (gates) {
     if (gates->size() != p.n()) throw InputError("emulated kernel: one gate per token");
     const ColVec<float> g = gates->cast<float>();
-    return scan::with_gated_scan_op<float>(op, opt, g, [&](const auto& o) { return emulate_fold(o, p, prec, accumulate); });
+    return scan::with_gated_scan_op<float>(op, opt, g,
+                                           [&](const auto& o) { return emulate_fold(o, p, prec, accumulate); });
   }
   return scan::with_scan_op<float>(op, scan::Variant::corrected, opt,
                                    [&](const auto& o) { return emulate_fold(o, p, prec, accumulate); });
@@ -119,8 +122,8 @@ Run<double> emulate_format_kernel(const std::string& op, const Problem<double>& 
   return emulate(op, p, opt, prec, false, gates);
 }
 
-Run<double> emulate_format_accumulation(const std::string& op, const Problem<double>& p, const Options& opt, Precision prec,
-                                        const ColVec<double>* gates) {
+Run<double> emulate_format_accumulation(const std::string& op, const Problem<double>& p, const Options& opt,
+                                        Precision prec, const ColVec<double>* gates) {
   return emulate(op, p, opt, prec, true, gates);
 }
 
@@ -148,7 +151,8 @@ Run<double> emulate_format(const std::string& op, const Problem<double>& p, cons
   return emulate(op, p, opt, f.precision, f.state_in_format, gates);
 }
 
-nlohmann::json calibration(const std::string& op, const Options& opt, long max_n, long d, long dv, std::ostream* progress) {
+nlohmann::json calibration(const std::string& op, const Options& opt, long max_n, long d, long dv,
+                           std::ostream* progress) {
   nlohmann::json rows = nlohmann::json::array();
   for (Precision p : {Precision::tf32, Precision::bf16, Precision::fp16}) {
     for (bool accumulate : {false, true}) {
@@ -167,14 +171,20 @@ nlohmann::json calibration(const std::string& op, const Options& opt, long max_n
       const std::string kernel = accumulate ? "accumulates in the format" : "correct (fp32 accumulation)";
       if (progress) *progress << "calibrate: " << precision_name(p) << ", " << kernel << " ...\n";
       const nlohmann::json rep = run_battery(impl, req, bo);
-      nlohmann::json row = {{"precision", precision_name(p)}, {"kernel", kernel}, {"verdict", rep["verdict"]},
-                            {"exact_failed", rep["exact"]["failed"]}, {"random", rep["random"]}};
+      nlohmann::json row = {{"precision", precision_name(p)},
+                            {"kernel", kernel},
+                            {"verdict", rep["verdict"]},
+                            {"exact_failed", rep["exact"]["failed"]},
+                            {"random", rep["random"]}};
       rows.push_back(row);
     }
   }
   return {{"op", op},
-          {"options", {{"gamma", format_rational(opt.gamma)}, {"normalized", opt.normalized}, {"eps", format_rational(opt.eps)},
-                       {"ridge", format_rational(opt.ridge)}}},
+          {"options",
+           {{"gamma", format_rational(opt.gamma)},
+            {"normalized", opt.normalized},
+            {"eps", format_rational(opt.eps)},
+            {"ridge", format_rational(opt.ridge)}}},
           {"d", d},
           {"dv", dv},
           {"calibration_factor", kCalibrationFactor},
@@ -183,11 +193,12 @@ nlohmann::json calibration(const std::string& op, const Options& opt, long max_n
 
 std::string calibration_text(const nlohmann::json& c) {
   std::ostringstream s;
-  s << fmt::format("calibration of --precision for {} (gamma={}{}), d = {}, dv = {}: error in units of the format's u "
-                   "and as a multiple of the bound\n",
-                   c["op"].get<std::string>(), c["options"]["gamma"].get<std::string>(),
-                   c["options"]["normalized"].get<bool>() ? ", normalized eps=" + c["options"]["eps"].get<std::string>() : "",
-                   c["d"].get<long>(), c["dv"].get<long>());
+  s << fmt::format(
+      "calibration of --precision for {} (gamma={}{}), d = {}, dv = {}: error in units of the format's u "
+      "and as a multiple of the bound\n",
+      c["op"].get<std::string>(), c["options"]["gamma"].get<std::string>(),
+      c["options"]["normalized"].get<bool>() ? ", normalized eps=" + c["options"]["eps"].get<std::string>() : "",
+      c["d"].get<long>(), c["dv"].get<long>());
   for (const auto& r : c["rows"]) {
     s << fmt::format("  {:<5} {:<28} verdict {:<16}", r["precision"].get<std::string>(), r["kernel"].get<std::string>(),
                      r["verdict"].get<std::string>());

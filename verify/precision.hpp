@@ -44,8 +44,8 @@ Mat<double> round_to_format(const Mat<double>& m, Precision p);
 Run<double> emulate_format_kernel(const std::string& op, const Problem<double>& p, const Options& opt, Precision prec,
                                   const ColVec<double>* gates = nullptr);
 // The same with the state rounded to p after every token: a kernel that accumulates in the format.
-Run<double> emulate_format_accumulation(const std::string& op, const Problem<double>& p, const Options& opt, Precision prec,
-                                        const ColVec<double>* gates = nullptr);
+Run<double> emulate_format_accumulation(const std::string& op, const Problem<double>& p, const Options& opt,
+                                        Precision prec, const ColVec<double>* gates = nullptr);
 
 // The arithmetics a kernel may compute in, each emulated here: a difference that one of them explains is a lower
 // precision, named in the report ("consistent with TF32 products"), not another function.
@@ -63,14 +63,15 @@ Run<double> emulate_format(const std::string& op, const Problem<double>& p, cons
                            const ColVec<double>* gates = nullptr);
 
 // How many times an emulated fp32 kernel's error the level of a correct fp32 implementation allows (random cases
-// and file mode; precision.cpp's calibration and docs/verify.md "Reduced precisions" give the measured ratios): an error
-// above it is lower precision even when the proven bound, which on long random cases allows ~10^5 u, is not
+// and file mode; precision.cpp's calibration and docs/verify.md "Reduced precisions" give the measured ratios): an
+// error above it is lower precision even when the proven bound, which on long random cases allows ~10^5 u, is not
 // reached. TF32 products err ~2^13 times more than fp32 arithmetic, bf16 ~2^16.
 constexpr double kFp32LevelFactor = 16;
 
 // `hla verify --calibrate`: for each narrow format and n, the normwise error of the two emulations against
 // MPFR-256 and against the battery's bound, on the battery's random cases for `op` and options `opt`.
-nlohmann::json calibration(const std::string& op, const Options& opt, long max_n, long d, long dv, std::ostream* progress);
+nlohmann::json calibration(const std::string& op, const Options& opt, long max_n, long d, long dv,
+                           std::ostream* progress);
 std::string calibration_text(const nlohmann::json& c);
 
 }  // namespace hla::verify::ext

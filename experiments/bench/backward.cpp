@@ -38,9 +38,9 @@ template <class T> Run<T> run_forward(const std::string& op, const Inputs<T>& in
 }
 
 // path: nullopt = the forward.
-template <class T>
-void bench_backward(benchmark::State& state, const std::string& op, std::optional<backward::Pass> path, Eigen::Index n,
-                    Eigen::Index d, Eigen::Index w) {
+template <class T> void bench_backward(benchmark::State& state, const std::string& op,
+                                       std::optional<backward::Pass> path, Eigen::Index n, Eigen::Index d,
+                                       Eigen::Index w) {
   const Inputs<T> in(n, d, d);
   Options o;
   o.gamma = rational(63, 64);
@@ -52,7 +52,8 @@ void bench_backward(benchmark::State& state, const std::string& op, std::optiona
       Run<T> r = run_forward(op, in, o);
       benchmark::DoNotOptimize(r.O.data());
     } else {
-      backward::Gradients<T> g = backward::run_pass(op, *path, in.p, o, nullptr, in.dO, fast::DecayRule::corrected, w, &st);
+      backward::Gradients<T> g =
+          backward::run_pass(op, *path, in.p, o, nullptr, in.dO, fast::DecayRule::corrected, w, &st);
       benchmark::DoNotOptimize(g.dQ.data());
     }
     benchmark::ClobberMemory();
@@ -69,15 +70,16 @@ template <class T> void register_scalar(const char* scalar) {
   const Eigen::Index d = 16, w = 64;
   using backward::Pass;
   for (const OperatorInfo& info : kOperators)
-    for (const std::optional<Pass> path : {std::optional<Pass>(), std::optional(Pass::serial), std::optional(Pass::checkpointed),
-                                           std::optional(Pass::scan)}) {
+    for (const std::optional<Pass> path : {std::optional<Pass>(), std::optional(Pass::serial),
+                                           std::optional(Pass::checkpointed), std::optional(Pass::scan)}) {
       const std::string op(info.name);
       if (!info.backward || (path && !backward::has_pass(op, *path))) continue;
       for (Eigen::Index n = 1024; n <= (path == Pass::scan ? 4096 : 16384); n *= 4) {
-        std::string name = fmt::format("backward/{}/{}/{}/n:{}/d:{}/dv:{}", op, path ? backward::pass_name(*path) : "forward",
-                                       scalar, n, d, d);
+        std::string name = fmt::format("backward/{}/{}/{}/n:{}/d:{}/dv:{}", op,
+                                       path ? backward::pass_name(*path) : "forward", scalar, n, d, d);
         if (path && *path != Pass::serial) name += fmt::format("/w:{}", w);
-        benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) { bench_backward<T>(s, op, path, n, d, w); })
+        benchmark::RegisterBenchmark(name.c_str(),
+                                     [=](benchmark::State& s) { bench_backward<T>(s, op, path, n, d, w); })
             ->UseRealTime()
             ->Unit(benchmark::kMillisecond)
             ->MinTime(0.2);

@@ -25,7 +25,6 @@
 #include <fmt/core.h>
 #include <omp.h>
 
-#include "core/eigen.hpp"
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -34,6 +33,7 @@
 #include <memory>
 #include <mutex>
 #include <utility>
+#include "core/eigen.hpp"
 
 #include "core/alloc_policy.hpp"
 #include "core/build_info.hpp"
@@ -74,7 +74,8 @@ const Problem<double>& inputs(Eigen::Index n, Eigen::Index d, Eigen::Index dv) {
 }
 
 // Counters of an entry that runs one head of n tokens per iteration (head_counters below: several heads).
-void form_counters(benchmark::State& state, const std::string& op, Eigen::Index n, Eigen::Index d, Eigen::Index dv, int chunk) {
+void form_counters(benchmark::State& state, const std::string& op, Eigen::Index n, Eigen::Index d, Eigen::Index dv,
+                   int chunk) {
   state.counters["tokens_per_s"] = benchmark::Counter(double(n), benchmark::Counter::kIsIterationInvariantRate);
   state.counters["gflops"] = benchmark::Counter(double(n) * useful_flops_per_token(op, double(d), double(dv)) / 1e9,
                                                 benchmark::Counter::kIsIterationInvariantRate);
@@ -115,7 +116,10 @@ template <class T> void bench_form(benchmark::State& state, const Entry<T>* e, E
 
 // Every entry is timed in wall-clock milliseconds, at least 0.2 s per repetition.
 template <class F> void add_entry(const std::string& name, F&& body) {
-  benchmark::RegisterBenchmark(name.c_str(), std::forward<F>(body))->UseRealTime()->Unit(benchmark::kMillisecond)->MinTime(0.2);
+  benchmark::RegisterBenchmark(name.c_str(), std::forward<F>(body))
+      ->UseRealTime()
+      ->Unit(benchmark::kMillisecond)
+      ->MinTime(0.2);
 }
 
 // The two-core ceiling of a form's own work: the sequence's two halves (n/2 tokens each), each a one-thread
@@ -124,8 +128,8 @@ template <class F> void add_entry(const std::string& name, F&& body) {
 // then hold), their shared cache and memory — so the form's threads:2 entry can be read against the
 // machine's two-core limit for it, not only against threads:1 (experiments/bench_targets.py). The second
 // half starts from the zero state instead of the carried one: the same work, not the same outputs.
-template <class T> void bench_two_core_ceiling(benchmark::State& state, const Entry<T>* e, Eigen::Index n, Eigen::Index d,
-                                               Eigen::Index dv, int chunk) {
+template <class T> void bench_two_core_ceiling(benchmark::State& state, const Entry<T>* e, Eigen::Index n,
+                                               Eigen::Index d, Eigen::Index dv, int chunk) {
   const Problem<T> p = convert_problem<T>(inputs(n, d, dv));
   const Problem<T> halves[2] = {slice_rows(p, 0, n / 2), slice_rows(p, n / 2, n)};
   Options opt;
@@ -166,7 +170,8 @@ template <class T> void register_forms(const std::vector<std::array<Eigen::Index
       }
     if (e.caps.threads)
       for (const auto& [n, d, dv] : shapes) {
-        const std::string name = fmt::format("ceiling/{}/{}/{}/n:{}/d:{}/dv:{}/threads:2", e.op, form, scalar, n, d, dv);
+        const std::string name =
+            fmt::format("ceiling/{}/{}/{}/n:{}/d:{}/dv:{}/threads:2", e.op, form, scalar, n, d, dv);
         const Entry<T>* ep = &e;
         add_entry(name, [=](benchmark::State& s) { bench_two_core_ceiling<T>(s, ep, n, d, dv, chunk); });
       }
@@ -175,8 +180,8 @@ template <class T> void register_forms(const std::vector<std::array<Eigen::Index
 
 // Counters of an entry that runs `heads` heads per iteration, for all heads together (useful flops = heads ×
 // the single-head count), so tokens_per_s and gflops compare directly with that many single-head calls.
-void head_counters(benchmark::State& state, const std::string& op, Eigen::Index n, Eigen::Index d, Eigen::Index dv, int chunk,
-                   int heads) {
+void head_counters(benchmark::State& state, const std::string& op, Eigen::Index n, Eigen::Index d, Eigen::Index dv,
+                   int chunk, int heads) {
   form_counters(state, op, n * heads, d, dv, chunk);
   state.counters["heads"] = heads;
 }
@@ -196,21 +201,23 @@ template <class Call> void time_heads(benchmark::State& state, int threads, int 
 
 // §5.2 multi-query: h heads with their own queries and shared K, V (one S), fast::chunked::hla2_chunked_heads,
 // named hla2/chunked-multiquery/<scalar>/n/d/dv/threads/heads:<h> (counters: head_counters).
-template <class T> void bench_multiquery(benchmark::State& state, Eigen::Index n, Eigen::Index d, Eigen::Index dv, int threads,
-                                         int chunk, int heads) {
+template <class T> void bench_multiquery(benchmark::State& state, Eigen::Index n, Eigen::Index d, Eigen::Index dv,
+                                         int threads, int chunk, int heads) {
   const Problem<T> p = convert_problem<T>(inputs(n, d, dv));
   std::vector<Mat<T>> Qs;
   for (int h = 0; h < heads; ++h) Qs.push_back(p.Q * T(h + 1));  // distinct queries per head (timing only)
   std::vector<const Mat<T>*> qptr;
   for (const auto& q : Qs) qptr.push_back(&q);
-  time_heads(state, threads, chunk, [&](const Options& opt) { return fast::chunked::hla2_chunked_heads<T>(qptr, p.K, p.V, opt, {}); });
+  time_heads(state, threads, chunk,
+             [&](const Options& opt) { return fast::chunked::hla2_chunked_heads<T>(qptr, p.K, p.V, opt, {}); });
   head_counters(state, "hla2", n, d, dv, chunk, heads);
 }
 
 template <class T> void register_multiquery(const std::vector<std::array<Eigen::Index, 3>>& shapes, int chunk) {
   for (const auto& [n, d, dv] : shapes)
     for (int t : {1, 2}) {
-      const std::string name = fmt::format("hla2/chunked-multiquery/{}/n:{}/d:{}/dv:{}/threads:{}/heads:4", scalar_name<T>(), n, d, dv, t);
+      const std::string name =
+          fmt::format("hla2/chunked-multiquery/{}/n:{}/d:{}/dv:{}/threads:{}/heads:4", scalar_name<T>(), n, d, dv, t);
       add_entry(name, [=](benchmark::State& s) { bench_multiquery<T>(s, n, d, dv, t, chunk, 4); });
     }
 }
@@ -235,11 +242,13 @@ template <class T> void bench_multihead(benchmark::State& state, const Entry<T>*
 // through both of its chunked forms (<form>-multihead), linear's through its one.
 template <class T> void register_multihead(int chunk) {
   const Eigen::Index n = 65536, d = 64, dv = 64;
-  const std::pair<const char*, const char*> forms[] = {{"hla2", "chunked"}, {"hla2", "chunked-fused"}, {"linear", "chunked"}};
+  const std::pair<const char*, const char*> forms[] = {
+      {"hla2", "chunked"}, {"hla2", "chunked-fused"}, {"linear", "chunked"}};
   for (const auto& [op, form] : forms)
     for (int t : {1, 2}) {
       const Entry<T>* e = &registry<T>().find_exact(op, form);
-      const std::string name = fmt::format("{}/{}-multihead/{}/n:{}/d:{}/dv:{}/threads:{}/heads:4", op, form, scalar_name<T>(), n, d, dv, t);
+      const std::string name =
+          fmt::format("{}/{}-multihead/{}/n:{}/d:{}/dv:{}/threads:{}/heads:4", op, form, scalar_name<T>(), n, d, dv, t);
       add_entry(name, [=](benchmark::State& s) { bench_multihead<T>(s, e, n, d, dv, t, chunk, 4); });
     }
 }
@@ -262,8 +271,8 @@ template <class T> void register_gated(int chunk) {
     if (e.form == "chunked") cases.push_back({.gamma = kGamma});
     for (const DecayCase& decay : cases)
       for (int t : e.caps.threads && !naive ? std::vector<int>{1, 2} : std::vector<int>{1}) {
-        const std::string name = fmt::format("{}/{}/{}/n:{}/d:{}/dv:{}/threads:{}{}", e.op, e.form, scalar_name<T>(), n, d, dv, t,
-                                             decay.suffix());
+        const std::string name = fmt::format("{}/{}/{}/n:{}/d:{}/dv:{}/threads:{}{}", e.op, e.form, scalar_name<T>(), n,
+                                             d, dv, t, decay.suffix());
         const Entry<T>* ep = &e;
         add_entry(name, [=](benchmark::State& s) { bench_form<T>(s, ep, n, d, dv, t, chunk, decay); });
       }
@@ -331,14 +340,16 @@ int main(int argc, char** argv) {
   std::vector<char*> args;
   const char* peer_dir = nullptr;
   for (int i = 0; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--full") == 0) full = true;
+    if (std::strcmp(argv[i], "--full") == 0)
+      full = true;
     else if (std::strcmp(argv[i], "--write-peer-inputs") == 0) {
       if (i + 1 >= argc) {
         fmt::print(stderr, "hla_bench: --write-peer-inputs needs a directory\n");
         return 2;
       }
       peer_dir = argv[++i];
-    } else args.push_back(argv[i]);
+    } else
+      args.push_back(argv[i]);
   }
   int nargs = static_cast<int>(args.size());
   int chunk = 48;

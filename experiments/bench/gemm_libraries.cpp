@@ -25,11 +25,11 @@
 #include <libxsmm.h>
 #include <omp.h>
 
-#include "core/eigen.hpp"
 #include <chrono>
 #include <string>
 #include <thread>
 #include <vector>
+#include "core/eigen.hpp"
 
 #if defined(__AVX512F__) || defined(__FMA__)
 #include <immintrin.h>
@@ -59,20 +59,32 @@ constexpr Library kLibraries[] = {Library::eigen, Library::openblas, Library::bl
 
 const char* name(Library lib) {
   switch (lib) {
-    case Library::eigen: return "eigen";
-    case Library::openblas: return "openblas";
-    case Library::blis: return "blis";
-    case Library::libxsmm: return "libxsmm";
+    case Library::eigen:
+      return "eigen";
+    case Library::openblas:
+      return "openblas";
+    case Library::blis:
+      return "blis";
+    case Library::libxsmm:
+      return "libxsmm";
   }
   return "?";
 }
 
 void set_threads(Library lib, int t) {
   switch (lib) {
-    case Library::eigen: Eigen::setNbThreads(t); break;
-    case Library::openblas: openblas_set_num_threads(t); break;
-    case Library::blis: bli_thread_set_num_threads(t); break;
-    case Library::libxsmm: omp_set_num_threads(t); break;
+    case Library::eigen:
+      Eigen::setNbThreads(t);
+      break;
+    case Library::openblas:
+      openblas_set_num_threads(t);
+      break;
+    case Library::blis:
+      bli_thread_set_num_threads(t);
+      break;
+    case Library::libxsmm:
+      omp_set_num_threads(t);
+      break;
   }
 }
 
@@ -94,26 +106,30 @@ template <class T> struct Call {
       case Library::eigen: {
         using Map = Eigen::Map<const Mat<T>>;
         Eigen::Map<Mat<T>> c(C, m, n);
-        if (trans_b) c.noalias() = Map(A, m, k) * Map(B, n, k).transpose();
-        else c.noalias() = Map(A, m, k) * Map(B, k, n);
+        if (trans_b)
+          c.noalias() = Map(A, m, k) * Map(B, n, k).transpose();
+        else
+          c.noalias() = Map(A, m, k) * Map(B, k, n);
         break;
       }
       case Library::openblas:
         if constexpr (std::is_same_v<T, double>)
-          cblas_dgemm(CblasColMajor, CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k, 1.0, A, m, B, ldb, 0.0, C, m);
+          cblas_dgemm(CblasColMajor, CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k, 1.0, A, m, B, ldb, 0.0,
+                      C, m);
         else
-          cblas_sgemm(CblasColMajor, CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, A, m, B, ldb, 0.0f, C, m);
+          cblas_sgemm(CblasColMajor, CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, A, m, B, ldb,
+                      0.0f, C, m);
         break;
       case Library::blis: {
         T one = 1, zero = 0;
         // B as stored (ldb) read with transposed strides when trans_b: BLIS takes general strides.
         const inc_t rsb = trans_b ? ldb : 1, csb = trans_b ? 1 : ldb;
         if constexpr (std::is_same_v<T, double>)
-          bli_dgemm(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, m, n, k, &one, const_cast<T*>(A), 1, m, const_cast<T*>(B), rsb, csb,
-                    &zero, C, 1, m);
+          bli_dgemm(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, m, n, k, &one, const_cast<T*>(A), 1, m, const_cast<T*>(B),
+                    rsb, csb, &zero, C, 1, m);
         else
-          bli_sgemm(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, m, n, k, &one, const_cast<T*>(A), 1, m, const_cast<T*>(B), rsb, csb,
-                    &zero, C, 1, m);
+          bli_sgemm(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, m, n, k, &one, const_cast<T*>(A), 1, m, const_cast<T*>(B),
+                    rsb, csb, &zero, C, 1, m);
         break;
       }
       case Library::libxsmm:
@@ -123,17 +139,18 @@ template <class T> struct Call {
           const libxsmm_blasint mm = m, nn = n, kk = k, lda = m, lb = ldb, ldc = m;
           const char ta = 'N', tb = trans_b ? 'T' : 'N';
           const T one = 1, zero = 0;
-          if constexpr (std::is_same_v<T, double>) libxsmm_dgemm_omp(&ta, &tb, &mm, &nn, &kk, &one, A, &lda, B, &lb, &zero, C, &ldc);
-          else libxsmm_sgemm_omp(&ta, &tb, &mm, &nn, &kk, &one, A, &lda, B, &lb, &zero, C, &ldc);
+          if constexpr (std::is_same_v<T, double>)
+            libxsmm_dgemm_omp(&ta, &tb, &mm, &nn, &kk, &one, A, &lda, B, &lb, &zero, C, &ldc);
+          else
+            libxsmm_sgemm_omp(&ta, &tb, &mm, &nn, &kk, &one, A, &lda, B, &lb, &zero, C, &ldc);
         }
         break;
     }
   }
 };
 
-template <class T>
-void bench_product(benchmark::State& state, Library lib, Eigen::Index m, Eigen::Index n, Eigen::Index k, bool trans_b, int threads,
-                   bool large) {
+template <class T> void bench_product(benchmark::State& state, Library lib, Eigen::Index m, Eigen::Index n,
+                                      Eigen::Index k, bool trans_b, int threads, bool large) {
   const Mat<T> A = Mat<T>::Random(m, k), B = trans_b ? Mat<T>::Random(n, k) : Mat<T>::Random(k, n);
   Mat<T> C(m, n);
   const Call<T> call(lib, m, n, k, trans_b, large);
@@ -148,7 +165,8 @@ void bench_product(benchmark::State& state, Library lib, Eigen::Index m, Eigen::
   Mat<T> ref(m, n);
   ref.noalias() = trans_b ? Mat<T>(A * B.transpose()) : Mat<T>(A * B);
   const double err = (C - ref).cwiseAbs().maxCoeff() / std::max<double>(1e-30, ref.cwiseAbs().maxCoeff());
-  if (!(err < (std::is_same_v<T, double> ? 1e-10 : 1e-3))) state.SkipWithError(fmt::format("{} differs from Eigen by {:.2e}", name(lib), err).c_str());
+  if (!(err < (std::is_same_v<T, double> ? 1e-10 : 1e-3)))
+    state.SkipWithError(fmt::format("{} differs from Eigen by {:.2e}", name(lib), err).c_str());
   state.counters["gflops"] = benchmark::Counter(2.0 * m * n * k / 1e9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
@@ -240,9 +258,10 @@ void bench_clock(benchmark::State& state) {
     long x = 0, one = 1;
 #if defined(__x86_64__)
     for (long i = 0; i < kAdds / 8; ++i)
-      asm volatile("add %1, %0\n\tadd %1, %0\n\tadd %1, %0\n\tadd %1, %0\n\tadd %1, %0\n\tadd %1, %0\n\tadd %1, %0\n\tadd %1, %0"
-                   : "+r"(x)
-                   : "r"(one));
+      asm volatile(
+          "add %1, %0\n\tadd %1, %0\n\tadd %1, %0\n\tadd %1, %0\n\tadd %1, %0\n\tadd %1, %0\n\tadd %1, %0\n\tadd %1, %0"
+          : "+r"(x)
+          : "r"(one));
 #endif
     benchmark::DoNotOptimize(x);
   }
@@ -266,7 +285,8 @@ template <class T> void bench_bandwidth(benchmark::State& state, long bytes) {
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
   }
-  state.counters["bytes_per_s"] = benchmark::Counter(2.0 * len * sizeof(T), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["bytes_per_s"] =
+      benchmark::Counter(2.0 * len * sizeof(T), benchmark::Counter::kIsIterationInvariantRate);
   state.counters["bytes"] = double(len * sizeof(T));
 }
 
@@ -275,26 +295,37 @@ template <class T> void register_scalar() {
   for (Library lib : kLibraries)
     for (int t : {1, 2}) {
       const std::string nm = fmt::format("roofline/{}/{}/threads:{}", name(lib), scalar, t);
-      benchmark::RegisterBenchmark(nm.c_str(), [=](benchmark::State& s) { bench_product<T>(s, lib, 1024, 1024, 1024, false, t, true); })
-          ->UseRealTime()->Unit(benchmark::kMillisecond)->MinTime(0.5);
+      benchmark::RegisterBenchmark(
+          nm.c_str(), [=](benchmark::State& s) { bench_product<T>(s, lib, 1024, 1024, 1024, false, t, true); })
+          ->UseRealTime()
+          ->Unit(benchmark::kMillisecond)
+          ->MinTime(0.5);
     }
   for (Library lib : kLibraries)
     for (Eigen::Index w : {32, 48, 64, 96, 128})
       for (const ChunkShape& sh : chunk_shapes(w, 64)) {
-        const std::string nm = fmt::format("gemm/{}/{}/w:{}/m:{}/n:{}/k:{}{}/threads:1", name(lib), scalar, w, sh.m, sh.n, sh.k,
-                                           sh.trans_b ? "/nt" : "");
-        benchmark::RegisterBenchmark(nm.c_str(), [=](benchmark::State& s) { bench_product<T>(s, lib, sh.m, sh.n, sh.k, sh.trans_b, 1, false); })
-            ->UseRealTime()->Unit(benchmark::kMicrosecond)->MinTime(0.05);
+        const std::string nm = fmt::format("gemm/{}/{}/w:{}/m:{}/n:{}/k:{}{}/threads:1", name(lib), scalar, w, sh.m,
+                                           sh.n, sh.k, sh.trans_b ? "/nt" : "");
+        benchmark::RegisterBenchmark(
+            nm.c_str(), [=](benchmark::State& s) { bench_product<T>(s, lib, sh.m, sh.n, sh.k, sh.trans_b, 1, false); })
+            ->UseRealTime()
+            ->Unit(benchmark::kMicrosecond)
+            ->MinTime(0.05);
       }
   for (int t : {1, 2}) {
     const std::string nm = fmt::format("peak/fma/{}/threads:{}", scalar, t);
-    benchmark::RegisterBenchmark(nm.c_str(), [=](benchmark::State& s) { bench_peak<T>(s, t); })->UseRealTime()->Unit(benchmark::kMillisecond)->MinTime(0.2);
+    benchmark::RegisterBenchmark(nm.c_str(), [=](benchmark::State& s) { bench_peak<T>(s, t); })
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond)
+        ->MinTime(0.2);
   }
   // hla2's decoding state at d = dv = 64: S (d²) and the augmented [C m]ᵀ, [G h]ᵀ ((dv+1)·d each).
   const long state_bytes = long(sizeof(T)) * (64 * 64 + 2 * 65 * 64);
   const std::string nm = fmt::format("bandwidth/{}/bytes:{}/threads:1", scalar, state_bytes);
   benchmark::RegisterBenchmark(nm.c_str(), [=](benchmark::State& s) { bench_bandwidth<T>(s, state_bytes); })
-      ->UseRealTime()->Unit(benchmark::kMicrosecond)->MinTime(0.1);
+      ->UseRealTime()
+      ->Unit(benchmark::kMicrosecond)
+      ->MinTime(0.1);
 }
 
 const bool registered = [] {
@@ -302,7 +333,10 @@ const bool registered = [] {
   bli_thread_set_num_threads(1);
   register_scalar<float>();
   register_scalar<double>();
-  benchmark::RegisterBenchmark("peak/clock/threads:1", bench_clock)->UseRealTime()->Unit(benchmark::kMillisecond)->MinTime(0.2);
+  benchmark::RegisterBenchmark("peak/clock/threads:1", bench_clock)
+      ->UseRealTime()
+      ->Unit(benchmark::kMillisecond)
+      ->MinTime(0.2);
   return true;
 }();
 

@@ -24,10 +24,10 @@ namespace hla::sweep {
 
 // How far the MPFR reference goes (config table [reference]).
 struct ReferenceLimits {
-  long direct_max_n = 128;     // SPEC's literal sums in MPFR-256 (O(n^3) for every operator) up to here
-  long proxy_max_n = 16384;    // beyond: MPFR-256 run of a streaming form verified exact in fp61, up to here
-  long form_reference_max_n = 256;   // points whose *swept* form is "reference" are skipped above this n
-                                     // (the literal sums are O(n^3) — ahla O(n^3 dv): 70 s per call at n = 1024)
+  long direct_max_n = 128;          // SPEC's literal sums in MPFR-256 (O(n^3) for every operator) up to here
+  long proxy_max_n = 16384;         // beyond: MPFR-256 run of a streaming form verified exact in fp61, up to here
+  long form_reference_max_n = 256;  // points whose *swept* form is "reference" are skipped above this n
+                                    // (the literal sums are O(n^3) — ahla O(n^3 dv): 70 s per call at n = 1024)
   long gradient_max_n = 1024;  // backward points: MPFR-256 reference gradient (the serial backward in MPFR) up to here
 };
 
@@ -69,7 +69,7 @@ struct Point {
 
 struct Enumeration {
   std::vector<Point> points;
-  std::size_t combinations = 0;              // size of the full cartesian product
+  std::size_t combinations = 0;                // size of the full cartesian product
   std::map<std::string, std::size_t> skipped;  // reason → count
 };
 
@@ -101,9 +101,9 @@ SweepSummary run_sweep(const Config& c, const SweepOptions& o);
 
 // ---- CSV / JSON-lines output -------------------------------------------------------------------------
 const std::vector<std::string>& columns();
-std::string csv_line(const std::vector<std::string>& fields);          // quoted as RFC 4180, with '\n'
+std::string csv_line(const std::vector<std::string>& fields);  // quoted as RFC 4180, with '\n'
 std::vector<std::string> parse_csv_line(const std::string& line);
-std::string json_line(const std::vector<std::string>& fields);         // numbers as numbers, "" as null
+std::string json_line(const std::vector<std::string>& fields);  // numbers as numbers, "" as null
 struct CsvTable {
   std::vector<std::string> header;
   std::vector<std::vector<std::string>> rows;

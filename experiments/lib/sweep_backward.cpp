@@ -69,8 +69,8 @@ struct BackwardEvaluator::Impl {
   // the literal reference exactly ([gradients] tests, rationals and fp61); its own rounding is ~2^−250.
   const backward::Gradients<mpfr256>& reference(const Point& pt, const Problem<double>& inputs, const Mat<double>& dO) {
     std::ostringstream k;
-    k << pt.op << "|" << pt.n << "|" << pt.d << "|" << pt.dv << "|" << pt.seed << "|" << format_rational(pt.gamma) << "|"
-      << format_rational(pt.lambda) << "|" << pt.normalized << "|" << format_rational(pt.eps);
+    k << pt.op << "|" << pt.n << "|" << pt.d << "|" << pt.dv << "|" << pt.seed << "|" << format_rational(pt.gamma)
+      << "|" << format_rational(pt.lambda) << "|" << pt.normalized << "|" << format_rational(pt.eps);
     if (k.str() != ref_key) {
       ref = backward::run_pass(pt.op, backward::Pass::serial, convert_problem<mpfr256>(inputs), pt.options(), nullptr,
                                lift_to<mpfr256>(dO), fast::DecayRule::corrected, 0);
@@ -88,7 +88,9 @@ struct BackwardEvaluator::Impl {
     const Options opt = pt.options();
     backward::Gradients<T> g;
     backward::BackwardStats st;
-    measure_calls(pt.repeats, pt.n, [&] { g = backward::run_pass(pt.op, pass, p, opt, nullptr, dO, rule_of(pt), pt.chunk, &st); }, f);
+    measure_calls(
+        pt.repeats, pt.n, [&] { g = backward::run_pass(pt.op, pass, p, opt, nullptr, dO, rule_of(pt), pt.chunk, &st); },
+        f);
     f["state_numbers"] = std::to_string(st.state_numbers);
     f["state_bytes"] = std::to_string(st.state_numbers * sizeof(T));
     f["checkpoints"] = std::to_string(st.checkpoints);
@@ -98,11 +100,14 @@ struct BackwardEvaluator::Impl {
     // Exact in fp61: the form is SPEC's operator, and the pass is the derivative of the form.
     const std::string adjoint = adjoint_verdict(pt, pass);
     std::string exact = "n/a";
-    if (form_exact == "no" || adjoint == "no") exact = "no";
-    else if (form_exact == "yes" && adjoint == "yes") exact = "yes";
+    if (form_exact == "no" || adjoint == "no")
+      exact = "no";
+    else if (form_exact == "yes" && adjoint == "yes")
+      exact = "yes";
     f["exact_fp61"] = exact;
     std::string note;
-    if (form_exact == "no") note = "the serial form with this variant is not SPEC's operator here, so neither is its gradient";
+    if (form_exact == "no")
+      note = "the serial form with this variant is not SPEC's operator here, so neither is its gradient";
     if (adjoint == "no") note = "the backward is not the derivative of its serial form (fp61)";
 
     const std::string variant = registry<mpfr256>().find_exact(pt.op, "serial").variant;
@@ -110,7 +115,8 @@ struct BackwardEvaluator::Impl {
     if (pt.n > lim.gradient_max_n) {
       f["ref_method"] = "none";
       f["status"] = "no reference";
-      f["note"] = note.empty() ? "reference too large (n > gradient_max_n = " + std::to_string(lim.gradient_max_n) + ")" : note;
+      f["note"] =
+          note.empty() ? "reference too large (n > gradient_max_n = " + std::to_string(lim.gradient_max_n) + ")" : note;
       return;
     }
     const auto& r = reference(pt, inputs, dOd);
@@ -153,9 +159,12 @@ BackwardEvaluator::~BackwardEvaluator() = default;
 
 void BackwardEvaluator::evaluate(const Point& pt, const Problem<double>& inputs, const std::string& form_exact,
                                  std::map<std::string, std::string>& f) {
-  if (pt.scalar == "float") impl_->run<float>(pt, inputs, form_exact, f);
-  else if (pt.scalar == "double") impl_->run<double>(pt, inputs, form_exact, f);
-  else throw InputError("backward passes are swept in float and double, not " + pt.scalar);
+  if (pt.scalar == "float")
+    impl_->run<float>(pt, inputs, form_exact, f);
+  else if (pt.scalar == "double")
+    impl_->run<double>(pt, inputs, form_exact, f);
+  else
+    throw InputError("backward passes are swept in float and double, not " + pt.scalar);
 }
 
 }  // namespace hla::sweep

@@ -2,6 +2,7 @@
 // cartesian product of the axes, and sharding.
 #include <fmt/core.h>
 
+#include <toml++/toml.h>
 #include <algorithm>
 #include <charconv>
 #include <climits>
@@ -9,12 +10,11 @@
 #include <fstream>
 #include <set>
 #include <sstream>
-#include <toml++/toml.h>
 
-#include "core/operators.hpp"
 #include "core/dispatch.hpp"
 #include "core/gates.hpp"
 #include "core/memory.hpp"
+#include "core/operators.hpp"
 #include "core/parse.hpp"
 #include "core/registry.hpp"
 #include "experiments/lib/sweep.hpp"
@@ -39,7 +39,8 @@ struct Reader {
     std::vector<V> out;
     if (const toml::array* arr = node->as_array()) {
       if (arr->empty()) fail(full, "empty list (give at least one value)");
-      for (std::size_t i = 0; i < arr->size(); ++i) out.push_back(conv(*arr->get(i), full + "[" + std::to_string(i) + "]"));
+      for (std::size_t i = 0; i < arr->size(); ++i)
+        out.push_back(conv(*arr->get(i), full + "[" + std::to_string(i) + "]"));
     } else {
       out.push_back(conv(*node, full));
     }
@@ -65,13 +66,16 @@ struct Reader {
   // 0.99 means 99/100, not the double nearest to it), strings such as "3/4" or "1e-6" parsed exactly.
   rational number(const toml::node& n, const std::string& key) const {
     std::string text;
-    if (n.is_integer()) text = std::to_string(*n.value<std::int64_t>());
+    if (n.is_integer())
+      text = std::to_string(*n.value<std::int64_t>());
     else if (n.is_floating_point()) {
       char buf[64];
       auto res = std::to_chars(buf, buf + sizeof buf, *n.value<double>());
       text.assign(buf, res.ptr);
-    } else if (auto s = n.value<std::string>()) text = *s;
-    else fail(key, "expected a number (e.g. 0.99, 1e-6 or \"3/4\")");
+    } else if (auto s = n.value<std::string>())
+      text = *s;
+    else
+      fail(key, "expected a number (e.g. 0.99, 1e-6 or \"3/4\")");
     return parse_rational(text, source + ": " + key);
   }
 };
@@ -89,8 +93,8 @@ void check_nesting(const std::string& text, const std::string& source) {
   enum class In { code, comment, basic, literal, multiline_basic, multiline_literal } in = In::code;
   int depth = 0, dots = 0, line = 1;
   auto too_deep = [&](const std::string& what) {
-    throw InputError(source + ":" + std::to_string(line) + ": " + what + " nested more than " + std::to_string(kMaxNesting) +
-                     " levels deep");
+    throw InputError(source + ":" + std::to_string(line) + ": " + what + " nested more than " +
+                     std::to_string(kMaxNesting) + " levels deep");
   };
   auto at = [&](std::size_t i, const char* s) { return text.compare(i, std::strlen(s), s) == 0; };
   for (std::size_t i = 0; i < text.size(); ++i) {
@@ -98,11 +102,16 @@ void check_nesting(const std::string& text, const std::string& source) {
     if (c == '\n') ++line;
     switch (in) {
       case In::code:
-        if (c == '#') in = In::comment;
-        else if (at(i, "\"\"\"")) in = In::multiline_basic, i += 2;
-        else if (at(i, "'''")) in = In::multiline_literal, i += 2;
-        else if (c == '"') in = In::basic;
-        else if (c == '\'') in = In::literal;
+        if (c == '#')
+          in = In::comment;
+        else if (at(i, "\"\"\""))
+          in = In::multiline_basic, i += 2;
+        else if (at(i, "'''"))
+          in = In::multiline_literal, i += 2;
+        else if (c == '"')
+          in = In::basic;
+        else if (c == '\'')
+          in = In::literal;
         else if (c == '[' || c == '{') {
           dots = 0;
           if (++depth > kMaxNesting) too_deep("tables or arrays");
@@ -119,15 +128,19 @@ void check_nesting(const std::string& text, const std::string& source) {
         if (c == '\n') in = In::code, dots = 0;
         break;
       case In::basic:
-        if (c == '\\') ++i;
-        else if (c == '"' || c == '\n') in = In::code;
+        if (c == '\\')
+          ++i;
+        else if (c == '"' || c == '\n')
+          in = In::code;
         break;
       case In::literal:
         if (c == '\'' || c == '\n') in = In::code;
         break;
       case In::multiline_basic:
-        if (c == '\\') ++i;
-        else if (at(i, "\"\"\"")) in = In::code, i += 2;
+        if (c == '\\')
+          ++i;
+        else if (at(i, "\"\"\""))
+          in = In::code, i += 2;
         break;
       case In::multiline_literal:
         if (at(i, "'''")) in = In::code, i += 2;
@@ -137,9 +150,9 @@ void check_nesting(const std::string& text, const std::string& source) {
 }
 
 const std::set<std::string>& axis_keys() {
-  static const std::set<std::string> k{"operator", "form",  "variant", "scalar", "n",      "d",       "dv",      "gamma",
-                                       "gates",    "eps",    "lambda", "normalized", "chunk", "threads", "seeds", "repeats",
-                                       "backward"};
+  static const std::set<std::string> k{"operator", "form",    "variant", "scalar",  "n",       "d",
+                                       "dv",       "gamma",   "gates",   "eps",     "lambda",  "normalized",
+                                       "chunk",    "threads", "seeds",   "repeats", "backward"};
   return k;
 }
 
@@ -147,13 +160,15 @@ Axes parse_axes(const Reader& r, const toml::table& axes) {
   Axes a;
   for (const auto& [k, v] : axes)
     if (!axis_keys().count(std::string(k.str())))
-      r.fail(r.prefix + "." + std::string(k.str()), "unknown axis (allowed: operator form variant scalar n d dv gamma gates eps lambda "
-                                            "normalized chunk threads seeds repeats backward)");
+      r.fail(r.prefix + "." + std::string(k.str()),
+             "unknown axis (allowed: operator form variant scalar n d dv gamma gates eps lambda "
+             "normalized chunk threads seeds repeats backward)");
   auto strs = [&](const char* key, std::vector<std::string> def) {
     return r.axis<std::string>(axes, key, def, [&](const toml::node& n, const std::string& k) { return r.str(n, k); });
   };
   auto ints = [&](const char* key, std::vector<long> def, long min, long max = LONG_MAX) {
-    return r.axis<long>(axes, key, def, [&](const toml::node& n, const std::string& k) { return r.integer(n, k, min, max); });
+    return r.axis<long>(axes, key, def,
+                        [&](const toml::node& n, const std::string& k) { return r.integer(n, k, min, max); });
   };
   auto nums = [&](const char* key, std::vector<rational> def) {
     return r.axis<rational>(axes, key, def, [&](const toml::node& n, const std::string& k) { return r.number(n, k); });
@@ -174,9 +189,7 @@ Axes parse_axes(const Reader& r, const toml::table& axes) {
   for (const auto& g : a.gates) {
     try {
       (void)parse_gate_spec(g);
-    } catch (const InputError& e) {
-      r.fail(r.prefix + ".gates", e.what());
-    }
+    } catch (const InputError& e) { r.fail(r.prefix + ".gates", e.what()); }
   }
   a.eps = nums("eps", {rational(0)});
   a.lambda = nums("lambda", {rational(0)});
@@ -193,14 +206,16 @@ Axes parse_axes(const Reader& r, const toml::table& axes) {
       r.fail(r.prefix + ".backward", "'" + b + "' is not a backward pass (use none, serial, checkpointed, scan)");
 
   for (std::size_t i = 0; i < a.gamma.size(); ++i)
-    if (a.gamma[i] <= 0 || a.gamma[i] > 1) r.fail(r.prefix + ".gamma", "decay must lie in (0, 1], got " + format_rational(a.gamma[i]));
+    if (a.gamma[i] <= 0 || a.gamma[i] > 1)
+      r.fail(r.prefix + ".gamma", "decay must lie in (0, 1], got " + format_rational(a.gamma[i]));
   for (const auto& e : a.eps)
     if (e < 0) r.fail(r.prefix + ".eps", "must be >= 0, got " + format_rational(e));
   for (const auto& l : a.lambda)
     if (l < 0) r.fail(r.prefix + ".lambda", "must be >= 0, got " + format_rational(l));
   for (const auto& s : a.scalars)
     if (s != "float" && s != "double" && s != "mpfr256")
-      r.fail(r.prefix + ".scalar", "'" + s + "' is not swept (use float, double, mpfr256; exact scalars are the ledger's job)");
+      r.fail(r.prefix + ".scalar",
+             "'" + s + "' is not swept (use float, double, mpfr256; exact scalars are the ledger's job)");
   for (long n : a.n)
     if (n > (1L << 26)) r.fail(r.prefix + ".n", "n = " + std::to_string(n) + " is larger than 2^26");
 
@@ -217,7 +232,8 @@ Config parse_config(const std::string& text, const std::string& source) {
     root = toml::parse(text, source);
   } catch (const toml::parse_error& e) {
     std::ostringstream msg;
-    msg << source << ":" << e.source().begin.line << ":" << e.source().begin.column << ": TOML syntax: " << e.description();
+    msg << source << ":" << e.source().begin.line << ":" << e.source().begin.column
+        << ": TOML syntax: " << e.description();
     throw InputError(msg.str());
   }
   for (const auto& [k, v] : root) {
@@ -230,7 +246,8 @@ Config parse_config(const std::string& text, const std::string& source) {
   std::string stem = std::filesystem::path(source).stem().string();
   c.name = root.get("name") ? r.str(*root.get("name"), "name") : stem;
   // The name becomes a folder name: no control character (a NUL would cut the path short).
-  const auto control = std::find_if(c.name.begin(), c.name.end(), [](char ch) { return static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f; });
+  const auto control = std::find_if(c.name.begin(), c.name.end(),
+                                    [](char ch) { return static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f; });
   if (control != c.name.end())
     r.fail("name", fmt::format("control character 0x{:02x} at byte {} (the name becomes a folder name)",
                                static_cast<unsigned char>(*control), control - c.name.begin()));
@@ -241,7 +258,8 @@ Config parse_config(const std::string& text, const std::string& source) {
   const toml::node* axes_node = root.get("axes");
   if (!axes_node) r.fail("axes", "missing table [axes] (or [[axes]] blocks)");
   std::vector<std::pair<const toml::table*, std::string>> tables;
-  if (const toml::table* t = axes_node->as_table()) tables.emplace_back(t, "axes");
+  if (const toml::table* t = axes_node->as_table())
+    tables.emplace_back(t, "axes");
   else if (const toml::array* a = axes_node->as_array()) {
     if (a->empty()) r.fail("axes", "no [[axes]] blocks");
     for (std::size_t i = 0; i < a->size(); ++i) {
@@ -262,11 +280,16 @@ Config parse_config(const std::string& text, const std::string& source) {
     if (!t) r.fail("reference", "must be a table [reference]");
     for (const auto& [k, v] : *t) {
       const std::string key(k.str()), full = "reference." + key;
-      if (key == "direct_max_n") c.limits.direct_max_n = r.integer(v, full, 0);
-      else if (key == "proxy_max_n") c.limits.proxy_max_n = r.integer(v, full, 0);
-      else if (key == "form_reference_max_n") c.limits.form_reference_max_n = r.integer(v, full, 0);
-      else if (key == "gradient_max_n") c.limits.gradient_max_n = r.integer(v, full, 0);
-      else r.fail(full, "unknown key (allowed: direct_max_n, proxy_max_n, form_reference_max_n, gradient_max_n)");
+      if (key == "direct_max_n")
+        c.limits.direct_max_n = r.integer(v, full, 0);
+      else if (key == "proxy_max_n")
+        c.limits.proxy_max_n = r.integer(v, full, 0);
+      else if (key == "form_reference_max_n")
+        c.limits.form_reference_max_n = r.integer(v, full, 0);
+      else if (key == "gradient_max_n")
+        c.limits.gradient_max_n = r.integer(v, full, 0);
+      else
+        r.fail(full, "unknown key (allowed: direct_max_n, proxy_max_n, form_reference_max_n, gradient_max_n)");
     }
   }
   return c;
@@ -295,9 +318,10 @@ std::string Point::key() const {
   std::ostringstream k;
   k << op << "|" << form << "|" << variant << "|" << scalar << "|n=" << n << "|d=" << d << "|dv=" << dv
     << "|g=" << format_rational(gamma) << "|eps=" << format_rational(eps) << "|lam=" << format_rational(lambda)
-    << "|norm=" << (normalized ? 1 : 0) << "|w=" << chunk << "|thr=" << threads << "|seed=" << seed << "|rep=" << repeats;
+    << "|norm=" << (normalized ? 1 : 0) << "|w=" << chunk << "|thr=" << threads << "|seed=" << seed
+    << "|rep=" << repeats;
   if (is_backward()) k << "|bw=" << backward;  // forward keys are those of versions before backward passes
-  if (is_gated()) k << "|gates=" << gates;    // and gate-free keys those of versions before gates
+  if (is_gated()) k << "|gates=" << gates;     // and gate-free keys those of versions before gates
   return k.str();
 }
 
@@ -324,16 +348,18 @@ void check_combinations(const Config& c) {
   std::uint64_t total = 0;
   for (const Axes& a : c.blocks) {
     std::uint64_t k = 1;
-    for (std::size_t size : {a.operators.size(), a.forms.size(), a.variants.size(), a.scalars.size(), a.n.size(), a.d.size(),
-                             a.dv.size(), a.gamma.size(), a.gates.size(), a.eps.size(), a.lambda.size(), a.normalized.size(),
-                             a.chunk.size(), a.threads.size(), a.seeds.size(), a.repeats.size(), a.backward.size()})
+    for (std::size_t size :
+         {a.operators.size(), a.forms.size(), a.variants.size(), a.scalars.size(), a.n.size(), a.d.size(), a.dv.size(),
+          a.gamma.size(), a.gates.size(), a.eps.size(), a.lambda.size(), a.normalized.size(), a.chunk.size(),
+          a.threads.size(), a.seeds.size(), a.repeats.size(), a.backward.size()})
       k = saturating_mul(k, size);
     total = saturating_add(total, k);
   }
   if (total > kMaxCombinations)
-    throw InputError(fmt::format("{}: the axes multiply out to {} combinations, more than the {} a sweep may have "
-                                 "(split it into several configs)",
-                                 c.source, total == UINT64_MAX ? "more than 2^64" : std::to_string(total), kMaxCombinations));
+    throw InputError(
+        fmt::format("{}: the axes multiply out to {} combinations, more than the {} a sweep may have "
+                    "(split it into several configs)",
+                    c.source, total == UINT64_MAX ? "more than 2^64" : std::to_string(total), kMaxCombinations));
 }
 
 // Calls f(i) for every index vector i of the product of `sizes` (i[k] < sizes[k]), the last index varying
@@ -369,18 +395,21 @@ Enumeration enumerate(const Config& c) {
     };
     for (const auto& op : a.operators)
       if (!find_operator(op))
-        fail("operator", "unknown operator '" + op + "' (" + operator_names([](const OperatorInfo&) { return true; }) + ")");
+        fail("operator",
+             "unknown operator '" + op + "' (" + operator_names([](const OperatorInfo&) { return true; }) + ")");
     for (const auto& f : a.forms) {
       bool any = false;
       for (const auto& op : a.operators)
         for (const auto& e : reg.entries()) any = any || (e.op == op && e.form == f);
-      if (!any) fail("form", "no registered form '" + f + "' for the configured operators (registered:" + known_forms + ")");
+      if (!any)
+        fail("form", "no registered form '" + f + "' for the configured operators (registered:" + known_forms + ")");
     }
     for (const auto& v : a.variants) {
       bool any = false;
       for (const auto& op : a.operators)
         for (const auto& f : a.forms) any = any || lookup(op, f, v) != nullptr;
-      if (!any) fail("variant", "no configured operator/form has variant '" + v + "' (use default, paper, corrected, spec)");
+      if (!any)
+        fail("variant", "no configured operator/form has variant '" + v + "' (use default, paper, corrected, spec)");
     }
     for (const auto& b : a.backward) {
       const auto pass = backward::parse_pass(b);
@@ -396,12 +425,14 @@ Enumeration enumerate(const Config& c) {
     }
     // The product of the axes, the last axis varying fastest (the order points have always had, so that
     // indices, shards and resumed files stay as they were).
-    const std::vector<std::size_t> sizes{a.operators.size(), a.forms.size(), a.variants.size(), a.scalars.size(),
-                                         a.n.size(), a.d.size(), a.dv.size(), a.gamma.size(), a.gates.size(),
-                                         a.eps.size(), a.lambda.size(), a.normalized.size(), a.chunk.size(),
-                                         a.threads.size(), a.seeds.size(), a.repeats.size(), a.backward.size()};
+    const std::vector<std::size_t> sizes{a.operators.size(), a.forms.size(),   a.variants.size(), a.scalars.size(),
+                                         a.n.size(),         a.d.size(),       a.dv.size(),       a.gamma.size(),
+                                         a.gates.size(),     a.eps.size(),     a.lambda.size(),   a.normalized.size(),
+                                         a.chunk.size(),     a.threads.size(), a.seeds.size(),    a.repeats.size(),
+                                         a.backward.size()};
     for_each_combination(sizes, [&](const std::vector<std::size_t>& i) {
-      const std::string &op = a.operators[i[0]], &form = a.forms[i[1]], &variant = a.variants[i[2]], &scalar = a.scalars[i[3]];
+      const std::string &op = a.operators[i[0]], &form = a.forms[i[1]], &variant = a.variants[i[2]],
+                        &scalar = a.scalars[i[3]];
       const long n = a.n[i[4]], d = a.d[i[5]], dv = a.dv[i[6]];
       const rational &gamma = a.gamma[i[7]], &eps = a.eps[i[9]], &lambda = a.lambda[i[10]];
       const std::string& gates = a.gates[i[8]];
@@ -411,45 +442,101 @@ Enumeration enumerate(const Config& c) {
       const std::string& bw = a.backward[i[16]];
       ++out.combinations;
       const Entry<double>* e = lookup(op, form, variant);
-      if (!e) { skip("no such operator/form/variant"); return; }
+      if (!e) {
+        skip("no such operator/form/variant");
+        return;
+      }
       const auto pass = backward::parse_pass(bw);
       if (pass) {
-        if (form != "serial") { skip("backward passes run through the serial form only"); return; }
-        if (!backward::has_pass(op, *pass)) { skip("no such backward for this operator"); return; }
-        if (scalar == "mpfr256") { skip("backward passes are swept in float and double"); return; }
+        if (form != "serial") {
+          skip("backward passes run through the serial form only");
+          return;
+        }
+        if (!backward::has_pass(op, *pass)) {
+          skip("no such backward for this operator");
+          return;
+        }
+        if (scalar == "mpfr256") {
+          skip("backward passes are swept in float and double");
+          return;
+        }
         if (*pass == backward::Pass::scan && e->variant == "paper" && gamma != 1) {
           skip("scan backward needs the corrected rule when gamma < 1");
           return;
         }
-        if (*pass == backward::Pass::serial && chunk != a.chunk.front()) { skip("chunk unused by the serial backward"); return; }
-        if (threads != a.threads.front()) { skip("threads unused by backward passes"); return; }
+        if (*pass == backward::Pass::serial && chunk != a.chunk.front()) {
+          skip("chunk unused by the serial backward");
+          return;
+        }
+        if (threads != a.threads.front()) {
+          skip("threads unused by backward passes");
+          return;
+        }
       }
-      if (!registered_for(scalar, op, form, variant)) { skip("form not registered for this scalar"); return; }
-      if (gamma != 1 && !e->caps.decay) { skip("form has no decay"); return; }
+      if (!registered_for(scalar, op, form, variant)) {
+        skip("form not registered for this scalar");
+        return;
+      }
+      if (gamma != 1 && !e->caps.decay) {
+        skip("form has no decay");
+        return;
+      }
       if (gates != "none") {
-        if (!e->caps.gates) { skip("form takes no gates"); return; }
-        if (gamma != 1) { skip("gates with a fixed decay (the decay is the gates')"); return; }
-        if (pass) { skip("backward passes take no gates yet"); return; }
+        if (!e->caps.gates) {
+          skip("form takes no gates");
+          return;
+        }
+        if (gamma != 1) {
+          skip("gates with a fixed decay (the decay is the gates')");
+          return;
+        }
+        if (pass) {
+          skip("backward passes take no gates yet");
+          return;
+        }
       }
-      if (normalized && !e->caps.normalized) { skip("form has no normalized output"); return; }
-      if (lambda != 0 && !e->caps.ridge) { skip("form has no ridge"); return; }
-      if (!normalized && eps != a.eps.front()) { skip("eps unused (not normalized)"); return; }
-      if (!pass && !e->caps.chunk && chunk != a.chunk.front()) { skip("chunk unused by form"); return; }
-      if (!pass && !e->caps.threads && threads != a.threads.front()) { skip("threads unused by form"); return; }
+      if (normalized && !e->caps.normalized) {
+        skip("form has no normalized output");
+        return;
+      }
+      if (lambda != 0 && !e->caps.ridge) {
+        skip("form has no ridge");
+        return;
+      }
+      if (!normalized && eps != a.eps.front()) {
+        skip("eps unused (not normalized)");
+        return;
+      }
+      if (!pass && !e->caps.chunk && chunk != a.chunk.front()) {
+        skip("chunk unused by form");
+        return;
+      }
+      if (!pass && !e->caps.threads && threads != a.threads.front()) {
+        skip("threads unused by form");
+        return;
+      }
       if (form == "reference" && n > c.limits.form_reference_max_n) {
         skip("reference form above form_reference_max_n");
         return;
       }
       Point p;
-      p.op = op; p.form = form; p.variant = e->variant; p.scalar = scalar;
-      p.n = n; p.d = d; p.dv = dv;
-      p.gamma = gamma; p.eps = normalized ? eps : rational(0); p.lambda = lambda;
+      p.op = op;
+      p.form = form;
+      p.variant = e->variant;
+      p.scalar = scalar;
+      p.n = n;
+      p.d = d;
+      p.dv = dv;
+      p.gamma = gamma;
+      p.eps = normalized ? eps : rational(0);
+      p.lambda = lambda;
       p.gates = gates;
       p.normalized = normalized;
       p.chunk = (pass ? *pass != backward::Pass::serial : e->caps.chunk) ? chunk : a.chunk.front();
       p.threads = !pass && e->caps.threads ? threads : a.threads.front();
       p.backward = bw;
-      p.seed = seed; p.repeats = repeats;
+      p.seed = seed;
+      p.repeats = repeats;
       out.points.push_back(std::move(p));
     });
   }
@@ -457,7 +544,10 @@ Enumeration enumerate(const Config& c) {
   std::set<std::string> keys;
   std::vector<Point> unique;
   for (auto& p : out.points) {
-    if (!keys.insert(p.key()).second) { skip("duplicate of an earlier point"); continue; }
+    if (!keys.insert(p.key()).second) {
+      skip("duplicate of an earlier point");
+      continue;
+    }
     p.index = unique.size();
     unique.push_back(std::move(p));
   }
@@ -475,9 +565,7 @@ Shard parse_shard(const std::string& text) {
     if (used != slash) throw std::invalid_argument("junk");
     s.count = std::stoi(text.substr(slash + 1), &used);
     if (used != text.size() - slash - 1) throw std::invalid_argument("junk");
-  } catch (const std::exception&) {
-    throw InputError("--shard: expected i/N (e.g. 2/4), got '" + text + "'");
-  }
+  } catch (const std::exception&) { throw InputError("--shard: expected i/N (e.g. 2/4), got '" + text + "'"); }
   if (s.count < 1 || s.index < 1 || s.index > s.count)
     throw InputError("--shard: need 1 <= i <= N, got '" + text + "'");
   return s;

@@ -7,32 +7,99 @@
 #include <set>
 #include <sstream>
 
-#include "io/files.hpp"
 #include "experiments/lib/sweep.hpp"
+#include "io/files.hpp"
 
 namespace hla::sweep {
 
 const std::vector<std::string>& columns() {
-  static const std::vector<std::string> c{
-      "index", "key", "config", "operator", "form", "variant", "scalar", "n", "d", "dv", "gamma", "gates", "eps", "lambda",
-      "normalized", "chunk", "threads", "seed", "repeats", "backward",
-      "status", "note",
-      "time_median_s", "time_min_s", "time_max_s", "time_iqr_s", "tokens_per_s", "cpu_time_median_s",
-      "peak_rss_delta_bytes", "state_numbers", "state_bytes", "checkpoints", "stored_states", "stored_bytes",
-      "exact_fp61", "ref_method",
-      "err_max_abs", "err_max_rel", "err_normwise_rel", "err_units_u",
-      "bound_h", "bound_normwise_rel", "bound_units_u", "err_over_bound",
-      "commit", "source_tree", "compiler", "flags", "cpu", "host", "rank", "ranks_on_host", "date"};
+  static const std::vector<std::string> c{"index",
+                                          "key",
+                                          "config",
+                                          "operator",
+                                          "form",
+                                          "variant",
+                                          "scalar",
+                                          "n",
+                                          "d",
+                                          "dv",
+                                          "gamma",
+                                          "gates",
+                                          "eps",
+                                          "lambda",
+                                          "normalized",
+                                          "chunk",
+                                          "threads",
+                                          "seed",
+                                          "repeats",
+                                          "backward",
+                                          "status",
+                                          "note",
+                                          "time_median_s",
+                                          "time_min_s",
+                                          "time_max_s",
+                                          "time_iqr_s",
+                                          "tokens_per_s",
+                                          "cpu_time_median_s",
+                                          "peak_rss_delta_bytes",
+                                          "state_numbers",
+                                          "state_bytes",
+                                          "checkpoints",
+                                          "stored_states",
+                                          "stored_bytes",
+                                          "exact_fp61",
+                                          "ref_method",
+                                          "err_max_abs",
+                                          "err_max_rel",
+                                          "err_normwise_rel",
+                                          "err_units_u",
+                                          "bound_h",
+                                          "bound_normwise_rel",
+                                          "bound_units_u",
+                                          "err_over_bound",
+                                          "commit",
+                                          "source_tree",
+                                          "compiler",
+                                          "flags",
+                                          "cpu",
+                                          "host",
+                                          "rank",
+                                          "ranks_on_host",
+                                          "date"};
   return c;
 }
 
 static bool numeric_column(const std::string& name) {
-  static const std::set<std::string> s{"index", "n", "d", "dv", "normalized", "chunk", "threads", "seed", "repeats",
-                                       "time_median_s", "time_min_s", "time_max_s", "time_iqr_s", "tokens_per_s",
-                                       "cpu_time_median_s", "peak_rss_delta_bytes", "state_numbers", "state_bytes", "checkpoints",
-                                       "stored_states", "stored_bytes", "err_max_abs",
-                                       "err_max_rel", "err_normwise_rel", "err_units_u", "bound_h",
-                                       "bound_normwise_rel", "bound_units_u", "err_over_bound", "rank",
+  static const std::set<std::string> s{"index",
+                                       "n",
+                                       "d",
+                                       "dv",
+                                       "normalized",
+                                       "chunk",
+                                       "threads",
+                                       "seed",
+                                       "repeats",
+                                       "time_median_s",
+                                       "time_min_s",
+                                       "time_max_s",
+                                       "time_iqr_s",
+                                       "tokens_per_s",
+                                       "cpu_time_median_s",
+                                       "peak_rss_delta_bytes",
+                                       "state_numbers",
+                                       "state_bytes",
+                                       "checkpoints",
+                                       "stored_states",
+                                       "stored_bytes",
+                                       "err_max_abs",
+                                       "err_max_rel",
+                                       "err_normwise_rel",
+                                       "err_units_u",
+                                       "bound_h",
+                                       "bound_normwise_rel",
+                                       "bound_units_u",
+                                       "err_over_bound",
+                                       "rank",
                                        "ranks_on_host"};
   return s.count(name) > 0;
 }
@@ -63,12 +130,19 @@ std::vector<std::string> parse_csv_line(const std::string& line) {
   for (std::size_t i = 0; i < line.size(); ++i) {
     const char ch = line[i];
     if (quoted) {
-      if (ch == '"' && i + 1 < line.size() && line[i + 1] == '"') { out.back() += '"'; ++i; }
-      else if (ch == '"') quoted = false;
-      else out.back() += ch;
-    } else if (ch == '"') quoted = true;
-    else if (ch == ',') out.emplace_back();
-    else if (ch != '\n' && ch != '\r') out.back() += ch;
+      if (ch == '"' && i + 1 < line.size() && line[i + 1] == '"') {
+        out.back() += '"';
+        ++i;
+      } else if (ch == '"')
+        quoted = false;
+      else
+        out.back() += ch;
+    } else if (ch == '"')
+      quoted = true;
+    else if (ch == ',')
+      out.emplace_back();
+    else if (ch != '\n' && ch != '\r')
+      out.back() += ch;
   }
   return out;
 }
@@ -79,14 +153,24 @@ std::string json_line(const std::vector<std::string>& fields) {
   for (std::size_t i = 0; i < cols.size() && i < fields.size(); ++i) {
     const std::string& f = fields[i];
     if (numeric_column(cols[i])) {
-      if (f.empty()) { j[cols[i]] = nullptr; continue; }
-      if (f == "inf") { j[cols[i]] = "inf"; continue; }  // JSON has no infinity
+      if (f.empty()) {
+        j[cols[i]] = nullptr;
+        continue;
+      }
+      if (f == "inf") {
+        j[cols[i]] = "inf";
+        continue;
+      }  // JSON has no infinity
       std::size_t used = 0;
       double v = 0;
-      try { v = std::stod(f, &used); } catch (const std::exception&) { used = 0; }
+      try {
+        v = std::stod(f, &used);
+      } catch (const std::exception&) { used = 0; }
       if (used == f.size()) {
-        if (f.find_first_of(".eE") == std::string::npos) j[cols[i]] = static_cast<long long>(v);
-        else j[cols[i]] = v;
+        if (f.find_first_of(".eE") == std::string::npos)
+          j[cols[i]] = static_cast<long long>(v);
+        else
+          j[cols[i]] = v;
       } else {
         j[cols[i]] = f;
       }
@@ -105,7 +189,11 @@ CsvTable read_csv(const std::filesystem::path& p) {
   bool first = true;
   while (std::getline(in, line)) {
     if (line.empty()) continue;
-    if (first) { t.header = parse_csv_line(line); first = false; continue; }
+    if (first) {
+      t.header = parse_csv_line(line);
+      first = false;
+      continue;
+    }
     t.rows.push_back(parse_csv_line(line));
   }
   return t;
@@ -160,7 +248,7 @@ std::size_t merge_outputs(const std::vector<std::filesystem::path>& inputs, cons
       throw InputError(in.string() + ": no such file or directory");
     }
   }
-  const std::string expected = csv_line(columns());  // earlier versions' files are read into these columns
+  const std::string expected = csv_line(columns());        // earlier versions' files are read into these columns
   std::map<long long, std::vector<std::string>> by_index;  // rows ordered by point index
   std::map<std::string, long long> index_of_key;
   std::size_t duplicates = 0, conflicts = 0;
@@ -202,7 +290,8 @@ std::size_t merge_outputs(const std::vector<std::filesystem::path>& inputs, cons
   write_file_atomically(jsonl, jsonl_text, "merged JSON lines");
   if (report)
     *report << "merge: " << files.size() << " file(s) → " << out.string() << ": " << by_index.size() << " points ("
-            << duplicates << " duplicate rows dropped, " << conflicts << " of them with different measurements: kept the first)\n";
+            << duplicates << " duplicate rows dropped, " << conflicts
+            << " of them with different measurements: kept the first)\n";
   return by_index.size();
 }
 

@@ -16,21 +16,21 @@
 #include <set>
 #include <sstream>
 
+#include "core/build_info.hpp"
 #include "core/dispatch.hpp"
-#include "io/files.hpp"
 #include "core/gates.hpp"
 #include "core/inputs.hpp"
 #include "core/parse.hpp"
 #include "core/registry.hpp"
-#include "core/build_info.hpp"
 #include "experiments/lib/measure.hpp"
 #include "experiments/lib/sweep.hpp"
 #include "experiments/lib/sweep_backward.hpp"
+#include "io/files.hpp"
 #include "mpi/comm.hpp"
 #include "mpi/farm.hpp"
 #include "numerics/bounds.hpp"
-#include "numerics/exactness.hpp"
 #include "numerics/compare.hpp"
+#include "numerics/exactness.hpp"
 
 namespace hla::sweep {
 namespace fs = std::filesystem;
@@ -50,9 +50,9 @@ using verify::base_options;
 using verify::ExactnessOracle;
 
 // ---- the MPFR reference of a point's inputs ----------------------------------------------------------------
-// For every streaming operator (all but the softmax baseline, core/operators.hpp) the reference is computed once per (op, inputs, γ, λ) on V augmented
-// by a column of ones: the first dv columns are the unnormalized numerator, the last is den_t, so every
-// (normalized, ε) point reuses it: o_t = num_t / (den_t + ε) (SPEC "normalized").
+// For every streaming operator (all but the softmax baseline, core/operators.hpp) the reference is computed once per
+// (op, inputs, γ, λ) on V augmented by a column of ones: the first dv columns are the unnormalized numerator, the last
+// is den_t, so every (normalized, ε) point reuses it: o_t = num_t / (den_t + ε) (SPEC "normalized").
 struct RefData {
   std::string method;  // literal | mpfr-proxy:<form>/<variant> ; empty = none
   std::string note;    // why there is none
@@ -78,7 +78,8 @@ mpfr256 join(const double* in) {
 
 class ReferenceStore {
  public:
-  ReferenceStore(fs::path dir, const ReferenceLimits& lim, ExactnessOracle& oracle) : dir_(std::move(dir)), lim_(lim), oracle_(oracle) {}
+  ReferenceStore(fs::path dir, const ReferenceLimits& lim, ExactnessOracle& oracle)
+      : dir_(std::move(dir)), lim_(lim), oracle_(oracle) {}
 
   const RefData& get(const Point& pt, const Problem<double>& inputs) {
     std::ostringstream k;
@@ -168,7 +169,9 @@ class ReferenceStore {
   void store(const fs::path& file, const RefData& r) {
     fs::create_directories(dir_);
     std::ostringstream out;
-    out << "HLAREF1\n" << r.method << "\n" << r.abs_method << "\n"
+    out << "HLAREF1\n"
+        << r.method << "\n"
+        << r.abs_method << "\n"
         << r.num.rows() << " " << r.num.cols() << " " << r.abs.rows() << " " << r.abs.cols() << "\n";
     std::vector<double> buf(static_cast<std::size_t>(r.num.size()) * kParts);
     for (Eigen::Index i = 0; i < r.num.size(); ++i) split(r.num(i), &buf[static_cast<std::size_t>(i) * kParts]);
@@ -195,8 +198,7 @@ template <class T> long bound_depth(const Point& pt, double log_mass) {
                                ? bounds::order_of(pt.op) * bounds::log_gate_depth(pt.n, pt.chunk, log_mass)
                                : 0;
   return log_factors + bounds::rounding_depth(pt.op, bounds::accumulation_depth(pt.form, pt.n, pt.chunk),
-                                              pt.gamma != 1 || pt.is_gated(), inexact, pt.n,
-                                pt.d);
+                                              pt.gamma != 1 || pt.is_gated(), inexact, pt.n, pt.d);
 }
 
 struct Measured {
@@ -205,14 +207,14 @@ struct Measured {
   std::string summary;  // for the progress line
 };
 
-template <class T>
-void evaluate_point(const Point& pt, const Problem<double>& inputs, const RefData& ref, const std::string& exact,
-                    std::map<std::string, std::string>& f) {
+template <class T> void evaluate_point(const Point& pt, const Problem<double>& inputs, const RefData& ref,
+                                       const std::string& exact, std::map<std::string, std::string>& f) {
   const Entry<T>& e = registry<T>().find(pt.op, pt.form, pt.variant);
   const Problem<T> p = convert_problem<T>(inputs);
   const Options opt = pt.options();
   Run<T> run;
-  measure_calls(pt.repeats, pt.n, [&] { run = e(p, opt); }, f);
+  measure_calls(
+      pt.repeats, pt.n, [&] { run = e(p, opt); }, f);
   const std::size_t numbers = run.state.numbers();
   const std::size_t bytes_per = std::is_same_v<T, mpfr256> ? sizeof(T) + 5 * 8 : sizeof(T);  // + MPFR limbs
   f["state_numbers"] = std::to_string(numbers);
@@ -231,7 +233,9 @@ void evaluate_point(const Point& pt, const Problem<double>& inputs, const RefDat
   const bool streaming = operator_info(pt.op).streaming;  // softmax: its outputs themselves, no bound
   for (Eigen::Index t = 0; t < n; ++t)
     for (Eigen::Index c = 0; c < dv; ++c)
-      R(t, c) = !streaming ? ref.num(t, c) : pt.normalized ? mpfr256(ref.num(t, c) / (ref.num(t, dv) + eps)) : ref.num(t, c);
+      R(t, c) = !streaming      ? ref.num(t, c)
+                : pt.normalized ? mpfr256(ref.num(t, c) / (ref.num(t, dv) + eps))
+                                : ref.num(t, c);
   const ErrorStats es = compare_to(run.O, R);
   const double u = unit_roundoff<T>();
   error_columns(es, u, f);
@@ -250,8 +254,8 @@ void evaluate_point(const Point& pt, const Problem<double>& inputs, const RefDat
       ColVec<mpfr256> den(n);
       for (Eigen::Index t = 0; t < n; ++t) den(t) = pt.normalized ? mpfr256(ref.num(t, dv) + eps) : mpfr256(1);
       long vacuous_rows = 0;
-      const Mat<double> B = bounds::output_bounds(R, ref.abs, pt.normalized, den, from_rational<double>(pt.eps), u, h,
-                                                  &vacuous_rows);
+      const Mat<double> B =
+          bounds::output_bounds(R, ref.abs, pt.normalized, den, from_rational<double>(pt.eps), u, h, &vacuous_rows);
       double max_b = 0, max_r = 0, ratio = 0;
       for (Eigen::Index t = 0; t < n; ++t)
         for (Eigen::Index c = 0; c < dv; ++c) {
@@ -328,7 +332,8 @@ struct Outputs {
           all += csv_line(row);
           lines += json_line(row);
         }
-        for (const auto& [path, text] : {std::pair{csv, all}, std::pair{jsonl, lines}}) write_file_atomically(path, text, "sweep output");
+        for (const auto& [path, text] : {std::pair{csv, all}, std::pair{jsonl, lines}})
+          write_file_atomically(path, text, "sweep output");
       }
     }
     // The JSON lines are written before the CSV line of the same point: keep exactly the CSV's points.
@@ -339,9 +344,13 @@ struct Outputs {
       bool dropped = false;
       while (std::getline(in, line)) {
         std::string key;
-        try { key = nlohmann::json::parse(line).at("key").get<std::string>(); } catch (const std::exception&) {}
-        if (!key.empty() && done.count(key) && seen.insert(key).second) kept += line + "\n";
-        else dropped = true;
+        try {
+          key = nlohmann::json::parse(line).at("key").get<std::string>();
+        } catch (const std::exception&) {}
+        if (!key.empty() && done.count(key) && seen.insert(key).second)
+          kept += line + "\n";
+        else
+          dropped = true;
       }
       in.close();
       if (dropped) write_file_atomically(jsonl, kept, "sweep output");
@@ -393,7 +402,8 @@ SweepSummary run_sweep(const Config& c, const SweepOptions& o) {
     *progress << " (" << skipped << " skipped";
     for (const auto& [why, k] : en.skipped) *progress << "; " << k << " " << why;
     *progress << ")";
-    if (o.shard.count > 1) *progress << "; shard " << o.shard.index << "/" << o.shard.count << ": " << mine.size() << " points";
+    if (o.shard.count > 1)
+      *progress << "; shard " << o.shard.index << "/" << o.shard.count << ": " << mine.size() << " points";
     if (ranks > 1) *progress << "; " << ranks - 1 << " worker ranks";
     *progress << "\n";
   }
@@ -412,7 +422,8 @@ SweepSummary run_sweep(const Config& c, const SweepOptions& o) {
     if (progress && out.upgraded)
       *progress << "upgraded " << out.csv.string() << " (and its JSON lines) to this version's columns\n";
     if (progress && sum.already_done)
-      *progress << "resuming: " << sum.already_done << " of " << mine.size() << " points already in " << out.csv.string() << "\n";
+      *progress << "resuming: " << sum.already_done << " of " << mine.size() << " points already in "
+                << out.csv.string() << "\n";
     if (o.max_points && todo.size() > o.max_points) todo.resize(o.max_points);
     if (ranks > 1)
       std::stable_sort(todo.begin(), todo.end(),
@@ -429,8 +440,8 @@ SweepSummary run_sweep(const Config& c, const SweepOptions& o) {
   ExactnessOracle oracle;
   ReferenceStore refs(dir / "refcache", c.limits, oracle);
   BackwardEvaluator backward(c.limits);
-  const std::string commit = build_info::head_commit(), tree = source_tree(), comp = compiler(), flags = build_info::cxx_flags(),
-                    cpu = cpu_model();
+  const std::string commit = build_info::head_commit(), tree = source_tree(), comp = compiler(),
+                    flags = build_info::cxx_flags(), cpu = cpu_model();
   const std::string host = distributed::host_name(), rank = std::to_string(distributed::world_rank()),
                     on_host = std::to_string(distributed::ranks_on_host());
   const auto start = std::chrono::steady_clock::now();
@@ -516,13 +527,15 @@ SweepSummary run_sweep(const Config& c, const SweepOptions& o) {
       const std::string& err = field(fields, "err_units_u");
       const std::string& ratio = field(fields, "err_over_bound");
       *progress << "[" << (sum.already_done + delivered) << "/" << mine.size() << "] " << pt.op << "/" << pt.form << "/"
-                << pt.variant << (pt.is_backward() ? " backward:" + pt.backward : "") << " " << pt.scalar << " n=" << pt.n << " d=" << pt.d << " dv=" << pt.dv
-                << " g=" << field(fields, "gamma") << (pt.is_gated() ? " gates=" + pt.gates : "") << (pt.normalized ? " norm eps=" + field(fields, "eps") : "")
-                << (pt.lambda != 0 ? " lam=" + field(fields, "lambda") : "") << " w=" << pt.chunk << " thr=" << pt.threads
-                << (ranks > 1 ? " rank=" + field(fields, "rank") : "")
-                << ": " << field(fields, "time_median_s") << " s, err " << (err.empty() ? "-" : err)
-                << " u, err/bound " << (ratio.empty() ? "-" : ratio) << ", " << status
-                << " | elapsed " << hms(el) << ", ETA " << hms(eta) << "\n";
+                << pt.variant << (pt.is_backward() ? " backward:" + pt.backward : "") << " " << pt.scalar
+                << " n=" << pt.n << " d=" << pt.d << " dv=" << pt.dv << " g=" << field(fields, "gamma")
+                << (pt.is_gated() ? " gates=" + pt.gates : "")
+                << (pt.normalized ? " norm eps=" + field(fields, "eps") : "")
+                << (pt.lambda != 0 ? " lam=" + field(fields, "lambda") : "") << " w=" << pt.chunk
+                << " thr=" << pt.threads << (ranks > 1 ? " rank=" + field(fields, "rank") : "") << ": "
+                << field(fields, "time_median_s") << " s, err " << (err.empty() ? "-" : err) << " u, err/bound "
+                << (ratio.empty() ? "-" : ratio) << ", " << status << " | elapsed " << hms(el) << ", ETA " << hms(eta)
+                << "\n";
       progress->flush();
     }
   };

@@ -25,7 +25,8 @@ template <class T> struct AhlaOps : DecayReadout<T> {
 
   void step(State& x, const Token<T>& tok) const { fast::ahla_step(x, tok.q, tok.k, tok.v, gamma); }
 
-  void out_vjp(const State& x, const Token<T>& tok, const RowVec<T>& dy, Eigen::Index t, State& bar, TokenGrad<T>& g) const {
+  void out_vjp(const State& x, const Token<T>& tok, const RowVec<T>& dy, Eigen::Index t, State& bar,
+               TokenGrad<T>& g) const {
     first_order_readout_vjp(x.E, x.n, tok.q, dy, eps, normalized, t, bar.E, bar.n, g.dq);
   }
 

@@ -30,7 +30,8 @@ template <class T> struct Dual {
   Dual() = default;
   Dual(int x) : v(T(x)), d(T(0)) {}  // NOLINT: T(0), T(1), T(static_cast<int>(..)) in the forms
   // Exactly T (a constrained template so that no other number type converts through T implicitly).
-  template <class U> requires std::same_as<U, T> Dual(const U& x) : v(x), d(T(0)) {}  // NOLINT
+  template <class U>
+  requires std::same_as<U, T> Dual(const U& x) : v(x), d(T(0)) {}  // NOLINT
   Dual(const T& x, const T& dx) : v(x), d(dx) {}
 
   friend Dual operator+(const Dual& a, const Dual& b) { return {T(a.v + b.v), T(a.d + b.d)}; }
@@ -55,9 +56,8 @@ template <class T> struct is_dual<Dual<T>> : std::true_type {};
 
 // from_rational for duals: the exact value of the parameter, tangent 0 (γ, ε, λ are not differentiated).
 // More constrained than core's template of the same signature, so it wins overload resolution.
-template <class D> requires is_dual<D>::value D from_rational(const rational& r) {
-  return D(from_rational<typename D::value_type>(r));
-}
+template <class D>
+requires is_dual<D>::value D from_rational(const rational& r) { return D(from_rational<typename D::value_type>(r)); }
 
 }  // namespace hla
 

@@ -36,9 +36,8 @@ namespace hla::backward {
 template <class T> using Hla2X = fast::Hla2State<T, true>;
 
 // The read-out adjoint (see the header comment). Shared by the serial backward and the scan backward.
-template <class T>
-void hla2_out_vjp(const Hla2X<T>& x, const Token<T>& tok, const RowVec<T>& dy, const T& lambda, bool normalized,
-                  const T& eps, Eigen::Index t, Hla2X<T>& bar, TokenGrad<T>& g) {
+template <class T> void hla2_out_vjp(const Hla2X<T>& x, const Token<T>& tok, const RowVec<T>& dy, const T& lambda,
+                                     bool normalized, const T& eps, Eigen::Index t, Hla2X<T>& bar, TokenGrad<T>& g) {
   const ColVec<T>& q = tok.q;
   RowVec<T> u = q.transpose() * x.S;
   if (lambda != T(0)) u += lambda * q.transpose();
@@ -77,12 +76,16 @@ template <class T> struct Hla2Ops {
   fast::DecayRule rule;
 
   Hla2Ops(const Options& opt, fast::DecayRule r)
-      : gamma(from_rational<T>(opt.gamma)), lambda(from_rational<T>(opt.ridge)), eps(from_rational<T>(opt.eps)),
-        normalized(opt.normalized), rule(r) {}
+      : gamma(from_rational<T>(opt.gamma)),
+        lambda(from_rational<T>(opt.ridge)),
+        eps(from_rational<T>(opt.eps)),
+        normalized(opt.normalized),
+        rule(r) {}
 
   void step(State& x, const Token<T>& tok) const { fast::hla2_step(x, tok.q, tok.k, tok.v, gamma, rule); }
 
-  void out_vjp(const State& x, const Token<T>& tok, const RowVec<T>& dy, Eigen::Index t, State& bar, TokenGrad<T>& g) const {
+  void out_vjp(const State& x, const Token<T>& tok, const RowVec<T>& dy, Eigen::Index t, State& bar,
+               TokenGrad<T>& g) const {
     hla2_out_vjp(x, tok, dy, lambda, normalized, eps, t, bar, g);
   }
 
@@ -92,10 +95,10 @@ template <class T> struct Hla2Ops {
     const T c = rule == fast::DecayRule::corrected ? gamma : T(1);
     const T kappa = rule == fast::DecayRule::corrected ? T(gamma * gamma) : gamma;
     // Cross-summaries G, h (read C_{t−1}, m_{t−1}).
-    const RowVec<T> kC = k.transpose() * prev.C;                // kᵀ C_{t−1}
-    const T km = k.dot(ColVec<T>(prev.m.col(0)));               // kᵀ m_{t−1}
-    const RowVec<T> kGbar = k.transpose() * bar.G;              // kᵀ Ḡ_t
-    const T khbar = k.dot(ColVec<T>(bar.h.col(0)));             // kᵀ h̄_t
+    const RowVec<T> kC = k.transpose() * prev.C;     // kᵀ C_{t−1}
+    const T km = k.dot(ColVec<T>(prev.m.col(0)));    // kᵀ m_{t−1}
+    const RowVec<T> kGbar = k.transpose() * bar.G;   // kᵀ Ḡ_t
+    const T khbar = k.dot(ColVec<T>(bar.h.col(0)));  // kᵀ h̄_t
     g.dk.noalias() += c * (bar.G * kC.transpose() + prev.C * kGbar.transpose());
     g.dk += c * (km * bar.h.col(0) + khbar * prev.m.col(0));
     hla2_delta_vjp(bar, tok, g);  // token deltas of S, C, m
@@ -111,9 +114,10 @@ template <class T> struct Hla2Ops {
 };
 
 // Serial backward (all states stored) or checkpointed backward (chunk = w), see recurrence.hpp.
-template <class T>
-Gradients<T> hla2_backward(const Problem<T>& p, const Options& opt, const std::type_identity_t<NamedState<T>>* init, const Mat<T>& dO,
-                           fast::DecayRule rule, Eigen::Index chunk = 0, BackwardStats* stats = nullptr) {
+template <class T> Gradients<T> hla2_backward(const Problem<T>& p, const Options& opt,
+                                              const std::type_identity_t<NamedState<T>>* init, const Mat<T>& dO,
+                                              fast::DecayRule rule, Eigen::Index chunk = 0,
+                                              BackwardStats* stats = nullptr) {
   return recurrence_backward(Hla2Ops<T>(opt, rule), p, init, dO, chunk, stats);
 }
 
@@ -155,8 +159,8 @@ Gradients<T> hla2_backward(const Problem<T>& p, const Options& opt, const std::t
 template <class T> using Hla2Segment = scan::Hla2Seg<T, true>;
 
 // ⊕*: accumulates into abar, bbar the adjoints of A and B given rbar = ∂L/∂(A ⊕ B) (see above).
-template <class T>
-void hla2_combine_vjp(const Hla2Segment<T>& a, const Hla2Segment<T>& b, const Hla2X<T>& rbar, Hla2X<T>& abar, Hla2X<T>& bbar) {
+template <class T> void hla2_combine_vjp(const Hla2Segment<T>& a, const Hla2Segment<T>& b, const Hla2X<T>& rbar,
+                                         Hla2X<T>& abar, Hla2X<T>& bbar) {
   const T rb = b.rho, rb2 = b.rho * b.rho;
   abar.S += rb * rbar.S;
   bbar.S += rbar.S;
@@ -173,13 +177,15 @@ void hla2_combine_vjp(const Hla2Segment<T>& a, const Hla2Segment<T>& b, const Hl
   bbar.h += rbar.h;
 }
 
-template <class T>
-Gradients<T> hla2_scan_backward(const Problem<T>& p, const Options& opt, const std::type_identity_t<NamedState<T>>* init, const Mat<T>& dO,
-                                fast::DecayRule rule, Eigen::Index chunk, BackwardStats* stats = nullptr) {
+template <class T> Gradients<T> hla2_scan_backward(const Problem<T>& p, const Options& opt,
+                                                   const std::type_identity_t<NamedState<T>>* init, const Mat<T>& dO,
+                                                   fast::DecayRule rule, Eigen::Index chunk,
+                                                   BackwardStats* stats = nullptr) {
   check_upstream(p, dO);
   if (rule == fast::DecayRule::paper && opt.gamma != 1)
-    throw InputError("hla2 scan backward: the paper's decayed serial rule (§4.3) is not a fold of a (S, C, m, G, h) "
-                     "concatenation; use the corrected rule for gamma < 1");
+    throw InputError(
+        "hla2 scan backward: the paper's decayed serial rule (§4.3) is not a fold of a (S, C, m, G, h) "
+        "concatenation; use the corrected rule for gamma < 1");
   const Eigen::Index n = p.n(), d = p.d(), dv = p.dv();
   const Eigen::Index w = (chunk <= 0 || chunk > n) ? std::max<Eigen::Index>(n, 1) : chunk;
   const T lambda = from_rational<T>(opt.ridge), eps = from_rational<T>(opt.eps);
@@ -200,7 +206,7 @@ Gradients<T> hla2_scan_backward(const Problem<T>& p, const Options& opt, const s
     carry.push_back(op.combine(carry.back(), local_prefixes(c * w, std::min(n, c * w + w)).back()));
   // Reverse scan.
   Gradients<T> g = zero_gradients(p);
-  Hla2X<T> pbar_next = zero;  // P̄_{c+1}
+  Hla2X<T> pbar_next = zero;   // P̄_{c+1}
   std::size_t peak_local = 0;  // a chunk's prefixes L and their adjoints L̄
   for (Eigen::Index c = chunks - 1; c >= 0; --c) {
     const Eigen::Index begin = c * w, end = std::min(n, begin + w);
@@ -217,8 +223,10 @@ Gradients<T> hla2_scan_backward(const Problem<T>& p, const Options& opt, const s
       hla2_out_vjp(op.combine(carry[c], L[s]).st, tok, RowVec<T>(dO.row(t)), lambda, opt.normalized, eps, t, ibar, tg);
       hla2_combine_vjp(carry[c], L[s], ibar, pbar, Lbar[s]);
       Hla2X<T> tbar = zero;
-      if (s > 0) hla2_combine_vjp(L[s - 1], op.token(tok), Lbar[s], Lbar[s - 1], tbar);
-      else tbar = Lbar[s];
+      if (s > 0)
+        hla2_combine_vjp(L[s - 1], op.token(tok), Lbar[s], Lbar[s - 1], tbar);
+      else
+        tbar = Lbar[s];
       hla2_delta_vjp(tbar, tok, tg);
       g.dQ.row(t) += tg.dq.transpose();
       g.dK.row(t) += tg.dk.transpose();

@@ -18,7 +18,8 @@ template <class T> struct LinearOps : DecayReadout<T> {
 
   void step(State& x, const Token<T>& tok) const { fast::linear_step(x, tok.k, tok.v, gamma); }
 
-  void out_vjp(const State& x, const Token<T>& tok, const RowVec<T>& dy, Eigen::Index t, State& bar, TokenGrad<T>& g) const {
+  void out_vjp(const State& x, const Token<T>& tok, const RowVec<T>& dy, Eigen::Index t, State& bar,
+               TokenGrad<T>& g) const {
     first_order_readout_vjp(x.S, x.z, tok.q, dy, eps, normalized, t, bar.S, bar.z, g.dq);
   }
 

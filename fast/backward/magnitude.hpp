@@ -55,7 +55,8 @@ struct Magnitude {
 
 // A parameter (γ, λ): its magnitude with K = 0 if it is exact in double, else K = 1 (one rounding on
 // conversion). The bound is for T = double; for float use parameters exact in float (e.g. γ = 15/16).
-template <class D> requires std::is_same_v<D, Magnitude> D from_rational(const rational& r) {
+template <class D>
+requires std::is_same_v<D, Magnitude> D from_rational(const rational& r) {
   const double x = r.convert_to<double>();
   return Magnitude(x, rational(x) == r ? 0 : 1);
 }
@@ -68,6 +69,14 @@ template <> struct NumTraits<hla::Magnitude> : NumTraits<double> {
   using NonInteger = hla::Magnitude;
   using Nested = hla::Magnitude;
   using Literal = hla::Magnitude;
-  enum { IsComplex = 0, IsInteger = 0, IsSigned = 1, RequireInitialization = 1, ReadCost = 2, AddCost = 2, MulCost = 2 };
+  enum {
+    IsComplex = 0,
+    IsInteger = 0,
+    IsSigned = 1,
+    RequireInitialization = 1,
+    ReadCost = 2,
+    AddCost = 2,
+    MulCost = 2
+  };
 };
 }  // namespace Eigen

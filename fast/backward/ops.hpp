@@ -13,17 +13,23 @@ namespace hla::backward {
 
 // Calls f with op's step operations (hla2's with the given decay rule); an operator without a backward is an
 // InputError naming those that have one.
-template <class T, class F> decltype(auto) with_backward_ops(const std::string& op, const Options& opt, fast::DecayRule rule, F&& f) {
+template <class T, class F>
+decltype(auto) with_backward_ops(const std::string& op, const Options& opt, fast::DecayRule rule, F&& f) {
   switch (op_id(op)) {
-    case OpId::hla2: return f(Hla2Ops<T>(opt, rule));
-    case OpId::ahla: return f(AhlaOps<T>(opt));
-    case OpId::linear: return f(LinearOps<T>(opt));
+    case OpId::hla2:
+      return f(Hla2Ops<T>(opt, rule));
+    case OpId::ahla:
+      return f(AhlaOps<T>(opt));
+    case OpId::linear:
+      return f(LinearOps<T>(opt));
     case OpId::hla2_unmasked:
     case OpId::hla3:
     case OpId::hla3_unmasked:
-    case OpId::softmax: break;
+    case OpId::softmax:
+      break;
   }
-  throw InputError("no backward for operator '" + op + "' (" + operator_names([](const OperatorInfo& o) { return o.backward; }) + ")");
+  throw InputError("no backward for operator '" + op + "' (" +
+                   operator_names([](const OperatorInfo& o) { return o.backward; }) + ")");
 }
 
 }  // namespace hla::backward

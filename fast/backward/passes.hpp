@@ -18,9 +18,12 @@ enum class Pass { serial, checkpointed, scan };
 
 inline const char* pass_name(Pass p) {
   switch (p) {
-    case Pass::serial: return "serial";
-    case Pass::checkpointed: return "checkpointed";
-    case Pass::scan: return "scan";
+    case Pass::serial:
+      return "serial";
+    case Pass::checkpointed:
+      return "checkpointed";
+    case Pass::scan:
+      return "scan";
   }
   return "?";
 }
@@ -37,18 +40,18 @@ inline bool has_pass(const std::string& op, Pass p) {
 }
 
 // Runs one backward pass; `chunk` is w for checkpointed and scan (ignored by serial).
-template <class T>
-Gradients<T> run_pass(const std::string& op, Pass pass, const Problem<T>& p, const Options& opt,
-                      const std::type_identity_t<NamedState<T>>* init, const Mat<T>& dO, fast::DecayRule rule,
-                      Eigen::Index chunk, BackwardStats* stats = nullptr) {
+template <class T> Gradients<T> run_pass(const std::string& op, Pass pass, const Problem<T>& p, const Options& opt,
+                                         const std::type_identity_t<NamedState<T>>* init, const Mat<T>& dO,
+                                         fast::DecayRule rule, Eigen::Index chunk, BackwardStats* stats = nullptr) {
   if (!has_pass(op, pass))
-    throw InputError(std::string("no ") + pass_name(pass) + " backward for operator '" + op + "' (serial, checkpointed: " +
-                     operator_names([](const OperatorInfo& o) { return o.backward; }) +
+    throw InputError(std::string("no ") + pass_name(pass) + " backward for operator '" + op +
+                     "' (serial, checkpointed: " + operator_names([](const OperatorInfo& o) { return o.backward; }) +
                      "; scan: " + operator_names([](const OperatorInfo& o) { return o.scan_backward; }) + ")");
   if (pass != Pass::serial && chunk < 1) throw InputError("backward chunk width must be >= 1");
   const Eigen::Index w = pass == Pass::serial ? 0 : chunk;
   if (pass == Pass::scan) return hla2_scan_backward(p, opt, init, dO, rule, w, stats);
-  return with_backward_ops<T>(op, opt, rule, [&](const auto& ops) { return recurrence_backward(ops, p, init, dO, w, stats); });
+  return with_backward_ops<T>(op, opt, rule,
+                              [&](const auto& ops) { return recurrence_backward(ops, p, init, dO, w, stats); });
 }
 
 }  // namespace hla::backward

@@ -63,12 +63,13 @@ template <class State> std::size_t numbers_in(const State& x) {
 template <class T> struct TokenGrad {
   ColVec<T> dq, dk;
   RowVec<T> dv;
-  TokenGrad(Eigen::Index d, Eigen::Index dv_) : dq(ColVec<T>::Zero(d)), dk(ColVec<T>::Zero(d)), dv(RowVec<T>::Zero(dv_)) {}
+  TokenGrad(Eigen::Index d, Eigen::Index dv_)
+      : dq(ColVec<T>::Zero(d)), dk(ColVec<T>::Zero(d)), dv(RowVec<T>::Zero(dv_)) {}
 };
 
 template <class Ops, class T>
-Gradients<T> recurrence_backward(const Ops& ops, const Problem<T>& p, const std::type_identity_t<NamedState<T>>* init, const Mat<T>& dO,
-                                 Eigen::Index chunk, BackwardStats* stats = nullptr) {
+Gradients<T> recurrence_backward(const Ops& ops, const Problem<T>& p, const std::type_identity_t<NamedState<T>>* init,
+                                 const Mat<T>& dO, Eigen::Index chunk, BackwardStats* stats = nullptr) {
   using State = typename Ops::State;
   check_upstream(p, dO);
   const Eigen::Index n = p.n(), d = p.d(), dv = p.dv();
@@ -116,8 +117,12 @@ template <class T> struct NormalizerVjp {
   RowVec<T> dnum;
   T dden{0};
   NormalizerVjp(const RowVec<T>& num, const T& den_plus_eps, bool normalized, const RowVec<T>& dy, Eigen::Index t) {
-    if (!normalized) { dnum = dy; return; }
-    if (den_plus_eps == T(0)) throw NumericalError("normalizer den_t + eps is exactly zero at token " + std::to_string(t));
+    if (!normalized) {
+      dnum = dy;
+      return;
+    }
+    if (den_plus_eps == T(0))
+      throw NumericalError("normalizer den_t + eps is exactly zero at token " + std::to_string(t));
     dnum = dy / den_plus_eps;
     dden = -T(dnum.dot(num)) / den_plus_eps;
   }
@@ -125,9 +130,9 @@ template <class T> struct NormalizerVjp {
 
 // Adjoint of the first-order read-out o = qᵀX / (qᵀz + ε) (or qᵀX), shared by linear attention (X = S,
 // z = z) and AHLA (X = E, z = n):  X̄ += q num̄,  z̄ += q dēn,  dq += X num̄ᵀ + z dēn.
-template <class T>
-void first_order_readout_vjp(const Mat<T>& X, const Mat<T>& z, const ColVec<T>& q, const RowVec<T>& dy, const T& eps,
-                             bool normalized, Eigen::Index t, Mat<T>& Xbar, Mat<T>& zbar, ColVec<T>& dq) {
+template <class T> void first_order_readout_vjp(const Mat<T>& X, const Mat<T>& z, const ColVec<T>& q,
+                                                const RowVec<T>& dy, const T& eps, bool normalized, Eigen::Index t,
+                                                Mat<T>& Xbar, Mat<T>& zbar, ColVec<T>& dq) {
   const RowVec<T> num = q.transpose() * X;
   const NormalizerVjp<T> nv(num, T((q.transpose() * z)(0, 0) + eps), normalized, dy, t);
   Xbar.noalias() += q * nv.dnum;

@@ -71,7 +71,8 @@ template <class T> Run<T> ahla_chunked(const Problem<T>& p, const Options& opt, 
     for_chunks(cnt, threads, make_ws, [&](AhlaWorkspace<T>& ws, Eigen::Index kk) {
       const Eigen::Index k = k0 + kk;
       const Eigen::Index c = plan.begin(k), len = plan.len(k);
-      ahla_chunk_local(p, c, len, dec, ws, Out.middleRows(c, len), Pb.middleCols(kk * da, da), Eb.middleCols(kk * da, da));
+      ahla_chunk_local(p, c, len, dec, ws, Out.middleRows(c, len), Pb.middleCols(kk * da, da),
+                       Eb.middleCols(kk * da, da));
     });
 
     // 2. Carry P, then the coupling g Kᵀ (Q P0) into E_B, then E.
@@ -81,8 +82,10 @@ template <class T> Run<T> ahla_chunked(const Problem<T>& p, const Options& opt, 
       const Eigen::Index c = plan.begin(k), len = plan.len(k);
       auto Y = ws.Y.topRows(len);
       Y.noalias() = p.Q.middleRows(c, len) * Pb.middleCols(kk * da, da);
-      if (decays) Eb.middleCols(kk * da, da).noalias() += g[k] * (p.K.middleRows(c, len).transpose() * Y);
-      else Eb.middleCols(kk * da, da).noalias() += p.K.middleRows(c, len).transpose() * Y;
+      if (decays)
+        Eb.middleCols(kk * da, da).noalias() += g[k] * (p.K.middleRows(c, len).transpose() * Y);
+      else
+        Eb.middleCols(kk * da, da).noalias() += p.K.middleRows(c, len).transpose() * Y;
     });
     carry(Eb, E, g.data() + k0, cnt, decays, threads);
 
@@ -102,7 +105,6 @@ template <class T> Run<T> ahla_chunked(const Problem<T>& p, const Options& opt, 
       scale_rows<T>(Z, x, decays);
       Out.middleRows(c, len) += Z;
     });
-
   }
   St fin{P.leftCols(dv), P.rightCols(1), E.leftCols(dv), E.rightCols(1)};
   return {finish_outputs<T>(std::move(Out), opt.normalized, eps), export_state<St, T>(fin)};

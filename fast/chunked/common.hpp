@@ -64,7 +64,8 @@ template <class T, class X, class W> void scale_rows(X&& m, const W& x, bool dec
 
 // body(k) for every chunk, over `threads` OpenMP threads. `make_workspace()` runs once per thread; the
 // body receives it, so nothing is allocated per chunk.
-template <class MakeWs, class Body> void for_chunks(Eigen::Index count, int threads, MakeWs&& make_workspace, Body&& body) {
+template <class MakeWs, class Body>
+void for_chunks(Eigen::Index count, int threads, MakeWs&& make_workspace, Body&& body) {
   const int th = static_cast<int>(std::min<Eigen::Index>(threads, count));
 #pragma omp parallel num_threads(th) if (th > 1)
   {
@@ -92,16 +93,27 @@ inline Eigen::Index group_chunks(Eigen::Index count, int threads) {
 template <class T> struct ChunkSetup {
   Eigen::Index n, d, dv, da;  // da = dv + 1: the values with the normalizer's column of ones, [V 1]
   ChunkPlan plan;
-  Eigen::Index M, w, NG;      // chunks, chunk width, chunks per group
+  Eigen::Index M, w, NG;  // chunks, chunk width, chunks per group
   int threads;
   T gamma, eps;
   Decay<T> dec;
   bool decays;
   std::vector<T> g;
   ChunkSetup(Eigen::Index n_, Eigen::Index d_, Eigen::Index dv_, const Options& opt)
-      : n(n_), d(d_), dv(dv_), da(dv_ + 1), plan(n_, opt.chunk), M(plan.count), w(plan.w), NG(group_chunks(M, opt.threads)),
-        threads(opt.threads), gamma(from_rational<T>(opt.gamma)), eps(from_rational<T>(opt.eps)), dec(gamma, w),
-        decays(dec.decays), g(M) {
+      : n(n_),
+        d(d_),
+        dv(dv_),
+        da(dv_ + 1),
+        plan(n_, opt.chunk),
+        M(plan.count),
+        w(plan.w),
+        NG(group_chunks(M, opt.threads)),
+        threads(opt.threads),
+        gamma(from_rational<T>(opt.gamma)),
+        eps(from_rational<T>(opt.eps)),
+        dec(gamma, w),
+        decays(dec.decays),
+        g(M) {
     for (Eigen::Index k = 0; k < M; ++k) g[k] = dec.chunk_factor(plan.len(k));
   }
   explicit ChunkSetup(const Problem<T>& p, const Options& opt) : ChunkSetup(p.n(), p.d(), p.dv(), opt) {}
@@ -115,15 +127,15 @@ template <class T> struct ChunkSetup {
 
 // ChunkSetup's fields as local names in a form's body. Declarations, not a structured binding: clang (the
 // fuzz and tsan builds) cannot capture a structured binding in an OpenMP region.
-#define HLA_CHUNK_SETUP_NAMES(setup)                                                                                   \
-  [[maybe_unused]] const Eigen::Index n = (setup).n, d = (setup).d, dv = (setup).dv, da = (setup).da, M = (setup).M,  \
-                                      w = (setup).w, NG = (setup).NG;                                                  \
-  [[maybe_unused]] const ChunkPlan& plan = (setup).plan;                                                               \
-  [[maybe_unused]] const int threads = (setup).threads;                                                                \
-  [[maybe_unused]] const auto& gamma = (setup).gamma;                                                                  \
-  [[maybe_unused]] const auto& eps = (setup).eps;                                                                      \
-  [[maybe_unused]] const auto& dec = (setup).dec;                                                                      \
-  [[maybe_unused]] const bool decays = (setup).decays;                                                                 \
+#define HLA_CHUNK_SETUP_NAMES(setup)                                                                                 \
+  [[maybe_unused]] const Eigen::Index n = (setup).n, d = (setup).d, dv = (setup).dv, da = (setup).da, M = (setup).M, \
+                                      w = (setup).w, NG = (setup).NG;                                                \
+  [[maybe_unused]] const ChunkPlan& plan = (setup).plan;                                                             \
+  [[maybe_unused]] const int threads = (setup).threads;                                                              \
+  [[maybe_unused]] const auto& gamma = (setup).gamma;                                                                \
+  [[maybe_unused]] const auto& eps = (setup).eps;                                                                    \
+  [[maybe_unused]] const auto& dec = (setup).dec;                                                                    \
+  [[maybe_unused]] const bool decays = (setup).decays;                                                               \
   [[maybe_unused]] const auto& g = (setup).g
 
 // The carry across `count` chunks for one state part X (rows×cols). On entry, block k of `blocks`
@@ -154,16 +166,18 @@ void carry(Mat<T>& blocks, Mat<T>& state, const T* factor, Eigen::Index count, b
 
 // Aᵀ diag(x) B over the rows of A (n×p) and B (n×q) — x empty means no weights — as `threads` partial
 // sums over contiguous row ranges, each one large matrix product, added in a fixed order.
-template <class T, class XA, class XB>
-Mat<T> weighted_gram(const XA& A, const ColVec<T>& x, const XB& B, int threads) {
+template <class T, class XA, class XB> Mat<T> weighted_gram(const XA& A, const ColVec<T>& x, const XB& B, int threads) {
   const Eigen::Index n = A.rows();
   const int parts = static_cast<int>(std::max<Eigen::Index>(1, std::min<Eigen::Index>(threads, n)));
   std::vector<Mat<T>> partial(parts, Mat<T>::Zero(A.cols(), B.cols()));
 #pragma omp parallel for num_threads(parts) if (parts > 1) schedule(static)
   for (int s = 0; s < parts; ++s) {
     const Eigen::Index b = n * s / parts, e = n * (s + 1) / parts;
-    if (x.size()) partial[s].noalias() = A.middleRows(b, e - b).transpose() * (x.segment(b, e - b).asDiagonal() * B.middleRows(b, e - b));
-    else partial[s].noalias() = A.middleRows(b, e - b).transpose() * B.middleRows(b, e - b);
+    if (x.size())
+      partial[s].noalias() =
+          A.middleRows(b, e - b).transpose() * (x.segment(b, e - b).asDiagonal() * B.middleRows(b, e - b));
+    else
+      partial[s].noalias() = A.middleRows(b, e - b).transpose() * B.middleRows(b, e - b);
   }
   for (int s = 1; s < parts; ++s) partial[0] += partial[s];
   return partial[0];

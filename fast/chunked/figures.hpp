@@ -73,8 +73,10 @@ Run<T> ahla_figure2c(const Problem<T>& p, const Options& opt, const NamedState<T
     auto r = Rt.topLeftCorner(len, len);
     y.noalias() = Q * P;
     r.noalias() = Q * K.transpose();
-    if (inclusive) r = r.template triangularView<Eigen::Lower>();
-    else r = r.template triangularView<Eigen::StrictlyLower>();
+    if (inclusive)
+      r = r.template triangularView<Eigen::Lower>();
+    else
+      r = r.template triangularView<Eigen::StrictlyLower>();
     out.noalias() += Q * E;
     out.noalias() += r * y;
     // S^(k) = S^(k−1) ⊕_AHLA T^(k): E ← E + E_B + R_B P with R_B = Σ_chunk k_i q_iᵀ, P ← P + P_B

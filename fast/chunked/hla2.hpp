@@ -104,12 +104,16 @@ template <class T> Run<T> hla2_chunked_monoid(const Problem<T>& p, const Options
     // 2. Carry: C first (G's coupling term needs the C entering each chunk), then g S_B C0 into G_B, then
     //    S and G.
     carry(Cb, C, g.data() + k0, cnt, decays, threads);
-    for_chunks(cnt, threads, [] { return 0; }, [&](int, Eigen::Index kk) {
-      const Eigen::Index k = k0 + kk;
-      auto Gk = Gb.middleCols(kk * da, da);
-      if (decays) Gk.noalias() += g[k] * (Sb.middleCols(kk * d, d) * Cb.middleCols(kk * da, da));
-      else Gk.noalias() += Sb.middleCols(kk * d, d) * Cb.middleCols(kk * da, da);
-    });
+    for_chunks(
+        cnt, threads, [] { return 0; },
+        [&](int, Eigen::Index kk) {
+          const Eigen::Index k = k0 + kk;
+          auto Gk = Gb.middleCols(kk * da, da);
+          if (decays)
+            Gk.noalias() += g[k] * (Sb.middleCols(kk * d, d) * Cb.middleCols(kk * da, da));
+          else
+            Gk.noalias() += Sb.middleCols(kk * d, d) * Cb.middleCols(kk * da, da);
+        });
     carry(Sb, S, g.data() + k0, cnt, decays, threads);
     carry(Gb, G, g2.data() + k0, cnt, decays, threads);
 
@@ -140,12 +144,10 @@ template <class T> Run<T> hla2_chunked_monoid(const Problem<T>& p, const Options
       scale_rows<T>(Y, x, decays);
       Out.middleRows(c, len) += Y;
     });
-
   }
   St fin{S, C.leftCols(dv), C.rightCols(1), G.leftCols(dv), G.rightCols(1)};
   return {finish_outputs<T>(std::move(Out), opt.normalized, eps), export_state<St, T>(fin)};
 }
-
 
 // ---- the fast chunked form: hla2 as linear attention over the keys u_j = S_j q_j ---------------------------
 //
@@ -186,9 +188,9 @@ template <class T> struct Hla2UStart {
 // Cp_full = [C' m'] after the last token. C is not carried chunk by chunk unless an output reads it (ridge):
 // otherwise it is one weighted sum over the whole sequence, C = γ^n C_init + Qᵀ diag(γ^{n−1−j}) [V 1].
 // `carried`: C's carried columns (d×dv, or d×(dv+1) with m), or null; what it lacks is summed here.
-template <class T>
-NamedState<T> hla2_u_final_state(const Mat<T>& Q, const Mat<T>& V, const Mat<T>& S, const Mat<T>& C_init, const Mat<T>* carried,
-                                 const Mat<T>& Cp_full, const T& gamma, int threads) {
+template <class T> NamedState<T> hla2_u_final_state(const Mat<T>& Q, const Mat<T>& V, const Mat<T>& S,
+                                                    const Mat<T>& C_init, const Mat<T>* carried, const Mat<T>& Cp_full,
+                                                    const T& gamma, int threads) {
   const Eigen::Index n = Q.rows(), d = Q.cols(), dv = V.cols();
   Mat<T> C(d, dv + 1);
   if (carried && carried->cols() == dv + 1) {
@@ -210,8 +212,10 @@ NamedState<T> hla2_u_final_state(const Mat<T>& Q, const Mat<T>& V, const Mat<T>&
       }
       gn = x(0) * gamma;
     }
-    if (carried) C.leftCols(dv) = *carried;
-    else C.leftCols(dv) = gn * C_init.leftCols(dv) + weighted_gram<T>(Q, x, V, threads);
+    if (carried)
+      C.leftCols(dv) = *carried;
+    else
+      C.leftCols(dv) = gn * C_init.leftCols(dv) + weighted_gram<T>(Q, x, V, threads);
     const Mat<T> ones = Mat<T>::Ones(n, 1);
     C.col(dv) = gn * C_init.col(dv) + weighted_gram<T>(Q, x, ones, threads);
   }
@@ -228,9 +232,9 @@ template <class T> struct Hla2UWorkspace {
 
 // Heads' queries Qs[h] (n×d each) with shared K (n×d) and V (n×dv); init[h] the state of head h (or null
 // for zero). The heads' states share S: a head whose initial S differs from head 0's is an input error.
-template <class T>
-std::vector<Run<T>> hla2_chunked_heads(const std::vector<const Mat<T>*>& Qs, const Mat<T>& K, const Mat<T>& V,
-                                       const Options& opt, const std::vector<const NamedState<T>*>& init) {
+template <class T> std::vector<Run<T>> hla2_chunked_heads(const std::vector<const Mat<T>*>& Qs, const Mat<T>& K,
+                                                          const Mat<T>& V, const Options& opt,
+                                                          const std::vector<const NamedState<T>*>& init) {
   const ChunkSetup<T> setup(K.rows(), K.cols(), V.cols(), opt);
   HLA_CHUNK_SETUP_NAMES(setup);
   const T lambda = from_rational<T>(opt.ridge);
@@ -247,8 +251,10 @@ std::vector<Run<T>> hla2_chunked_heads(const std::vector<const Mat<T>*>& Qs, con
   std::vector<Mat<T>> C(H), Cp(H), Mp(H), Cb(H), Cpb(H), Mpb(H), Ub(H), Out(H), C_init(H);
   for (Eigen::Index h = 0; h < H; ++h) {
     Hla2UStart<T> st0(init.empty() ? nullptr : init[h], d, dv);
-    if (h == 0) S = st0.S;
-    else if (st0.S != S) throw InputError("multi-query heads share S: head " + std::to_string(h) + "'s initial S differs from head 0's");
+    if (h == 0)
+      S = st0.S;
+    else if (st0.S != S)
+      throw InputError("multi-query heads share S: head " + std::to_string(h) + "'s initial S differs from head 0's");
     C_init[h] = std::move(st0.C);
     const Mat<T>& Cp_full = st0.Cp;
     C[h] = C_init[h].leftCols(va);
@@ -379,7 +385,8 @@ std::vector<Run<T>> hla2_chunked_heads(const std::vector<const Mat<T>*>& Qs, con
   std::vector<Run<T>> runs;
   for (Eigen::Index h = 0; h < H; ++h) {
     const Mat<T> Cp_full = aug ? Cp[h] : join(Cp[h], Mp[h]);
-    NamedState<T> fin = hla2_u_final_state<T>(*Qs[h], V, S, C_init[h], ridge ? &C[h] : nullptr, Cp_full, gamma, threads);
+    NamedState<T> fin =
+        hla2_u_final_state<T>(*Qs[h], V, S, C_init[h], ridge ? &C[h] : nullptr, Cp_full, gamma, threads);
     runs.push_back({aug ? finish_outputs<T>(std::move(Out[h]), true, eps) : std::move(Out[h]), std::move(fin)});
   }
   return runs;

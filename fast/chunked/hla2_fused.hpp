@@ -83,14 +83,14 @@ template <class T> void prefetch_rows(const Problem<T>& p, Eigen::Index c, Eigen
 template <class T> struct ChunkProducts {
   gemm::Product<T> W, U, U_carry, S_next, P, Y, Y_carry, Cp_next, C_next;
   ChunkProducts(Eigen::Index L, Eigen::Index w, Eigen::Index d, Eigen::Index va)
-      : W({L, L, d, w, w, w, true, false}),          // Q Kᵀ                   (L×d · (L×d)ᵀ)
-        U({L, d, L, w, w, w, false, false}),         // W K                    (L×L · L×d)
-        U_carry({L, d, d, w, d, w, false, true}),    // += diag(γ^{a+1}) Q S0  (L×d · d×d)
-        S_next({d, d, L, d, w, d, false, true}),     // S1 += Kᵀx K            (d×L · L×d)
-        P({L, L, d, w, w, w, true, false}),          // Q Uᵀ, and Q Qᵀ (ridge)
-        Y({L, va, L, w, w, w, false, false}),        // P [V 1]                (L×L · L×va)
-        Y_carry({L, va, d, w, va, w, true, true}),   // += Q C'0 (C'0ᵀ stored va×d), and λ Q C0 (ridge)
-        Cp_next({va, d, L, va, w, va, false, true}), // C'1ᵀ += [V 1]ᵀx² U     (va×L · L×d)
+      : W({L, L, d, w, w, w, true, false}),            // Q Kᵀ                   (L×d · (L×d)ᵀ)
+        U({L, d, L, w, w, w, false, false}),           // W K                    (L×L · L×d)
+        U_carry({L, d, d, w, d, w, false, true}),      // += diag(γ^{a+1}) Q S0  (L×d · d×d)
+        S_next({d, d, L, d, w, d, false, true}),       // S1 += Kᵀx K            (d×L · L×d)
+        P({L, L, d, w, w, w, true, false}),            // Q Uᵀ, and Q Qᵀ (ridge)
+        Y({L, va, L, w, w, w, false, false}),          // P [V 1]                (L×L · L×va)
+        Y_carry({L, va, d, w, va, w, true, true}),     // += Q C'0 (C'0ᵀ stored va×d), and λ Q C0 (ridge)
+        Cp_next({va, d, L, va, w, va, false, true}),   // C'1ᵀ += [V 1]ᵀx² U     (va×L · L×d)
         C_next({va, d, L, va, w, va, false, true}) {}  // C1ᵀ += [V 1]ᵀx Q
 };
 
@@ -98,15 +98,25 @@ template <class T> struct ChunkProducts {
 template <class T> struct Buffers {
   Mat<T> Q, K, V, Kt, Vt2, Vt1, Q1, Q2, Qr, W, P, R, U, Y;
   explicit Buffers(Eigen::Index w, Eigen::Index d, Eigen::Index va, bool decays, bool ridge)
-      : Q(w, d), K(w, d), V(w, va), Kt(d, w), Vt2(va, w), Vt1(decays ? va : 0, w), Q1(decays ? w : 0, d),
-        Q2(decays ? w : 0, d), Qr(ridge ? w : 0, d), W(w, w), P(w, w), R(ridge ? w : 0, w), U(w, d), Y(w, va) {}
+      : Q(w, d),
+        K(w, d),
+        V(w, va),
+        Kt(d, w),
+        Vt2(va, w),
+        Vt1(decays ? va : 0, w),
+        Q1(decays ? w : 0, d),
+        Q2(decays ? w : 0, d),
+        Qr(ridge ? w : 0, d),
+        W(w, w),
+        P(w, w),
+        R(ridge ? w : 0, w),
+        U(w, d),
+        Y(w, va) {}
 };
 
 // The states carried through a block of chunks: S, C'ᵀ (va×d), m' (d×1, unnormalized only; normalized it is
 // C'ᵀ's last row) and Cᵀ (va×d).
-template <class T> struct Carried {
-  Mat<T> S, CpT, Mp, CT;
-};
+template <class T> struct Carried { Mat<T> S, CpT, Mp, CT; };
 
 // Contiguous blocks of chunks, one per thread: block t is chunks [first[t], first[t+1]), tokens
 // [rows[t], rows[t+1]).
@@ -131,8 +141,10 @@ template <class T> ColVec<T> powers(const T& base, Eigen::Index count, Eigen::In
 // The S entering a block after a block of `len` tokens entered with S and summed ΔS: γ^len S + ΔS.
 template <class T> Mat<T> s_after(const Mat<T>& S, const Mat<T>& dS, const T& gamma, Eigen::Index len) {
   Mat<T> out = dS;
-  if (gamma != T(1)) out.noalias() += power(gamma, len) * S;
-  else out += S;
+  if (gamma != T(1))
+    out.noalias() += power(gamma, len) * S;
+  else
+    out += S;
   return out;
 }
 
@@ -156,11 +168,22 @@ template <class T> class FusedPass {
   // augment: carry the normalizer's column ([V 1], so C has m and C' has m') even unnormalized — a rank's
   // block needs the true C and m entering it for the final state.
   FusedPass(const Problem<T>& p, const Options& opt, bool augment = false)
-      : p_(p), plan_(p.n(), opt.chunk), d_(p.d()), dv_(p.dv()), gamma_(from_rational<T>(opt.gamma)),
-        gamma2_(gamma_ * gamma_), eps_(from_rational<T>(opt.eps)), lambda_(from_rational<T>(opt.ridge)),
-        decays_(gamma_ != T(1)), ridge_(opt.ridge != 0), divide_(opt.normalized), aug_(divide_ || augment),
+      : p_(p),
+        plan_(p.n(), opt.chunk),
+        d_(p.d()),
+        dv_(p.dv()),
+        gamma_(from_rational<T>(opt.gamma)),
+        gamma2_(gamma_ * gamma_),
+        eps_(from_rational<T>(opt.eps)),
+        lambda_(from_rational<T>(opt.ridge)),
+        decays_(gamma_ != T(1)),
+        ridge_(opt.ridge != 0),
+        divide_(opt.normalized),
+        aug_(divide_ || augment),
         va_(aug_ ? dv_ + 1 : dv_),
-        dec_(gamma_, plan_.w), dec2_(gamma2_, plan_.w), full_(plan_.w, plan_.w, d_, va_),
+        dec_(gamma_, plan_.w),
+        dec2_(gamma2_, plan_.w),
+        full_(plan_.w, plan_.w, d_, va_),
         last_(plan_.len(plan_.count - 1), plan_.w, d_, va_) {}
 
   const ChunkPlan& plan() const { return plan_; }
@@ -171,19 +194,23 @@ template <class T> class FusedPass {
     return {start.S, start.Cp.leftCols(va_).transpose(), aug_ ? Mat<T>() : Mat<T>(start.Cp.rightCols(1)),
             start.C.leftCols(va_).transpose()};
   }
-  Carried zero() const { return {Mat<T>::Zero(d_, d_), Mat<T>::Zero(va_, d_), Mat<T>::Zero(aug_ ? 0 : d_, 1), Mat<T>::Zero(va_, d_)}; }
+  Carried zero() const {
+    return {Mat<T>::Zero(d_, d_), Mat<T>::Zero(va_, d_), Mat<T>::Zero(aug_ ? 0 : d_, 1), Mat<T>::Zero(va_, d_)};
+  }
 
   // (A) ΔS of rows [r0, r1): Kᵀ diag(γ^{r1−1−j}) K, one product.
   Mat<T> s_summary(Eigen::Index r0, Eigen::Index r1) const {
     const auto Kb = p_.K.middleRows(r0, r1 - r0);
-    return weighted_gram<T>(Kb, decays_ ? ColVec<T>(fused_detail::powers(gamma_, r1 - r0, 0).reverse()) : ColVec<T>(), Kb, 1);
+    return weighted_gram<T>(Kb, decays_ ? ColVec<T>(fused_detail::powers(gamma_, r1 - r0, 0).reverse()) : ColVec<T>(),
+                            Kb, 1);
   }
   const T& gamma() const { return gamma_; }
 
   // (B) The fused chunk loop over chunks [k0, k1), from the states X (updated in place to the states leaving
   // the block); the block's rows of Y (n × va) get its outputs, divided by their normalizer when `final_rows`
   // (X holds the true entering C', C) and normalized.
-  void run(Eigen::Index k0, Eigen::Index k1, Carried& X, Mat<T>& Y, bool final_rows, std::atomic<Eigen::Index>& zero_den) const;
+  void run(Eigen::Index k0, Eigen::Index k1, Carried& X, Mat<T>& Y, bool final_rows,
+           std::atomic<Eigen::Index>& zero_den) const;
 
   // (C) Rows [r0, r1) of Y, from a block that ran from zero C' (and C), gain the carry of the entering ones,
   // γ^{2(i+1)} Q C'ᵀ [+ λ γ^{i+1} Q Cᵀ] for row i of the block; then normalized if `normalize_rows`.
@@ -193,8 +220,10 @@ template <class T> class FusedPass {
     const auto Qb = p_.Q.middleRows(r0, nt);
     auto add_carry = [&](const Mat<T>& stateT, const T& base, const T& scale) {
       Mat<T> Z = Qb * stateT.transpose();
-      if (decays_) Z = (scale * fused_detail::powers(base, nt, 1)).asDiagonal() * Z;
-      else if (scale != T(1)) Z *= scale;
+      if (decays_)
+        Z = (scale * fused_detail::powers(base, nt, 1)).asDiagonal() * Z;
+      else if (scale != T(1))
+        Z *= scale;
       Y.middleRows(r0, nt) += Z;
     };
     add_carry(entering.CpT, gamma2_, T(1));
@@ -242,8 +271,8 @@ template <class T> class FusedPass {
   fused_detail::ChunkProducts<T> full_, last_;
 };
 
-template <class T>
-void FusedPass<T>::run(Eigen::Index k0, Eigen::Index k1, Carried& X, Mat<T>& Y, bool final_rows, std::atomic<Eigen::Index>& zero_den) const {
+template <class T> void FusedPass<T>::run(Eigen::Index k0, Eigen::Index k1, Carried& X, Mat<T>& Y, bool final_rows,
+                                          std::atomic<Eigen::Index>& zero_den) const {
   using namespace fused_detail;
   const Problem<T>& p = p_;
   const Eigen::Index w = plan_.w, M = plan_.count, d = d_, dv = dv_, va = va_;
@@ -315,8 +344,10 @@ void FusedPass<T>::run(Eigen::Index k0, Eigen::Index k1, Carried& X, Mat<T>& Y, 
     }
     mm.Cp_next(b.Vt2.data(), b.U.data(), X.CpT.data());
     if (!aug) {
-      if (decays) X.Mp.noalias() += b.U.topRows(L).transpose() * dec2.pw.segment(0, L).reverse();
-      else X.Mp += b.U.topRows(L).colwise().sum().transpose();
+      if (decays)
+        X.Mp.noalias() += b.U.topRows(L).transpose() * dec2.pw.segment(0, L).reverse();
+      else
+        X.Mp += b.U.topRows(L).colwise().sum().transpose();
     }
     mm.C_next(Vt1, b.Q.data(), X.CT.data());
 
@@ -329,9 +360,8 @@ void FusedPass<T>::run(Eigen::Index k0, Eigen::Index k1, Carried& X, Mat<T>& Y, 
 // The two-level block schedule (header comment) over `threads` threads, from the entering states X: S true;
 // C', m', C true when `final_rows`, else zero (a rank's block, its carry added by the caller). Returns Y (n × va;
 // normalized rows when `final_rows`) and leaves in X the states after the last token (C', m', C relative to X's).
-template <class T>
-Mat<T> fused_blocks(const FusedPass<T>& pass, fused_detail::Carried<T>& X, int threads, bool final_rows,
-                    std::atomic<Eigen::Index>& zero_den) {
+template <class T> Mat<T> fused_blocks(const FusedPass<T>& pass, fused_detail::Carried<T>& X, int threads,
+                                       bool final_rows, std::atomic<Eigen::Index>& zero_den) {
   using Carried = fused_detail::Carried<T>;
   const ChunkPlan& plan = pass.plan();
   threads = static_cast<int>(std::min<Eigen::Index>(std::max(threads, 1), plan.count));
@@ -350,14 +380,16 @@ Mat<T> fused_blocks(const FusedPass<T>& pass, fused_detail::Carried<T>& X, int t
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
     omp_set_num_threads(1);  // the blocks are the parallelism: no nested GEMM threads (the Eigen path)
-    // (A) ΔS of every block but the last, then (one thread) S entering every block.
+                             // (A) ΔS of every block but the last, then (one thread) S entering every block.
 #pragma omp for schedule(static, 1)
     for (int t = 0; t < nb - 1; ++t) dS[t] = pass.s_summary(blocks.rows[t], blocks.rows[t + 1]);
 #pragma omp single
-    for (int t = 0; t + 1 < nb; ++t) cur[t + 1].S = fused_detail::s_after(cur[t].S, dS[t], pass.gamma(), blocks.tokens(t));
-    // (B) the chunk loop over each block; then (one thread) the scan over the blocks' C', m', C.
+    for (int t = 0; t + 1 < nb; ++t)
+      cur[t + 1].S = fused_detail::s_after(cur[t].S, dS[t], pass.gamma(), blocks.tokens(t));
+      // (B) the chunk loop over each block; then (one thread) the scan over the blocks' C', m', C.
 #pragma omp for schedule(static, 1)
-    for (int t = 0; t < nb; ++t) pass.run(blocks.first[t], blocks.first[t + 1], cur[t], Y, final_rows && t == 0, zero_den);
+    for (int t = 0; t < nb; ++t)
+      pass.run(blocks.first[t], blocks.first[t + 1], cur[t], Y, final_rows && t == 0, zero_den);
 #pragma omp single
     for (int t = 1; t < nb; ++t) {
       entry[t] = cur[t - 1];
@@ -365,7 +397,8 @@ Mat<T> fused_blocks(const FusedPass<T>& pass, fused_detail::Carried<T>& X, int t
     }
     // (C) the carry every block but the first missed.
 #pragma omp for schedule(static, 1)
-    for (int t = 1; t < nb; ++t) pass.add_entering_carry(blocks.rows[t], blocks.rows[t + 1], entry[t], Y, final_rows, zero_den);
+    for (int t = 1; t < nb; ++t)
+      pass.add_entering_carry(blocks.rows[t], blocks.rows[t + 1], entry[t], Y, final_rows, zero_den);
   }
   X = std::move(cur[nb - 1]);
   return Y;

@@ -34,7 +34,8 @@ template <class T> Run<T> hla3_chunked(const Problem<T>& p, const Options& opt, 
     Mat<T> V, W, A, B, Y, U, X, Z;
   };
   auto make_ws = [&] {
-    return Ws{Mat<T>(w, da), Mat<T>(w, w), Mat<T>(w, w), Mat<T>(w, w), Mat<T>(w, da), Mat<T>(w, d), Mat<T>(w, da), Mat<T>(d, da)};
+    return Ws{Mat<T>(w, da), Mat<T>(w, w), Mat<T>(w, w),  Mat<T>(w, w),
+              Mat<T>(w, da), Mat<T>(w, d), Mat<T>(w, da), Mat<T>(d, da)};
   };
 
   for (Eigen::Index k0 = 0; k0 < M; k0 += NG) {
@@ -85,12 +86,13 @@ template <class T> Run<T> hla3_chunked(const Problem<T>& p, const Options& opt, 
     carry(Fb, F, one.data() + k0, cnt, false, threads);
 
     // 3. + Q F0.
-    for_chunks(cnt, threads, [] { return 0; }, [&](int, Eigen::Index kk) {
-      const Eigen::Index k = k0 + kk;
-      const Eigen::Index c = plan.begin(k), len = plan.len(k);
-      Out.middleRows(c, len).noalias() += p.Q.middleRows(c, len) * Fb.middleCols(kk * da, da);
-    });
-
+    for_chunks(
+        cnt, threads, [] { return 0; },
+        [&](int, Eigen::Index kk) {
+          const Eigen::Index k = k0 + kk;
+          const Eigen::Index c = plan.begin(k), len = plan.len(k);
+          Out.middleRows(c, len).noalias() += p.Q.middleRows(c, len) * Fb.middleCols(kk * da, da);
+        });
   }
   St fin{SK, P.leftCols(dv), P.rightCols(1), F.leftCols(dv), F.rightCols(1)};
   return {finish_outputs<T>(std::move(Out), opt.normalized, eps), export_state<St, T>(fin)};

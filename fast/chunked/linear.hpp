@@ -55,7 +55,6 @@ template <class T> Run<T> linear_chunked(const Problem<T>& p, const Options& opt
       scale_rows<T>(Y, x, decays);
       Out.middleRows(c, len) += Y;
     });
-
   }
   St fin{S.leftCols(dv), S.rightCols(1)};
   return {finish_outputs<T>(std::move(Out), opt.normalized, eps), export_state<St, T>(fin)};

@@ -28,7 +28,8 @@ template <class T> void register_chunked(Registry<T>& r) {
   const Caps third{.normalized = true, .state = true, .chunk = true, .threads = true};
   const Caps figure{.state = true, .chunk = true};
   r.add({"hla2", "chunked", "corrected",
-         "derived from SPEC hla2: linear attention over keys u_j = S_j q_j with decay γ² (C' = S C − G), chunk matrix form (γ, λ, normalize)",
+         "derived from SPEC hla2: linear attention over keys u_j = S_j q_j with decay γ² (C' = S C − G), chunk matrix "
+         "form (γ, λ, normalize)",
          second, c::hla2_chunked<T>});
   r.add({"hla2", "chunked-fused", "corrected",
          "the u-form of hla2/chunked in one pass per block of chunks: one contiguous block per thread, its S summary, "
@@ -36,13 +37,15 @@ template <class T> void register_chunked(Registry<T>& r) {
          "small-GEMM kernels (LIBXSMM for float/double) (γ, λ, normalize)",
          second, c::hla2_chunked_fused<T>});
   r.add({"hla2", "chunked-monoid", "corrected",
-         "Fig. 1(C) chunk form re-derived from SPEC hla2, carrying the eq. 4.1 state (S, C, G) with the corrected decay (γ, λ, normalize)",
+         "Fig. 1(C) chunk form re-derived from SPEC hla2, carrying the eq. 4.1 state (S, C, G) with the corrected "
+         "decay (γ, λ, normalize)",
          second, c::hla2_chunked_monoid<T>});
   r.add({"ahla", "chunked", "paper", "Fig. 2(C) with R^{KQ}_{≤t}, eq. 6.2 carry, §6.1 decay (derived matrix form)",
          decayed, c::ahla_chunked<T>});
   r.add({"hla3", "chunked", "corrected", "F_t = F_{t−1} + S^K_t q_t q_tᵀ P_t in chunk matrix form (derived)", third,
          c::hla3_chunked<T>});
-  r.add({"linear", "chunked", "paper", "first-order chunk form with decay-weighted mask", decayed, c::linear_chunked<T>});
+  r.add(
+      {"linear", "chunked", "paper", "first-order chunk form with decay-weighted mask", decayed, c::linear_chunked<T>});
   r.add({"hla2", "chunk-figure1c", "paper", "Figure 1(C) per-chunk output as drawn (γ = 1)", figure,
          c::hla2_figure1c<T>});
   r.add({"ahla", "chunk-figure2c-lt", "paper", "Figure 2(C) as drawn, R^{KQ}_{<t} = Σ_{i<t} (literal reading)", figure,
@@ -52,11 +55,13 @@ template <class T> void register_chunked(Registry<T>& r) {
 
   // Per-token gates (gated.hpp): each chunk's gate factors Γ ≤ 1 from products of gates (exact scalars) or from
   // differences of within-chunk cumulative log-gates (floating point), never a quotient of cumulative products.
-  const std::string stable = "per-chunk gate factors Γ(t, s) ≤ 1, exp of within-chunk log-gate differences (floating) "
-                             "or products of gates (exact); the serial form's state";
-  r.add_gates("hla2", "chunked", "corrected", "u-form with Γ² on C' = S C − G; " + stable, [](const P& p, const Options& o, const S* s) {
-    return c::gated_hla2_chunked<T>(split_gates(p), o, s, c::stable_gate_factors<T>());
-  });
+  const std::string stable =
+      "per-chunk gate factors Γ(t, s) ≤ 1, exp of within-chunk log-gate differences (floating) "
+      "or products of gates (exact); the serial form's state";
+  r.add_gates("hla2", "chunked", "corrected", "u-form with Γ² on C' = S C − G; " + stable,
+              [](const P& p, const Options& o, const S* s) {
+                return c::gated_hla2_chunked<T>(split_gates(p), o, s, c::stable_gate_factors<T>());
+              });
   r.add_gates("ahla", "chunked", "paper", stable, [](const P& p, const Options& o, const S* s) {
     return c::gated_ahla_chunked<T>(split_gates(p), o, s, c::stable_gate_factors<T>());
   });
@@ -68,7 +73,9 @@ template <class T> void register_chunked(Registry<T>& r) {
   if constexpr (!is_exact_v<T>) {
     using GatedChunked = Run<T> (*)(const GatedProblem<T>&, const Options&, const S*, c::GateFactors);
     auto naive = [](GatedChunked form) {
-      return [form](const P& p, const Options& o, const S* s) { return form(split_gates(p), o, s, c::GateFactors::naive_cumprod); };
+      return [form](const P& p, const Options& o, const S* s) {
+        return form(split_gates(p), o, s, c::GateFactors::naive_cumprod);
+      };
     };
     auto constant_gates = [](auto gated) {
       return [gated](const P& p, const Options& o, const S* s) {
@@ -79,10 +86,11 @@ template <class T> void register_chunked(Registry<T>& r) {
         return gated(with, none, s);
       };
     };
-    const std::string cite = "chunk factors as quotients of cumulative gate products P_t / P_s (naive; kept to measure it)";
+    const std::string cite =
+        "chunk factors as quotients of cumulative gate products P_t / P_s (naive; kept to measure it)";
     const std::tuple<const char*, Caps, GatedChunked> forms[] = {{"hla2", second, c::gated_hla2_chunked<T>},
-                                                                  {"ahla", decayed, c::gated_ahla_chunked<T>},
-                                                                  {"linear", decayed, c::gated_linear_chunked<T>}};
+                                                                 {"ahla", decayed, c::gated_ahla_chunked<T>},
+                                                                 {"linear", decayed, c::gated_linear_chunked<T>}};
     for (const auto& [op, caps, form] : forms) {
       r.add({op, "chunked-naive-cumprod", "naive", cite, caps, constant_gates(naive(form))});
       r.add_gates(op, "chunked-naive-cumprod", "naive", cite, naive(form));

@@ -37,8 +37,10 @@ void packed_op(void* in, void* inout, int* len, MPI_Datatype*) {
       } catch (...) {
         fits = false;  // never let an exception cross MPI's C frames; reported as a failed scan
       }
-      if (fits) hb.used = nb;
-      else hb.overflow = 1;
+      if (fits)
+        hb.used = nb;
+      else
+        hb.overflow = 1;
     }
     std::memcpy(b, &hb, kHeader);
   }

@@ -20,8 +20,8 @@
 #include <optional>
 #include <stdexcept>
 
-#include "mpi/comm.hpp"
 #include "fast/distributed/plan.hpp"
+#include "mpi/comm.hpp"
 
 namespace hla::distributed {
 
@@ -33,8 +33,8 @@ Bytes exchange(MPI_Comm c, int partner, const Bytes& out);
 
 // The combine of the MPI_Op, on encoded segments: set for the duration of one MPI_Exscan call (the op
 // function has no closure). Returns false when the result does not fit in `capacity` bytes.
-using PackedCombine = std::function<bool(const std::byte* a, std::size_t na, std::byte* b_inout, std::size_t& nb,
-                                         std::size_t capacity)>;
+using PackedCombine =
+    std::function<bool(const std::byte* a, std::size_t na, std::byte* b_inout, std::size_t& nb, std::size_t capacity)>;
 // Runs MPI_Exscan over packed buffers of `capacity` payload bytes; returns false on overflow anywhere.
 bool packed_exscan(MPI_Comm c, const Bytes& mine, std::size_t capacity, const PackedCombine& combine, Bytes& result);
 }  // namespace detail

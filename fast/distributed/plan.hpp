@@ -37,7 +37,7 @@ inline const std::vector<std::pair<std::string, CrossScan>>& distributed_forms()
   // The default (no suffix) is the faster scan in `make bench-distributed` on this machine (README
   // "Beyond one machine": MPI_Exscan, for 3 of the 4 operators at P = 2); the other stays beside it.
   static const std::vector<std::pair<std::string, CrossScan>> forms{{"mpi-chunked", CrossScan::mpi_exscan},
-                                                                     {"mpi-chunked-rd", CrossScan::recursive_doubling}};
+                                                                    {"mpi-chunked-rd", CrossScan::recursive_doubling}};
   return forms;
 }
 

@@ -45,8 +45,8 @@
 namespace hla::distributed {
 
 // The summary of rows [b, e): up-sweep within chunks of width w, then across the chunk summaries.
-template <class Op, class T>
-typename Op::Seg block_summary(const Op& op, const Problem<T>& p, Eigen::Index b, Eigen::Index e, int chunk, int threads) {
+template <class Op, class T> typename Op::Seg block_summary(const Op& op, const Problem<T>& p, Eigen::Index b,
+                                                            Eigen::Index e, int chunk, int threads) {
   using Seg = typename Op::Seg;
   if (b >= e) return op.identity(p.d(), p.dv());
   const Eigen::Index w = std::clamp<Eigen::Index>(chunk, 1, e - b), B = (e - b + w - 1) / w;
@@ -60,23 +60,22 @@ typename Op::Seg block_summary(const Op& op, const Problem<T>& p, Eigen::Index b
 
 // The segment of a block from its serial state (the chunked form's final state from zero), for the
 // operators whose segment-only parts have a closed form; no overload: the scan up-sweep is used.
-template <class T, bool M>
-scan::Hla2Seg<T, M> segment_from_state(const scan::Hla2Op<T, M>&, fast::Hla2State<T, M> st, const Problem<T>& block, const T& gamma) {
+template <class T, bool M> scan::Hla2Seg<T, M> segment_from_state(const scan::Hla2Op<T, M>&, fast::Hla2State<T, M> st,
+                                                                  const Problem<T>& block, const T& gamma) {
   return {std::move(st), power(gamma, block.n())};
 }
-template <class T>
-scan::LinearSeg<T> segment_from_state(const scan::LinearOp<T>&, fast::LinearState<T> st, const Problem<T>& block, const T& gamma) {
+template <class T> scan::LinearSeg<T> segment_from_state(const scan::LinearOp<T>&, fast::LinearState<T> st,
+                                                         const Problem<T>& block, const T& gamma) {
   return {std::move(st), power(gamma, block.n())};
 }
-template <class T>
-scan::AhlaSeg<T> segment_from_state(const scan::AhlaOp<T>& op, fast::AhlaState<T> st, const Problem<T>& block, const T& gamma) {
+template <class T> scan::AhlaSeg<T> segment_from_state(const scan::AhlaOp<T>& op, fast::AhlaState<T> st,
+                                                       const Problem<T>& block, const T& gamma) {
   if (op.variant() != scan::Variant::corrected) throw std::logic_error("the printed AHLA combine decays R");
   return {std::move(st), Mat<T>(block.K.transpose() * block.Q), power(gamma, block.n())};  // R = Σ k qᵀ, undecayed
 }
 
-template <class Op, class T>
-typename Op::Seg local_summary(const Op& op, const Entry<T>& finisher, const Problem<T>& p, Eigen::Index b, Eigen::Index e,
-                               const Options& o) {
+template <class Op, class T> typename Op::Seg local_summary(const Op& op, const Entry<T>& finisher, const Problem<T>& p,
+                                                            Eigen::Index b, Eigen::Index e, const Options& o) {
   using Serial = typename Op::Serial;
   if constexpr (requires(Serial st) { segment_from_state(op, std::move(st), p, T(1)); }) {
     if (b >= e) return op.identity(p.d(), p.dv());
@@ -112,13 +111,9 @@ class Guarded {
   template <class Step> void operator()(Step&& step) {
     try {
       step();
-    } catch (const InputError& err) {
-      kind_ = 1, text_ = err.what();
-    } catch (const NumericalError& err) {
+    } catch (const InputError& err) { kind_ = 1, text_ = err.what(); } catch (const NumericalError& err) {
       kind_ = 2, text_ = err.what();
-    } catch (const std::exception& err) {
-      kind_ = 3, text_ = err.what();
-    }
+    } catch (const std::exception& err) { kind_ = 3, text_ = err.what(); }
     agree_on_errors(c_, kind_, text_);
   }
 
@@ -157,7 +152,8 @@ template <class T> Bytes encode_matrices(std::initializer_list<const Mat<T>*> ms
 template <class T> LocalRun<T> hla2_fused_local(const Problem<T>& p, const Options& o, const NamedState<T>* init) {
   using Carried = fast::chunked::fused_detail::Carried<T>;
   namespace fd = fast::chunked::fused_detail;
-  if (auto alone = run_alone<T>([&] { return fast::chunked::hla2_chunked_fused<T>(p, o, init); })) return std::move(*alone);
+  if (auto alone = run_alone<T>([&] { return fast::chunked::hla2_chunked_fused<T>(p, o, init); }))
+    return std::move(*alone);
   PhaseStats& stats = last_phase_stats();
   const MPI_Comm c = sequence_comm();
   const int P = comm_size(c), me = comm_rank(c);
@@ -231,15 +227,16 @@ template <class T> LocalRun<T> hla2_fused_local(const Problem<T>& p, const Optio
       X.CT = entering.CT;
     }
     const Mat<T> Cp_full = X.CpT.transpose(), C_full = X.CT.transpose();
-    out.state = fast::chunked::hla2_u_final_state<T>(block.Q, block.V, X.S, start->C, &C_full, Cp_full, gamma, o.threads);
+    out.state =
+        fast::chunked::hla2_u_final_state<T>(block.Q, block.V, X.S, start->C, &C_full, Cp_full, gamma, o.threads);
   }
   stats.finish_seconds = seconds_since(t0);
   return out;
 }
 
-template <class T, class Op>
-LocalRun<T> sequence_parallel_local(const Op& op, const Entry<T>& finisher, const Problem<T>& p, const Options& o,
-                                    const NamedState<T>* init, CrossScan how) {
+template <class T, class Op> LocalRun<T> sequence_parallel_local(const Op& op, const Entry<T>& finisher,
+                                                                 const Problem<T>& p, const Options& o,
+                                                                 const NamedState<T>* init, CrossScan how) {
   using Seg = typename Op::Seg;
   using Serial = typename Op::Serial;
   if (auto alone = run_alone<T>([&] { return finisher(p, o, init); })) return std::move(*alone);
@@ -274,8 +271,8 @@ LocalRun<T> sequence_parallel_local(const Op& op, const Entry<T>& finisher, cons
 
 // The rank's part of the sequence-parallel form of plan.op: hla2 passes each block once; the others run the
 // block summary, the cross-rank scan `how`, and the finishing form from the carried state.
-template <class T>
-LocalRun<T> run_local(const DistributedPlan& plan, CrossScan how, const Problem<T>& p, const Options& o, const NamedState<T>* s) {
+template <class T> LocalRun<T> run_local(const DistributedPlan& plan, CrossScan how, const Problem<T>& p,
+                                         const Options& o, const NamedState<T>* s) {
   if (plan.one_pass) return hla2_fused_local<T>(p, o, s);
   const Entry<T>& finisher = registry<T>().find(plan.op, plan.finish_form, plan.finish_variant);
   return scan::with_scan_op<T>(plan.op, plan.scan_variant, o,
@@ -284,7 +281,7 @@ LocalRun<T> run_local(const DistributedPlan& plan, CrossScan how, const Problem<
 
 // Compiled once per scalar, in generated/register_distributed_<scalar>.cpp (the kind's hook below and
 // CMakeLists.txt); `hla mpi-bench`, which times the phases, calls the same instantiation instead of its own.
-#define HLA_RUN_LOCAL(EXTERN, T)                                                                          \
+#define HLA_RUN_LOCAL(EXTERN, T)                                                                                 \
   EXTERN template LocalRun<T> run_local<T>(const DistributedPlan&, CrossScan, const Problem<T>&, const Options&, \
                                            const NamedState<T>*);
 HLA_RUN_LOCAL(extern, rational)
@@ -310,7 +307,8 @@ template <class T> Run<T> gather_run(LocalRun<T>&& mine, Eigen::Index n, Eigen::
     ByteReader rd(blocks[r]);
     const Mat<T> O = get_matrix<T>(rd);
     const Eigen::Index rb = block_begin(n, r, P);
-    if (O.rows() != block_begin(n, r + 1, P) - rb || O.cols() != dv) throw std::logic_error("rank block of the wrong shape");
+    if (O.rows() != block_begin(n, r + 1, P) - rb || O.cols() != dv)
+      throw std::logic_error("rank block of the wrong shape");
     out.O.middleRows(rb, O.rows()) = O;
   }
   ByteWriter ws;

@@ -45,12 +45,16 @@ template <class T> class Product {
     Eigen::Map<Mat<T>, 0, Stride> c(C, s_.m, s_.n, Stride(s_.ldc));
     if (s_.trans_b) {
       const Eigen::Map<const Mat<T>, 0, Stride> b(B, s_.n, s_.k, Stride(s_.ldb));
-      if (s_.accumulate) c.noalias() += a * b.transpose();
-      else c.noalias() = a * b.transpose();
+      if (s_.accumulate)
+        c.noalias() += a * b.transpose();
+      else
+        c.noalias() = a * b.transpose();
     } else {
       const Eigen::Map<const Mat<T>, 0, Stride> b(B, s_.k, s_.n, Stride(s_.ldb));
-      if (s_.accumulate) c.noalias() += a * b;
-      else c.noalias() = a * b;
+      if (s_.accumulate)
+        c.noalias() += a * b;
+      else
+        c.noalias() = a * b;
     }
   }
 

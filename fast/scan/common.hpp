@@ -15,8 +15,8 @@
 #pragma once
 
 #include <exception>
-#include <type_traits>
 #include <mutex>
+#include <type_traits>
 #include <utility>
 
 #include "core/state.hpp"
@@ -28,7 +28,9 @@ template <class T> struct ReadOut {
   T gamma, lambda, eps;
   bool normalized;
   explicit ReadOut(const Options& o)
-      : gamma(from_rational<T>(o.gamma)), lambda(from_rational<T>(o.ridge)), eps(from_rational<T>(o.eps)),
+      : gamma(from_rational<T>(o.gamma)),
+        lambda(from_rational<T>(o.ridge)),
+        eps(from_rational<T>(o.eps)),
         normalized(o.normalized) {}
 };
 
@@ -52,7 +54,8 @@ template <class T> struct TokenRows {
 // The summary of rows [b, e) of a problem: the left fold T_b ⊕ … ⊕ T_{e−1} of its token segments (for an
 // associative operator every bracketing gives the same; for a non-associative printed one this is the
 // serial reading). The identity for b = e.
-template <class Op, class T> typename Op::Seg segment(const Op& op, const Problem<T>& p, Eigen::Index b, Eigen::Index e) {
+template <class Op, class T>
+typename Op::Seg segment(const Op& op, const Problem<T>& p, Eigen::Index b, Eigen::Index e) {
   if (b >= e) return op.identity(p.d(), p.dv());
   typename Op::Seg s = op.token(TokenRows<T>(p, b));
   for (Eigen::Index t = b + 1; t < e; ++t) s = op.combine(s, op.token(TokenRows<T>(p, t)));
@@ -65,8 +68,10 @@ template <class Op, class T> typename Op::Seg segment(const Op& op, const Proble
 template <class Seg, class T> NamedState<T> named_segment(const Seg& s) {
   NamedState<T> n;
   Seg::fields(s, [&](const char* name, const auto& part) {
-    if constexpr (std::is_same_v<std::decay_t<decltype(part)>, T>) n.parts.emplace_back(name, scalar_part(part));
-    else n.parts.emplace_back(name, part);
+    if constexpr (std::is_same_v<std::decay_t<decltype(part)>, T>)
+      n.parts.emplace_back(name, scalar_part(part));
+    else
+      n.parts.emplace_back(name, part);
   });
   return n;
 }

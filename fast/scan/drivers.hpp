@@ -71,7 +71,8 @@ std::vector<Seg> exclusive_scan(const Op& op, std::vector<Seg> leaves, const Seg
 }
 
 namespace detail {
-template <class Op, class T> typename Op::Seg initial_prefix(const Op& op, const Problem<T>& p, const NamedState<T>* init) {
+template <class Op, class T>
+typename Op::Seg initial_prefix(const Op& op, const Problem<T>& p, const NamedState<T>* init) {
   return op.prefix(load_state<typename Op::Serial>(init, p.d(), p.dv()));
 }
 template <class Op, class T> Run<T> finish(Mat<T> O, const typename Op::Seg& last) {

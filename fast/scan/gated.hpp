@@ -40,12 +40,15 @@ template <class Op> class GatedOp : public Op {
 inline std::string gated_scan_variant(const std::string& op) {
   switch (op_id(op)) {
     case hla::OpId::hla2:
-    case hla::OpId::ahla: return "corrected";
-    case hla::OpId::linear: return "paper";
+    case hla::OpId::ahla:
+      return "corrected";
+    case hla::OpId::linear:
+      return "paper";
     case hla::OpId::hla2_unmasked:
     case hla::OpId::hla3:
     case hla::OpId::hla3_unmasked:
-    case hla::OpId::softmax: break;
+    case hla::OpId::softmax:
+      break;
   }
   return "";
 }
@@ -55,13 +58,17 @@ inline std::string gated_scan_variant(const std::string& op) {
 template <class T, class F>
 decltype(auto) with_gated_scan_op(const std::string& op, const Options& o, const ColVec<T>& gates, F&& f) {
   switch (op_id(op)) {
-    case hla::OpId::hla2: return f(GatedOp<Hla2Op<T, true>>({o, Variant::corrected}, gates));
-    case hla::OpId::ahla: return f(GatedOp<AhlaOp<T>>({o, Variant::corrected}, gates));
-    case hla::OpId::linear: return f(GatedOp<LinearOp<T>>(LinearOp<T>(o), gates));
+    case hla::OpId::hla2:
+      return f(GatedOp<Hla2Op<T, true>>({o, Variant::corrected}, gates));
+    case hla::OpId::ahla:
+      return f(GatedOp<AhlaOp<T>>({o, Variant::corrected}, gates));
+    case hla::OpId::linear:
+      return f(GatedOp<LinearOp<T>>(LinearOp<T>(o), gates));
     case hla::OpId::hla2_unmasked:
     case hla::OpId::hla3:
     case hla::OpId::hla3_unmasked:
-    case hla::OpId::softmax: break;
+    case hla::OpId::softmax:
+      break;
   }
   throw InputError("no gated scan operator for '" + op + "'");
 }

@@ -45,7 +45,11 @@ template <class T> struct Hla3TensorSeg {
   Mat<T> R, r, U, M, Mm;           // R^QP, r^Qm, U^KQ, dense M^KQP, dense M^KQm
   template <class Self, class F> static void fields(Self& s, F&& visit) {
     fast::Hla3CorrectedState<T>::fields(s.st, visit);
-    visit("RQP", s.R); visit("rQm", s.r); visit("UKQ", s.U); visit("MKQP", s.M); visit("MKQm", s.Mm);
+    visit("RQP", s.R);
+    visit("rQm", s.r);
+    visit("UKQ", s.U);
+    visit("MKQP", s.M);
+    visit("MKQm", s.Mm);
   }
   NamedState<T> named() const { return named_segment<Hla3TensorSeg, T>(*this); }
 };
@@ -58,23 +62,23 @@ template <class T> class Hla3TensorOp {
   explicit Hla3TensorOp(const Options& o, Variant = Variant::paper) : ro_(o) {}
 
   Seg identity(Eigen::Index d, Eigen::Index dv) const {
-    return {Serial::zero(d, dv), Mat<T>::Zero(d, dv), Mat<T>::Zero(d, 1), Mat<T>::Zero(d, d),
-            Mat<T>::Zero(d * d, d * dv), Mat<T>::Zero(d * d, d)};
+    return {Serial::zero(d, dv), Mat<T>::Zero(d, dv),         Mat<T>::Zero(d, 1),
+            Mat<T>::Zero(d, d),  Mat<T>::Zero(d * d, d * dv), Mat<T>::Zero(d * d, d)};
   }
 
   Seg token(const TokenRows<T>& x) const {
     const Eigen::Index d = x.q.size(), dv = x.v.size();
     Seg s = identity(d, dv);
-    s.st.mo.step(x.q, x.k, x.v, T(1));                 // D^K, D^Q, D^P, d^m
+    s.st.mo.step(x.q, x.k, x.v, T(1));  // D^K, D^Q, D^P, d^m
     const T kq = x.k.dot(x.q);
-    s.st.F = x.k * (kq * kq * x.v);                    // D^K D^Q D^P
-    s.st.eta = x.k * (kq * kq);                        // D^K D^Q d^m
-    s.R = x.q * (kq * x.v);                            // D^Q D^P
-    s.r = x.q * kq;                                    // D^Q d^m
-    s.U = x.k * (kq * x.q.transpose());                // D^K D^Q
-    const ColVec<T> kk = vec_of<T>(s.st.mo.SK);        // vec(k kᵀ)
-    s.M = kk * vec_of<T>(s.st.mo.P).transpose();       // Z ↦ k kᵀ Z k vᵀ
-    s.Mm = kk * x.k.transpose();                       // Z ↦ k kᵀ Z k
+    s.st.F = x.k * (kq * kq * x.v);               // D^K D^Q D^P
+    s.st.eta = x.k * (kq * kq);                   // D^K D^Q d^m
+    s.R = x.q * (kq * x.v);                       // D^Q D^P
+    s.r = x.q * kq;                               // D^Q d^m
+    s.U = x.k * (kq * x.q.transpose());           // D^K D^Q
+    const ColVec<T> kk = vec_of<T>(s.st.mo.SK);   // vec(k kᵀ)
+    s.M = kk * vec_of<T>(s.st.mo.P).transpose();  // Z ↦ k kᵀ Z k vᵀ
+    s.Mm = kk * x.k.transpose();                  // Z ↦ k kᵀ Z k
     return s;
   }
 
@@ -121,7 +125,10 @@ template <class T> struct Hla3MinimalSeg {
   Mat<T> SQ, X, x, Y;
   template <class Self, class F> static void fields(Self& s, F&& visit) {
     fast::Hla3MinimalState<T>::fields(s.st, visit);
-    visit("SQ", s.SQ); visit("X", s.X); visit("x", s.x); visit("Y", s.Y);
+    visit("SQ", s.SQ);
+    visit("X", s.X);
+    visit("x", s.x);
+    visit("Y", s.Y);
   }
   NamedState<T> named() const { return named_segment<Hla3MinimalSeg, T>(*this); }
 };

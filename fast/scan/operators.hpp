@@ -18,21 +18,30 @@ namespace hla::scan {
 
 // Bytes of one segment state when T has a fixed size (float, double, fp61); multiprecision numbers
 // have heap-allocated limbs, so for them count `numbers` instead.
-template <class Op, class T> std::size_t state_bytes(std::size_t d, std::size_t dv) { return Op::numbers(d, dv) * sizeof(T); }
+template <class Op, class T> std::size_t state_bytes(std::size_t d, std::size_t dv) {
+  return Op::numbers(d, dv) * sizeof(T);
+}
 
 // Calls f(op) with the operator registered under (operator id, variant): the one place that maps names
 // to operator types.
 template <class T, class F> decltype(auto) with_scan_op(const std::string& op, Variant v, const Options& o, F&& f) {
   switch (op_id(op)) {
-    case hla::OpId::hla2: return f(Hla2Op<T, true>(o, v));
-    case hla::OpId::hla2_unmasked: return f(Hla2Op<T, false>(o, v));
-    case hla::OpId::ahla: return f(AhlaOp<T>(o, v));
-    case hla::OpId::hla3: return v == Variant::paper ? f(Hla3TensorOp<T>(o)) : f(Hla3MinimalOp<T>(o));
-    case hla::OpId::linear: return f(LinearOp<T>(o));
+    case hla::OpId::hla2:
+      return f(Hla2Op<T, true>(o, v));
+    case hla::OpId::hla2_unmasked:
+      return f(Hla2Op<T, false>(o, v));
+    case hla::OpId::ahla:
+      return f(AhlaOp<T>(o, v));
+    case hla::OpId::hla3:
+      return v == Variant::paper ? f(Hla3TensorOp<T>(o)) : f(Hla3MinimalOp<T>(o));
+    case hla::OpId::linear:
+      return f(LinearOp<T>(o));
     case hla::OpId::hla3_unmasked:
-    case hla::OpId::softmax: break;
+    case hla::OpId::softmax:
+      break;
   }
-  throw InputError("no scan operator for '" + op + "' (" + operator_names([](const OperatorInfo& i) { return i.scan; }) + " have one)");
+  throw InputError("no scan operator for '" + op + "' (" +
+                   operator_names([](const OperatorInfo& i) { return i.scan; }) + " have one)");
 }
 
 }  // namespace hla::scan

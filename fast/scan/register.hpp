@@ -21,8 +21,9 @@ void add_scan_forms(Registry<T>& r, const std::string& op, Variant v, const std:
   r.add({op, "scan-blelloch", variant_name(v), cite + "; exclusive Blelloch scan + local inclusion (Remark 4.2)", par,
          [make](const P& p, const Options& o, const S* s) { return scan_blelloch(make(o), p, s, o.threads); }});
   par.chunk = true;
-  r.add({op, "scan-twolevel", variant_name(v), cite + "; scan within chunks, scan across chunk summaries (§4)", par,
-         [make](const P& p, const Options& o, const S* s) { return scan_twolevel(make(o), p, s, o.chunk, o.threads); }});
+  r.add(
+      {op, "scan-twolevel", variant_name(v), cite + "; scan within chunks, scan across chunk summaries (§4)", par,
+       [make](const P& p, const Options& o, const S* s) { return scan_twolevel(make(o), p, s, o.chunk, o.threads); }});
 }
 
 // Gives op's three scan forms of gated_scan_variant(op) their gated computation: the same drivers over the
@@ -63,8 +64,9 @@ template <class T> void register_scan(Registry<T>& r) {
                  [](const Options& o) { return Hla3TensorOp<T>(o); });
   add_scan_forms(r, "hla3", Variant::corrected, "minimal concatenation of F_t = F_{t−1} + S^K_t q_t q_tᵀ P_t (derived)",
                  third, [](const Options& o) { return Hla3MinimalOp<T>(o); });
-  add_scan_forms(r, "linear", Variant::paper, "first-order (S, z, ρ) decayed monoid (§4 connection to linear attention)",
-                 first, [](const Options& o) { return LinearOp<T>(o); });
+  add_scan_forms(r, "linear", Variant::paper,
+                 "first-order (S, z, ρ) decayed monoid (§4 connection to linear attention)", first,
+                 [](const Options& o) { return LinearOp<T>(o); });
   for (const char* op : {"hla2", "ahla", "linear"}) add_gated_scan_forms(r, op);
 }
 

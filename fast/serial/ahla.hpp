@@ -13,13 +13,22 @@ template <class T> struct AhlaState {
     return {Mat<T>::Zero(d, dv), Mat<T>::Zero(d, 1), Mat<T>::Zero(d, dv), Mat<T>::Zero(d, 1)};
   }
   template <class Self, class F> static void fields(Self& s, F&& visit) {
-    visit("P", s.P); visit("m", s.m); visit("E", s.E); visit("n", s.n);
+    visit("P", s.P);
+    visit("m", s.m);
+    visit("E", s.E);
+    visit("n", s.n);
   }
 };
 
 // Algorithm 2 lines 3–6: P ← γP + k vᵀ; m ← γm + k; r ← qᵀP; s ← qᵀm; E ← γE + k r; n ← γn + s k.
-template <class T, class Vec> void ahla_step(AhlaState<T>& st, const Vec& q, const Vec& k, const RowVec<T>& v, const T& gamma) {
-  if (gamma != T(1)) { st.P *= gamma; st.m *= gamma; st.E *= gamma; st.n *= gamma; }
+template <class T, class Vec>
+void ahla_step(AhlaState<T>& st, const Vec& q, const Vec& k, const RowVec<T>& v, const T& gamma) {
+  if (gamma != T(1)) {
+    st.P *= gamma;
+    st.m *= gamma;
+    st.E *= gamma;
+    st.n *= gamma;
+  }
   st.P.noalias() += k * v;
   st.m.col(0) += k;
   RowVec<T> r = q.transpose() * st.P;

@@ -70,8 +70,8 @@ template <class T> using Same = std::type_identity_t<T>;  // not deduced: T come
 // vectorized for float/double without per-column expression overhead, and still generic (rationals, the
 // prime field, MPFR).
 template <bool Decays, bool Before, bool After, class T>
-void columns_pass(Mat<T>& Y, const Same<T>* __restrict x, const Same<T>& keep, const Same<T>* a, Same<T>* __restrict before,
-                  const Same<T>* cb, Same<T>* __restrict after, const Same<T>* ca) {
+void columns_pass(Mat<T>& Y, const Same<T>* __restrict x, const Same<T>& keep, const Same<T>* a,
+                  Same<T>* __restrict before, const Same<T>* cb, Same<T>* __restrict after, const Same<T>* ca) {
   const Eigen::Index w = Y.rows(), d = Y.cols();
   const T g = keep;  // by value: a reference could alias the stores, which stops vectorization
   Eigen::Index i = 0;
@@ -81,8 +81,10 @@ void columns_pass(Mat<T>& Y, const Same<T>* __restrict x, const Same<T>& keep, c
     T* __restrict y2 = Y.col(i + 2).data();
     T* __restrict y3 = Y.col(i + 3).data();
     const T a0 = a[i], a1 = a[i + 1], a2 = a[i + 2], a3 = a[i + 3];
-    const T b0 = Before ? cb[i] : T(0), b1 = Before ? cb[i + 1] : T(0), b2 = Before ? cb[i + 2] : T(0), b3 = Before ? cb[i + 3] : T(0);
-    const T c0 = After ? ca[i] : T(0), c1 = After ? ca[i + 1] : T(0), c2 = After ? ca[i + 2] : T(0), c3 = After ? ca[i + 3] : T(0);
+    const T b0 = Before ? cb[i] : T(0), b1 = Before ? cb[i + 1] : T(0), b2 = Before ? cb[i + 2] : T(0),
+            b3 = Before ? cb[i + 3] : T(0);
+    const T c0 = After ? ca[i] : T(0), c1 = After ? ca[i + 1] : T(0), c2 = After ? ca[i + 2] : T(0),
+            c3 = After ? ca[i + 3] : T(0);
     HLA_NO_ALIAS for (Eigen::Index j = 0; j < w; ++j) {
       if constexpr (Before) before[j] += b0 * y0[j] + b1 * y1[j] + b2 * y2[j] + b3 * y3[j];
       if constexpr (Decays) {
@@ -104,8 +106,10 @@ void columns_pass(Mat<T>& Y, const Same<T>* __restrict x, const Same<T>& keep, c
     const T ai = a[i], bi = Before ? cb[i] : T(0), ci = After ? ca[i] : T(0);
     HLA_NO_ALIAS for (Eigen::Index j = 0; j < w; ++j) {
       if constexpr (Before) before[j] += bi * y[j];
-      if constexpr (Decays) y[j] = g * y[j] + ai * x[j];
-      else y[j] += ai * x[j];
+      if constexpr (Decays)
+        y[j] = g * y[j] + ai * x[j];
+      else
+        y[j] += ai * x[j];
       if constexpr (After) after[j] += ci * y[j];
     }
   }
@@ -152,8 +156,9 @@ Mat<T> decode_tokens(const Problem<T>& p, const Options& opt, Eigen::Index block
 // chosen once per call: gates always decay), the final state exported in the serial form's own state type.
 // The registry has validated the gates (Registry::add_gates, core/registry_impl.hpp); the kernels are also
 // called directly (tests with an explicit block), so the two ways to misuse them are refused here too.
-template <class Decoder, class T, class... Args>
-Run<T> run_decoder(const Problem<T>& p, const Options& opt, const NamedState<T>* init, Eigen::Index block, const Args&... args) {
+template <class Decoder, class T, class... Args> Run<T> run_decoder(const Problem<T>& p, const Options& opt,
+                                                                    const NamedState<T>* init, Eigen::Index block,
+                                                                    const Args&... args) {
   using State = typename Decoder::State;
   const bool gated = p.gates.size() != 0;
   if (gated && p.gates.size() != p.n())
@@ -161,7 +166,8 @@ Run<T> run_decoder(const Problem<T>& p, const Options& opt, const NamedState<T>*
   if (gated && opt.gamma != 1) throw InputError("decode: per-token gates and a decay gamma != 1 together");
   const T gamma = from_rational<T>(opt.gamma);
   Decoder dec(load_state<State>(init, p.d(), p.dv()), gamma, args...);
-  Mat<T> O = gated || gamma != T(1) ? decode_tokens<true>(p, opt, block, dec) : decode_tokens<false>(p, opt, block, dec);
+  Mat<T> O =
+      gated || gamma != T(1) ? decode_tokens<true>(p, opt, block, dec) : decode_tokens<false>(p, opt, block, dec);
   return {std::move(O), export_state<State, T>(dec.state())};
 }
 
@@ -184,7 +190,9 @@ template <class T> struct FullS {
 template <class T> struct PackedS {
   PackedSymmetric<T> S;
   explicit PackedS(const Mat<T>& s) : S(PackedSymmetric<T>::from_upper(s)) {}
-  template <bool Decays, class V> void decay_add_outer(const V& k, const T& gamma) { S.decay_add_outer(k, gamma, Decays); }
+  template <bool Decays, class V> void decay_add_outer(const V& k, const T& gamma) {
+    S.decay_add_outer(k, gamma, Decays);
+  }
   template <class V> void add_left_product(const V& q, ColVec<T>& u) const { S.add_left_product(q, u); }
   Mat<T> full() const { return S.full(); }
 };
@@ -192,14 +200,20 @@ template <class T> struct PackedS {
 template <class T, class SStore> struct Hla2Decoder {
   using State = Hla2State<T, true>;
   SStore S;
-  Mat<T> CA, GA;    // [C m]ᵀ, [G h]ᵀ: (dv+1)×d
+  Mat<T> CA, GA;           // [C m]ᵀ, [G h]ᵀ: (dv+1)×d
   ColVec<T> kC, u, neg_q;  // scratch: k_tᵀ[C m]_{t−1} (dv+1), u = S_tᵀq_t + λq_t (d), −q_t (d)
   DecayRule rule;
   T gamma, keep, carry, lambda;
 
   Hla2Decoder(const State& st, const T& g, const T& lam, DecayRule r)
-      : S(st.S), CA(augmented_transpose(st.C, st.m)), GA(augmented_transpose(st.G, st.h)), kC(CA.rows()),
-        u(st.S.rows()), neg_q(st.S.rows()), rule(r), lambda(lam) {
+      : S(st.S),
+        CA(augmented_transpose(st.C, st.m)),
+        GA(augmented_transpose(st.G, st.h)),
+        kC(CA.rows()),
+        u(st.S.rows()),
+        neg_q(st.S.rows()),
+        rule(r),
+        lambda(lam) {
     gate(g);
   }
 
@@ -214,8 +228,10 @@ template <class T, class SStore> struct Hla2Decoder {
   // hla2_step then hla2_output_from_u, reordered into passes over contiguous columns.
   template <bool Decays, class V, class VA, class Out> void step(const V& q, const V& k, const VA& va, Out& out) {
     S.template decay_add_outer<Decays>(k, gamma);  // S_t = γS_{t−1} + k kᵀ
-    if (lambda != T(0)) u = lambda * q;
-    else u.setZero();
+    if (lambda != T(0))
+      u = lambda * q;
+    else
+      u.setZero();
     S.add_left_product(q, u);  // u = (q_tᵀ(S_t + λI))ᵀ
     // [C m]: kC = k_tᵀ[C m]_{t−1} (read before the update), [C m]_t = γ[C m]_{t−1} + q [v 1], out = uᵀ[C m]_t.
     kC.setZero();
@@ -236,9 +252,9 @@ template <class T, class SStore> struct Hla2Decoder {
   }
 };
 
-template <class T, bool Packed = false>
-Run<T> hla2_decode(const Problem<T>& p, const Options& opt, const NamedState<T>* init, DecayRule rule,
-                   Eigen::Index block = kDecodeBlock) {
+template <class T, bool Packed = false> Run<T> hla2_decode(const Problem<T>& p, const Options& opt,
+                                                           const NamedState<T>* init, DecayRule rule,
+                                                           Eigen::Index block = kDecodeBlock) {
   using SStore = std::conditional_t<Packed, PackedS<T>, FullS<T>>;
   return run_decoder<Hla2Decoder<T, SStore>>(p, opt, init, block, from_rational<T>(opt.ridge), rule);
 }
@@ -272,8 +288,8 @@ template <class T> struct AhlaDecoder {
   }
 };
 
-template <class T>
-Run<T> ahla_decode(const Problem<T>& p, const Options& opt, const NamedState<T>* init, Eigen::Index block = kDecodeBlock) {
+template <class T> Run<T> ahla_decode(const Problem<T>& p, const Options& opt, const NamedState<T>* init,
+                                      Eigen::Index block = kDecodeBlock) {
   return run_decoder<AhlaDecoder<T>>(p, opt, init, block);
 }
 
@@ -300,8 +316,8 @@ template <class T> struct LinearDecoder {
   }
 };
 
-template <class T>
-Run<T> linear_decode(const Problem<T>& p, const Options& opt, const NamedState<T>* init, Eigen::Index block = kDecodeBlock) {
+template <class T> Run<T> linear_decode(const Problem<T>& p, const Options& opt, const NamedState<T>* init,
+                                        Eigen::Index block = kDecodeBlock) {
   return run_decoder<LinearDecoder<T>>(p, opt, init, block);
 }
 

@@ -22,8 +22,13 @@ template <class T, bool Masked> struct Hla2State {
             Mat<T>::Zero(d, Masked ? 1 : 0)};
   }
   template <class Self, class F> static void fields(Self& s, F&& visit) {
-    visit("S", s.S); visit("C", s.C); visit("m", s.m);
-    if constexpr (Masked) { visit("G", s.G); visit("h", s.h); }
+    visit("S", s.S);
+    visit("C", s.C);
+    visit("m", s.m);
+    if constexpr (Masked) {
+      visit("G", s.G);
+      visit("h", s.h);
+    }
   }
 };
 
@@ -37,20 +42,29 @@ enum class DecayRule { paper, corrected };
 
 // One token of the online updates (§3.1; §4.3 with γ): S, C, m decay by γ and add the token's deltas;
 // G, h add k_t (k_tᵀ X_{t−1}) with the *previous* C and m.
-template <class T, bool Masked, class Vec>
-void hla2_step(Hla2State<T, Masked>& st, const Vec& q, const Vec& k, const RowVec<T>& v, const T& gamma, DecayRule rule) {
+template <class T, bool Masked, class Vec> void hla2_step(Hla2State<T, Masked>& st, const Vec& q, const Vec& k,
+                                                          const RowVec<T>& v, const T& gamma, DecayRule rule) {
   const bool decays = gamma != T(1);
   if constexpr (Masked) {
     // Cross-terms read C_{t−1}, m_{t−1}: do them before C, m advance.
     const T carry = rule == DecayRule::corrected ? gamma : T(1);
     const T keep = rule == DecayRule::corrected ? T(gamma * gamma) : gamma;
-    RowVec<T> kC = k.transpose() * st.C;  // k_tᵀ C_{t−1}, 1×dv
+    RowVec<T> kC = k.transpose() * st.C;   // k_tᵀ C_{t−1}, 1×dv
     T km = k.dot(ColVec<T>(st.m.col(0)));  // k_tᵀ m_{t−1}
-    if (decays) { st.G *= keep; st.h *= keep; kC *= carry; km *= carry; }
+    if (decays) {
+      st.G *= keep;
+      st.h *= keep;
+      kC *= carry;
+      km *= carry;
+    }
     st.G.noalias() += k * kC;
     st.h.noalias() += k * km;
   }
-  if (decays) { st.S *= gamma; st.C *= gamma; st.m *= gamma; }
+  if (decays) {
+    st.S *= gamma;
+    st.C *= gamma;
+    st.m *= gamma;
+  }
   st.S.noalias() += k * k.transpose();
   st.C.noalias() += q * v;
   st.m.col(0) += q;
@@ -72,17 +86,17 @@ void hla2_output_from_u(const Hla2State<T, Masked>& st, const Vec& q, const RowV
 }
 
 // Algorithm 1 lines 7–15 from an inclusive state: S_eff = S_t + λI, u = q_tᵀ S_eff, then the read-out.
-template <class T, bool Masked, class Vec, class Out>
-void hla2_output(const Hla2State<T, Masked>& st, const Vec& q, const T& lambda, bool normalize, const T& eps,
-                 Eigen::Index t, Out&& out) {
+template <class T, bool Masked, class Vec, class Out> void hla2_output(const Hla2State<T, Masked>& st, const Vec& q,
+                                                                       const T& lambda, bool normalize, const T& eps,
+                                                                       Eigen::Index t, Out&& out) {
   RowVec<T> u = q.transpose() * st.S;
   if (lambda != T(0)) u += lambda * q.transpose();
   hla2_output_from_u(st, q, u, normalize, eps, t, std::forward<Out>(out));
 }
 
 // The serial form: one pass over the tokens from an initial (or zero) state.
-template <class T, bool Masked> Run<T> hla2_serial(const Problem<T>& p, const Options& opt, const NamedState<T>* init,
-                                                   DecayRule rule) {
+template <class T, bool Masked>
+Run<T> hla2_serial(const Problem<T>& p, const Options& opt, const NamedState<T>* init, DecayRule rule) {
   const T gamma = from_rational<T>(opt.gamma), lambda = from_rational<T>(opt.ridge), eps = from_rational<T>(opt.eps);
   auto st = load_state<Hla2State<T, Masked>>(init, p.d(), p.dv());
   Mat<T> O(p.n(), p.dv());

@@ -33,9 +33,8 @@ template <class T> struct MultiQueryRun {
   std::size_t state_numbers = 0;
 };
 
-template <class T>
-MultiQueryRun<T> hla2_multiquery_serial(const std::vector<Mat<T>>& Qs, const Mat<T>& K, const Mat<T>& V,
-                                        const Options& opt, DecayRule rule) {
+template <class T> MultiQueryRun<T> hla2_multiquery_serial(const std::vector<Mat<T>>& Qs, const Mat<T>& K,
+                                                           const Mat<T>& V, const Options& opt, DecayRule rule) {
   const T gamma = from_rational<T>(opt.gamma), lambda = from_rational<T>(opt.ridge), eps = from_rational<T>(opt.eps);
   const Eigen::Index d = K.cols(), dv = V.cols(), n = K.rows();
   // Per-head states carry (C, m, G, h); their S slot stays 0×0 in spirit (kept zero here) because the one
@@ -59,7 +58,8 @@ MultiQueryRun<T> hla2_multiquery_serial(const std::vector<Mat<T>>& Qs, const Mat
   // Counted from the parts actually carried between tokens: the shared S and each head's (C, m, G, h).
   // (Each head's S slot is scratch for hla2_step, zeroed every token, and not state.)
   out.state_numbers = static_cast<std::size_t>(shared_S.size());
-  for (const auto& hs : heads) out.state_numbers += static_cast<std::size_t>(hs.C.size() + hs.m.size() + hs.G.size() + hs.h.size());
+  for (const auto& hs : heads)
+    out.state_numbers += static_cast<std::size_t>(hs.C.size() + hs.m.size() + hs.G.size() + hs.h.size());
   return out;
 }
 
@@ -90,8 +90,10 @@ template <class T> struct PackedSymmetric {
   // S ← γS + k kᵀ, a row of the triangle at a time (γ = 1: decays = false, no multiply).
   template <class Vec> void decay_add_outer(const Vec& k, const T& gamma, bool decays = true) {
     for (Eigen::Index i = 0; i < d; ++i) {
-      if (decays) row(i) = gamma * row(i) + k(i) * k.tail(d - i);
-      else row(i) += k(i) * k.tail(d - i);
+      if (decays)
+        row(i) = gamma * row(i) + k(i) * k.tail(d - i);
+      else
+        row(i) += k(i) * k.tail(d - i);
     }
   }
   // u += (qᵀS)ᵀ: entry (i, j ≥ i) adds q_i s_ij to u_j (an axpy over the row) and, off the diagonal,

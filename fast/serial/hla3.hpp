@@ -19,11 +19,19 @@ template <class T> struct Hla3Moments {
     return {Mat<T>::Zero(d, d), Mat<T>::Zero(d, d), Mat<T>::Zero(d, dv), Mat<T>::Zero(d, 1)};
   }
   template <class Self, class F> static void fields(Self& s, F&& visit) {
-    visit("SK", s.SK); visit("SQ", s.SQ); visit("P", s.P); visit("m", s.m);
+    visit("SK", s.SK);
+    visit("SQ", s.SQ);
+    visit("P", s.P);
+    visit("m", s.m);
   }
   // eq. 7.1 (Alg. 3 lines 6–7)
   template <class Vec> void step(const Vec& q, const Vec& k, const RowVec<T>& v, const T& gamma) {
-    if (gamma != T(1)) { SK *= gamma; SQ *= gamma; P *= gamma; m *= gamma; }
+    if (gamma != T(1)) {
+      SK *= gamma;
+      SQ *= gamma;
+      P *= gamma;
+      m *= gamma;
+    }
     SK.noalias() += k * k.transpose();
     SQ.noalias() += q * q.transpose();
     P.noalias() += k * v;
@@ -32,8 +40,8 @@ template <class T> struct Hla3Moments {
 };
 
 // o_t = q_tᵀ X and, normalized, ÷ (q_tᵀ x + ε): the read-out of every third-order form.
-template <class T, class Vec, class Out>
-void hla3_read(const Mat<T>& X, const Mat<T>& x, const Vec& q, bool normalize, const T& eps, Eigen::Index t, Out&& out) {
+template <class T, class Vec, class Out> void hla3_read(const Mat<T>& X, const Mat<T>& x, const Vec& q, bool normalize,
+                                                        const T& eps, Eigen::Index t, Out&& out) {
   RowVec<T> num = q.transpose() * X;
   if (normalize) divide_by_normalizer(num, T((q.transpose() * x)(0, 0) + eps), t);
   out = num;
@@ -45,11 +53,16 @@ template <class T> struct Hla3Alg3State {
   Mat<T> G1, G2, G3, h1, h2, h3;
   static Hla3Alg3State zero(Eigen::Index d, Eigen::Index dv) {
     return {Hla3Moments<T>::zero(d, dv), Mat<T>::Zero(d, dv), Mat<T>::Zero(d, dv), Mat<T>::Zero(d, dv),
-            Mat<T>::Zero(d, 1), Mat<T>::Zero(d, 1), Mat<T>::Zero(d, 1)};
+            Mat<T>::Zero(d, 1),          Mat<T>::Zero(d, 1),  Mat<T>::Zero(d, 1)};
   }
   template <class Self, class F> static void fields(Self& s, F&& visit) {
     Hla3Moments<T>::fields(s.mo, visit);
-    visit("G1", s.G1); visit("G2", s.G2); visit("G3", s.G3); visit("h1", s.h1); visit("h2", s.h2); visit("h3", s.h3);
+    visit("G1", s.G1);
+    visit("G2", s.G2);
+    visit("G3", s.G3);
+    visit("h1", s.h1);
+    visit("h2", s.h2);
+    visit("h3", s.h3);
   }
 };
 
@@ -61,23 +74,23 @@ template <class T> Run<T> hla3_alg3(const Problem<T>& p, const Options& opt, con
   for (Eigen::Index t = 0; t < p.n(); ++t) {
     ColVec<T> q = p.Q.row(t).transpose(), k = p.K.row(t).transpose();
     RowVec<T> v = p.V.row(t);
-    const Hla3Moments<T> prev = st.mo;                                       // line 4
-    st.mo.step(q, k, v, gamma);                                              // lines 6–7
+    const Hla3Moments<T> prev = st.mo;  // line 4
+    st.mo.step(q, k, v, gamma);         // lines 6–7
     const ColVec<T> mprev = prev.m.col(0);
-    ColVec<T> u1 = prev.SQ * k;                                              // line 9
+    ColVec<T> u1 = prev.SQ * k;  // line 9
     st.G1 = gamma * st.G1 + k * (u1.transpose() * prev.P);
     st.h1 = gamma * st.h1 + k * u1.dot(mprev);
-    ColVec<T> a2 = prev.SK * q;                                              // line 10
+    ColVec<T> a2 = prev.SK * q;  // line 10
     st.G2 = gamma * st.G2 + a2 * (q.transpose() * prev.P);
     st.h2 = gamma * st.h2 + a2 * q.dot(mprev);
-    ColVec<T> u3 = prev.SQ * k;                                              // line 11
+    ColVec<T> u3 = prev.SQ * k;  // line 11
     ColVec<T> a3 = prev.SK * u3;
     st.G3 = gamma * st.G3 + a3 * v;
     st.h3 = gamma * st.h3 + a3;
-    ColVec<T> y = st.mo.SK * q;                                              // line 13
+    ColVec<T> y = st.mo.SK * q;  // line 13
     ColVec<T> z = st.mo.SQ * y;
     RowVec<T> num = z.transpose() * st.mo.P - q.transpose() * st.G1 - q.transpose() * st.G2 - q.transpose() * st.G3;
-    if (opt.normalized) {                                                    // lines 15–17
+    if (opt.normalized) {  // lines 15–17
       ColVec<T> denvec = st.mo.SK * (st.mo.SQ * st.mo.m) - st.h1 - st.h2 - st.h3;
       divide_by_normalizer(num, T(q.dot(denvec) + eps), t);
     }
@@ -95,7 +108,8 @@ template <class T> struct Hla3CorrectedState {
   }
   template <class Self, class Fn> static void fields(Self& s, Fn&& visit) {
     Hla3Moments<T>::fields(s.mo, visit);
-    visit("F", s.F); visit("eta", s.eta);
+    visit("F", s.F);
+    visit("eta", s.eta);
   }
 };
 
@@ -134,7 +148,11 @@ template <class T> struct Hla3MinimalState {
     return {Mat<T>::Zero(d, d), Mat<T>::Zero(d, dv), Mat<T>::Zero(d, 1), Mat<T>::Zero(d, dv), Mat<T>::Zero(d, 1)};
   }
   template <class Self, class Fn> static void fields(Self& s, Fn&& visit) {
-    visit("SK", s.SK); visit("P", s.P); visit("m", s.m); visit("F", s.F); visit("eta", s.eta);
+    visit("SK", s.SK);
+    visit("P", s.P);
+    visit("m", s.m);
+    visit("F", s.F);
+    visit("eta", s.eta);
   }
 };
 

@@ -9,11 +9,17 @@ namespace hla::fast {
 template <class T> struct LinearState {
   Mat<T> S, z;
   static LinearState zero(Eigen::Index d, Eigen::Index dv) { return {Mat<T>::Zero(d, dv), Mat<T>::Zero(d, 1)}; }
-  template <class Self, class F> static void fields(Self& s, F&& visit) { visit("S", s.S); visit("z", s.z); }
+  template <class Self, class F> static void fields(Self& s, F&& visit) {
+    visit("S", s.S);
+    visit("z", s.z);
+  }
 };
 
 template <class T, class Vec> void linear_step(LinearState<T>& st, const Vec& k, const RowVec<T>& v, const T& gamma) {
-  if (gamma != T(1)) { st.S *= gamma; st.z *= gamma; }
+  if (gamma != T(1)) {
+    st.S *= gamma;
+    st.z *= gamma;
+  }
   st.S.noalias() += k * v;
   st.z.col(0) += k;
 }

@@ -19,13 +19,13 @@
 #include <vector>
 
 #include "cli/options.hpp"
-#include "io/files.hpp"
 #include "core/dispatch.hpp"
 #include "core/inputs.hpp"
 #include "core/parse.hpp"
 #include "experiments/lib/sweep.hpp"
-#include "verify/exec.hpp"
+#include "io/files.hpp"
 #include "io/npy.hpp"
+#include "verify/exec.hpp"
 
 namespace hla::fuzz {
 
@@ -43,8 +43,7 @@ inline void rational_text(std::string_view bytes) {
   try {
     const rational r = parse_rational(std::string(bytes), "fuzz");
     require(parse_rational(format_rational(r), "round trip") == r, "format_rational does not parse back");
-  } catch (const InputError&) {
-  }
+  } catch (const InputError&) {}
 }
 
 // The .npy and .npz readers (io/npy.hpp): an array with as many values as its shape says, which
@@ -61,12 +60,10 @@ inline void npy_bytes(std::string_view bytes) {
   };
   try {
     check(npy::parse(bytes, "fuzz.npy"));
-  } catch (const npy::NpyError&) {
-  }
+  } catch (const npy::NpyError&) {}
   try {
     for (const auto& [name, a] : npy::parse_npz(bytes, "fuzz.npz")) check(a);
-  } catch (const npy::NpyError&) {
-  }
+  } catch (const npy::NpyError&) {}
 }
 
 // Sweep configs (experiments/lib/sweep.hpp) through everything `hla sweep --dry-run` does: parse,
@@ -83,8 +80,7 @@ inline void sweep_config(std::string_view bytes) {
       for (const auto& p : mine) (void)p.key();
     }
     require(points == en.points.size(), "the shards do not partition the points");
-  } catch (const InputError&) {
-  }
+  } catch (const InputError&) {}
 }
 
 // The command line of `hla run` and `hla sweep --shard` (cli/options.hpp), one argument per line, checked
@@ -102,15 +98,12 @@ inline void cli_run_args(std::string_view bytes) {
   try {
     std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 takes its arguments back to front
     app.parse(reversed);
-  } catch (const CLI::ParseError&) {
-    return;
-  }
+  } catch (const CLI::ParseError&) { return; }
   try {
     (void)sweep::parse_shard(shard);
     const Options opt = a.options();
     with_scalar(a.scalar, [&]<class T>() { (void)cli::checked_form<T>(a, opt, a.shape.n <= 2048); });
-  } catch (const InputError&) {
-  }
+  } catch (const InputError&) {}
 }
 
 // The case the outputs targets read back: hla2 at n = 3, d = dv = 2, as write_case writes it. Flags: bit 0
@@ -175,7 +168,8 @@ inline std::string npy_header(const std::string& shape_text) {
   std::string h = "{'descr': '<f8', 'fortran_order': False, 'shape': " + shape_text + ", }";
   h.append((64 - (10 + h.size() + 1) % 64) % 64, ' ');
   h += '\n';
-  return std::string("\x93NUMPY\x01\x00", 8) + static_cast<char>(h.size() & 0xff) + static_cast<char>(h.size() >> 8) + h;
+  return std::string("\x93NUMPY\x01\x00", 8) + static_cast<char>(h.size() & 0xff) + static_cast<char>(h.size() >> 8) +
+         h;
 }
 
 // How `hla verify --exec` reads back the files and folders a command leaves (verify/exec.hpp): any
@@ -190,8 +184,10 @@ inline void exec_outputs(std::string_view bytes) {
   namespace fs = std::filesystem;
   using namespace verify::ext;
   if (bytes.empty()) return;
-  static const char* const paths[] = {"o.npy", "state_out", "state_out/S.npy", "state_out/C.npy", "state_out/m.npy",
-                                      "state_out/G.npy", "state_out/h.npy", "dq.npy", "x", "x/o.npy", "state_out/x", "dstate_in"};
+  static const char* const paths[] = {"o.npy",           "state_out",       "state_out/S.npy",
+                                      "state_out/C.npy", "state_out/m.npy", "state_out/G.npy",
+                                      "state_out/h.npy", "dq.npy",          "x",
+                                      "x/o.npy",         "state_out/x",     "dstate_in"};
   static const char* const targets[] = {"o.npy", ".", "..", "state_out", "x", "/dev/zero", "/nonexistent", "loop"};
   const auto [req, c] = small_case(static_cast<unsigned char>(bytes[0]) & 3);
   fs::path root;
@@ -207,19 +203,21 @@ inline void exec_outputs(std::string_view bytes) {
       auto write_file = [&](const std::string& head, std::uint64_t size) {
         const int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
         if (fd < 0) return;
-        if (::write(fd, head.data(), head.size()) < 0 || ::ftruncate(fd, static_cast<off_t>(size)) < 0) {
-        }
+        if (::write(fd, head.data(), head.size()) < 0 || ::ftruncate(fd, static_cast<off_t>(size)) < 0) {}
         ::close(fd);
       };
       switch (op) {
-        case 0: (void)::mkdir(p.c_str(), 0755); break;
+        case 0:
+          (void)::mkdir(p.c_str(), 0755);
+          break;
         case 1: {
           const std::string t = a % std::size(targets) == 7 ? p.filename().string() : targets[a % std::size(targets)];
           (void)::symlink(t.c_str(), p.c_str());
           break;
         }
         case 2: {  // a right array of a small shape (a × b, or a vector when b is 0)
-          const std::vector<std::size_t> shape = b % 5 ? std::vector<std::size_t>{a % 5u, b % 5u} : std::vector<std::size_t>{a % 5u};
+          const std::vector<std::size_t> shape =
+              b % 5 ? std::vector<std::size_t>{a % 5u, b % 5u} : std::vector<std::size_t>{a % 5u};
           std::vector<double> v(shape.size() == 1 ? shape[0] : shape[0] * shape[1], 0.25);
           write_file(npy::serialize(shape, v.data(), (b & 0x80) ? npy::DType::f32 : npy::DType::f64), 0);
           break;
@@ -229,8 +227,12 @@ inline void exec_outputs(std::string_view bytes) {
           write_file(head, head.size() + (std::uint64_t{1} << (b % 40)));
           break;
         }
-        case 4: (void)::mkfifo(p.c_str(), 0644); break;
-        case 5: (void)::fchmodat(AT_FDCWD, p.c_str(), static_cast<mode_t>(a | (b & 1) << 8), AT_SYMLINK_NOFOLLOW); break;
+        case 4:
+          (void)::mkfifo(p.c_str(), 0644);
+          break;
+        case 5:
+          (void)::fchmodat(AT_FDCWD, p.c_str(), static_cast<mode_t>(a | (b & 1) << 8), AT_SYMLINK_NOFOLLOW);
+          break;
         default: {
           std::error_code ec;
           fs::remove(p, ec);
