@@ -133,7 +133,7 @@ ClaimResult check_gated_equal(const std::vector<GatedForm>& lhs, const GatedForm
     r.counterexample["gamma"] = gates_text(square_rational_gates(n));
     r.counterexample["options"] = "gates gamma_t = " + gates_text(square_rational_gates(n)) +
                                   "; rows: unnormalized outputs, then normalized with eps=1/8" +
-                                  (operator_info(op).options.ridge ? ", lambda=1/2" : "") +
+                                  (operator_info(op).options.ridge ? ", ridge=1/2" : "") +
                                   "; each block once per thread count (1, 2)" +
                                   (chunks.size() > 1 ? " and chunk width" : "");
   }

@@ -121,7 +121,7 @@ Options rational_options(const ParamSpace& space) {
 }
 
 std::string options_text(const Options& o) {
-  return fmt::format("gamma={} normalized={} eps={} lambda={}", format_rational(o.gamma), o.normalized,
+  return fmt::format("gamma={} normalized={} eps={} ridge={}", format_rational(o.gamma), o.normalized,
                      format_rational(o.eps), format_rational(o.ridge));
 }
 

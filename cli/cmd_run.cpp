@@ -35,7 +35,7 @@ void run_one(const RunArgs& a, bool force_reference) {
       return;
     }
     Evaluation ev = evaluate(e, inputs, opt);
-    fmt::print("{} [{}] n={} d={} dv={} gamma={} gates={} normalized={} eps={} lambda={} chunk={} threads={} seed={}\n",
+    fmt::print("{} [{}] n={} d={} dv={} gamma={} gates={} normalized={} eps={} ridge={} chunk={} threads={} seed={}\n",
                e.key(), scalar_name<T>(), a.shape.n, a.shape.d, a.shape.dv, format_rational(opt.gamma), a.gates,
                opt.normalized, format_rational(opt.eps), format_rational(opt.ridge), opt.chunk, opt.threads, a.seed);
     if constexpr (is_exact_v<T>)

@@ -46,7 +46,7 @@ Request request_of(const VerifyArgs& a) {
   r.op = a.op;
   r.opt.gamma = parse_rational(a.gamma, "--gamma");
   r.opt.eps = parse_rational(a.eps, "--eps");
-  r.opt.ridge = parse_rational(a.ridge, "--lambda");
+  r.opt.ridge = parse_rational(a.ridge, "--ridge");
   r.opt.normalized = a.normalized;
   r.dtype = parse_dtype(a.dtype);
   if (!a.precision.empty()) r.precision = parse_precision(a.precision);
@@ -148,7 +148,7 @@ int run_verify(const VerifyArgs& a) {
              {a.list_state, "--list-state"},
              {a.normalized, "--normalized"},
              {req.opt.eps != 0, "--eps"},
-             {req.opt.ridge != 0, "--lambda"},
+             {req.opt.ridge != 0, "--ridge"},
              {a.gates, "--gates"},
              {!a.q.empty() || !a.k.empty() || !a.v.empty() || !a.o.empty() || !a.npz.empty(),
               "file mode (--q/--k/--v/--o/--npz)"}})
@@ -224,7 +224,7 @@ const CommandRegistrar registrar([](CLI::App& app) {
   sub->add_option("--gamma", a->gamma, "decay in (0, 1], e.g. 0.99 or 3/4");
   sub->add_flag("--normalized", a->normalized, "divide by den_t + eps");
   sub->add_option("--eps", a->eps, "normalizer stabilizer >= 0");
-  sub->add_option("--lambda,--ridge", a->ridge, "ridge >= 0 (hla2)");
+  sub->add_option("--ridge", a->ridge, "ridge λ >= 0 (hla2)");
   sub->add_option("--dtype", a->dtype, "float64 | float32: the arrays' dtype");
   sub->add_flag("--combine", a->combine,
                 "hold the command's segment summaries and combine operator instead (associativity, identity, agreement "

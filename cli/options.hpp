@@ -41,7 +41,7 @@ struct RunArgs {
     Options o;
     o.gamma = parse_rational(gamma, "--gamma");
     o.eps = parse_rational(eps, "--eps");
-    o.ridge = parse_rational(ridge, "--lambda");
+    o.ridge = parse_rational(ridge, "--ridge");
     o.normalized = normalized;
     o.chunk = chunk;
     o.threads = threads;
@@ -95,7 +95,7 @@ inline void add_run_options(CLI::App* sub, RunArgs& a) {
       "--gates", a.gates,
       "per-token gates: none | range:LO,HI (gamma_t uniform in [LO, HI]) | strength:S (-log gamma_t around S)");
   sub->add_option("--eps", a.eps, "normalizer stabilizer >= 0");
-  sub->add_option("--lambda", a.ridge, "ridge >= 0 (hla2)");
+  sub->add_option("--ridge", a.ridge, "ridge λ >= 0 (hla2)");
   sub->add_flag("--normalized", a.normalized, "divide by den_t + eps");
   sub->add_option("--chunk", a.chunk, "chunk width w for scan/chunked forms");
   sub->add_option("--threads", a.threads, "OpenMP threads");

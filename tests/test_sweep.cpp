@@ -62,7 +62,8 @@ TEST_CASE("sweep: a bad config is an InputError naming file, key and problem, an
       {base + "n = [8]\nbogus = 1\n", "axes.bogus"},
       {base, "axes.n"},
       {base + "n = [8]\nscalar = 'rational'\n", "axes.scalar"},
-      {base + "n = [8]\nlambda = 'abc'\n", "axes.lambda"},
+      {base + "n = [8]\nridge = 'abc'\n", "axes.ridge"},
+      {base + "n = [8]\nlambda = [0.5]\n", "now called 'ridge'"},  // λ's one name; the old key is named, not unknown
       {base + "n = [8]\nvariant = 'nosuch'\n", "axes.variant"},
       {"[axes]\noperator = 'hla2'\nform = 'nosuch'\nn = 8\n", "axes.form"},
       {"[axes]\noperator = 'hla9'\nform = 'serial'\nn = 8\n", "axes.operator"},

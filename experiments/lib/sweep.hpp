@@ -35,7 +35,7 @@ struct ReferenceLimits {
 struct Axes {
   std::vector<std::string> operators, forms, variants, scalars;
   std::vector<long> n, d, dv;
-  std::vector<rational> gamma, eps, lambda;
+  std::vector<rational> gamma, eps, ridge;
   std::vector<std::string> gates;  // core/gates.hpp GateSpecs: none | range:LO,HI | strength:S
   std::vector<bool> normalized;
   std::vector<int> chunk, threads, repeats;
@@ -54,7 +54,7 @@ struct Point {
   std::size_t index = 0;  // position among all kept points of the config (shards split on it)
   std::string op, form, variant, scalar;
   long n = 0, d = 0, dv = 0;
-  rational gamma{1}, eps{0}, lambda{0};
+  rational gamma{1}, eps{0}, ridge{0};
   std::string gates = "none";  // per-token gates drawn from this GateSpec (with the input seed), or none
   bool normalized = false;
   int chunk = 16, threads = 1, repeats = 1;

@@ -46,7 +46,7 @@ struct BackwardEvaluator::Impl {
   std::string adjoint_verdict(const Point& pt, backward::Pass pass) {
     std::ostringstream k;
     k << pt.op << "|" << pt.variant << "|" << pt.backward << "|" << format_rational(pt.gamma) << "|"
-      << format_rational(pt.eps) << "|" << format_rational(pt.lambda) << "|" << pt.normalized << "|" << pt.chunk;
+      << format_rational(pt.eps) << "|" << format_rational(pt.ridge) << "|" << pt.normalized << "|" << pt.chunk;
     auto it = adjoint_verdicts.find(k.str());
     if (it != adjoint_verdicts.end()) return it->second;
     const Eigen::Index n = std::min<Eigen::Index>(259, std::max<Eigen::Index>(24, 2L * pt.chunk + 3));
@@ -70,7 +70,7 @@ struct BackwardEvaluator::Impl {
   const backward::Gradients<mpfr256>& reference(const Point& pt, const Problem<double>& inputs, const Mat<double>& dO) {
     std::ostringstream k;
     k << pt.op << "|" << pt.n << "|" << pt.d << "|" << pt.dv << "|" << pt.seed << "|" << format_rational(pt.gamma)
-      << "|" << format_rational(pt.lambda) << "|" << pt.normalized << "|" << format_rational(pt.eps);
+      << "|" << format_rational(pt.ridge) << "|" << pt.normalized << "|" << format_rational(pt.eps);
     if (k.str() != ref_key) {
       ref = backward::run_pass(pt.op, backward::Pass::serial, convert_problem<mpfr256>(inputs), pt.options(), nullptr,
                                lift_to<mpfr256>(dO), fast::DecayRule::corrected, 0);
@@ -128,8 +128,8 @@ struct BackwardEvaluator::Impl {
     // Per entry |g − ref| ≤ γ_K · M (fast/backward/magnitude.hpp): the same pass run on magnitudes.
     if (pt.normalized) {
       if (note.empty()) note = "no gradient bound for normalized outputs (division)";
-    } else if (!exact_in<T>(pt.gamma) || !exact_in<T>(pt.lambda)) {
-      if (note.empty()) note = "no gradient bound: gamma or lambda not exact in " + pt.scalar;
+    } else if (!exact_in<T>(pt.gamma) || !exact_in<T>(pt.ridge)) {
+      if (note.empty()) note = "no gradient bound: gamma or ridge not exact in " + pt.scalar;
     } else {
       const Problem<Magnitude> pm{magnitudes(p.Q), magnitudes(p.K), magnitudes(p.V)};
       const auto mag = backward::run_pass(pt.op, pass, pm, opt, nullptr, magnitudes(dO), rule_of(pt), pt.chunk);

@@ -151,18 +151,21 @@ void check_nesting(const std::string& text, const std::string& source) {
 
 const std::set<std::string>& axis_keys() {
   static const std::set<std::string> k{"operator", "form",    "variant", "scalar",  "n",       "d",
-                                       "dv",       "gamma",   "gates",   "eps",     "lambda",  "normalized",
+                                       "dv",       "gamma",   "gates",   "eps",     "ridge",   "normalized",
                                        "chunk",    "threads", "seeds",   "repeats", "backward"};
   return k;
 }
 
 Axes parse_axes(const Reader& r, const toml::table& axes) {
   Axes a;
-  for (const auto& [k, v] : axes)
+  for (const auto& [k, v] : axes) {
+    if (k.str() == "lambda")  // its name before λ was called ridge everywhere (CLI, configs, CSV, JSON)
+      r.fail(r.prefix + ".lambda", "λ is now called 'ridge' (write ridge = [...])");
     if (!axis_keys().count(std::string(k.str())))
       r.fail(r.prefix + "." + std::string(k.str()),
-             "unknown axis (allowed: operator form variant scalar n d dv gamma gates eps lambda "
+             "unknown axis (allowed: operator form variant scalar n d dv gamma gates eps ridge "
              "normalized chunk threads seeds repeats backward)");
+  }
   auto strs = [&](const char* key, std::vector<std::string> def) {
     return r.axis<std::string>(axes, key, def, [&](const toml::node& n, const std::string& k) { return r.str(n, k); });
   };
@@ -192,7 +195,7 @@ Axes parse_axes(const Reader& r, const toml::table& axes) {
     } catch (const InputError& e) { r.fail(r.prefix + ".gates", e.what()); }
   }
   a.eps = nums("eps", {rational(0)});
-  a.lambda = nums("lambda", {rational(0)});
+  a.ridge = nums("ridge", {rational(0)});
   a.normalized = r.axis<bool>(axes, "normalized", {false},
                               [&](const toml::node& n, const std::string& k) { return r.boolean(n, k); });
   // Held as int: a larger value is refused here, never wrapped around to 0 or a negative number.
@@ -210,8 +213,8 @@ Axes parse_axes(const Reader& r, const toml::table& axes) {
       r.fail(r.prefix + ".gamma", "decay must lie in (0, 1], got " + format_rational(a.gamma[i]));
   for (const auto& e : a.eps)
     if (e < 0) r.fail(r.prefix + ".eps", "must be >= 0, got " + format_rational(e));
-  for (const auto& l : a.lambda)
-    if (l < 0) r.fail(r.prefix + ".lambda", "must be >= 0, got " + format_rational(l));
+  for (const auto& l : a.ridge)
+    if (l < 0) r.fail(r.prefix + ".ridge", "must be >= 0, got " + format_rational(l));
   for (const auto& s : a.scalars)
     if (s != "float" && s != "double" && s != "mpfr256")
       r.fail(r.prefix + ".scalar",
@@ -307,7 +310,7 @@ Options Point::options() const {
   Options o;
   o.gamma = gamma;
   o.eps = eps;
-  o.ridge = lambda;
+  o.ridge = ridge;
   o.normalized = normalized;
   o.chunk = chunk;
   o.threads = threads;
@@ -317,7 +320,8 @@ Options Point::options() const {
 std::string Point::key() const {
   std::ostringstream k;
   k << op << "|" << form << "|" << variant << "|" << scalar << "|n=" << n << "|d=" << d << "|dv=" << dv
-    << "|g=" << format_rational(gamma) << "|eps=" << format_rational(eps) << "|lam=" << format_rational(lambda)
+    << "|g=" << format_rational(gamma) << "|eps=" << format_rational(eps)
+    << "|lam=" << format_rational(ridge)  // "lam": the key of runs before λ was named ridge everywhere
     << "|norm=" << (normalized ? 1 : 0) << "|w=" << chunk << "|thr=" << threads << "|seed=" << seed
     << "|rep=" << repeats;
   if (is_backward()) k << "|bw=" << backward;  // forward keys are those of versions before backward passes
@@ -350,7 +354,7 @@ void check_combinations(const Config& c) {
     std::uint64_t k = 1;
     for (std::size_t size :
          {a.operators.size(), a.forms.size(), a.variants.size(), a.scalars.size(), a.n.size(), a.d.size(), a.dv.size(),
-          a.gamma.size(), a.gates.size(), a.eps.size(), a.lambda.size(), a.normalized.size(), a.chunk.size(),
+          a.gamma.size(), a.gates.size(), a.eps.size(), a.ridge.size(), a.normalized.size(), a.chunk.size(),
           a.threads.size(), a.seeds.size(), a.repeats.size(), a.backward.size()})
       k = saturating_mul(k, size);
     total = saturating_add(total, k);
@@ -427,14 +431,14 @@ Enumeration enumerate(const Config& c) {
     // indices, shards and resumed files stay as they were).
     const std::vector<std::size_t> sizes{a.operators.size(), a.forms.size(),   a.variants.size(), a.scalars.size(),
                                          a.n.size(),         a.d.size(),       a.dv.size(),       a.gamma.size(),
-                                         a.gates.size(),     a.eps.size(),     a.lambda.size(),   a.normalized.size(),
+                                         a.gates.size(),     a.eps.size(),     a.ridge.size(),    a.normalized.size(),
                                          a.chunk.size(),     a.threads.size(), a.seeds.size(),    a.repeats.size(),
                                          a.backward.size()};
     for_each_combination(sizes, [&](const std::vector<std::size_t>& i) {
       const std::string &op = a.operators[i[0]], &form = a.forms[i[1]], &variant = a.variants[i[2]],
                         &scalar = a.scalars[i[3]];
       const long n = a.n[i[4]], d = a.d[i[5]], dv = a.dv[i[6]];
-      const rational &gamma = a.gamma[i[7]], &eps = a.eps[i[9]], &lambda = a.lambda[i[10]];
+      const rational &gamma = a.gamma[i[7]], &eps = a.eps[i[9]], &ridge = a.ridge[i[10]];
       const std::string& gates = a.gates[i[8]];
       const bool normalized = a.normalized[i[11]];
       const int chunk = a.chunk[i[12]], threads = a.threads[i[13]], repeats = a.repeats[i[15]];
@@ -499,7 +503,7 @@ Enumeration enumerate(const Config& c) {
         skip("form has no normalized output");
         return;
       }
-      if (lambda != 0 && !e->caps.ridge) {
+      if (ridge != 0 && !e->caps.ridge) {
         skip("form has no ridge");
         return;
       }
@@ -529,7 +533,7 @@ Enumeration enumerate(const Config& c) {
       p.dv = dv;
       p.gamma = gamma;
       p.eps = normalized ? eps : rational(0);
-      p.lambda = lambda;
+      p.ridge = ridge;
       p.gates = gates;
       p.normalized = normalized;
       p.chunk = (pass ? *pass != backward::Pass::serial : e->caps.chunk) ? chunk : a.chunk.front();

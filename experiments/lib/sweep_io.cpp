@@ -26,7 +26,7 @@ const std::vector<std::string>& columns() {
                                           "gamma",
                                           "gates",
                                           "eps",
-                                          "lambda",
+                                          "ridge",
                                           "normalized",
                                           "chunk",
                                           "threads",

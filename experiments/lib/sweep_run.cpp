@@ -84,7 +84,7 @@ class ReferenceStore {
   const RefData& get(const Point& pt, const Problem<double>& inputs) {
     std::ostringstream k;
     k << pt.op << "_n" << pt.n << "_d" << pt.d << "_dv" << pt.dv << "_s" << pt.seed << "_g" << format_rational(pt.gamma)
-      << "_l" << format_rational(pt.lambda);
+      << "_l" << format_rational(pt.ridge);
     if (pt.is_gated()) k << "_gates-" << pt.gates;  // gate-free keys as before, so earlier caches stay valid
     std::string key = k.str();
     std::replace(key.begin(), key.end(), '/', '_');
@@ -102,7 +102,7 @@ class ReferenceStore {
  private:
   RefData compute(const Point& pt, const Problem<double>& inputs) {
     RefData r;
-    const Options o = base_options(pt.gamma, pt.lambda);
+    const Options o = base_options(pt.gamma, pt.ridge);
     if (!operator_info(pt.op).streaming) {
       if (pt.n <= lim_.direct_max_n) {
         r.num = registry<mpfr256>().reference(pt.op)(convert_problem<mpfr256>(inputs), Options{}).O;
@@ -117,7 +117,7 @@ class ReferenceStore {
       r.num = registry<mpfr256>().reference(pt.op)(convert_problem<mpfr256>(aug), o).O;
       r.method = "literal";
     } else if (pt.n <= lim_.proxy_max_n) {
-      if (auto px = oracle_.proxy(pt.op, pt.gamma, pt.lambda, pt.is_gated())) {
+      if (auto px = oracle_.proxy(pt.op, pt.gamma, pt.ridge, pt.is_gated())) {
         r.num = registry<mpfr256>().find(pt.op, px->first, px->second)(convert_problem<mpfr256>(aug), o).O;
         r.method = "mpfr-proxy:" + px->first + "/" + px->second;
       } else {
@@ -131,7 +131,7 @@ class ReferenceStore {
     // which the 1e-9 inflation below covers for every n we sweep).
     const std::string aop = abs_operator(pt.op);
     const Problem<double> absin = augmented(inputs, true);
-    if (auto px = oracle_.proxy(aop, pt.gamma, pt.lambda, pt.is_gated())) {
+    if (auto px = oracle_.proxy(aop, pt.gamma, pt.ridge, pt.is_gated())) {
       r.abs = registry<double>().find(aop, px->first, px->second)(absin, o).O;
       r.abs_method = aop + "/" + px->first + "/" + px->second;
     } else if (pt.n <= 4 * lim_.direct_max_n) {
@@ -463,7 +463,7 @@ SweepSummary run_sweep(const Config& c, const SweepOptions& o) {
     f["gamma"] = format_rational(pt.gamma);
     f["gates"] = pt.gates;
     f["eps"] = format_rational(pt.eps);
-    f["lambda"] = format_rational(pt.lambda);
+    f["ridge"] = format_rational(pt.ridge);
     f["normalized"] = pt.normalized ? "1" : "0";
     f["chunk"] = std::to_string(pt.chunk);
     f["threads"] = std::to_string(pt.threads);
@@ -531,7 +531,7 @@ SweepSummary run_sweep(const Config& c, const SweepOptions& o) {
                 << " n=" << pt.n << " d=" << pt.d << " dv=" << pt.dv << " g=" << field(fields, "gamma")
                 << (pt.is_gated() ? " gates=" + pt.gates : "")
                 << (pt.normalized ? " norm eps=" + field(fields, "eps") : "")
-                << (pt.lambda != 0 ? " lam=" + field(fields, "lambda") : "") << " w=" << pt.chunk
+                << (pt.ridge != 0 ? " ridge=" + field(fields, "ridge") : "") << " w=" << pt.chunk
                 << " thr=" << pt.threads << (ranks > 1 ? " rank=" + field(fields, "rank") : "") << ": "
                 << field(fields, "time_median_s") << " s, err " << (err.empty() ? "-" : err) << " u, err/bound "
                 << (ratio.empty() ? "-" : ratio) << ", " << status << " | elapsed " << hms(el) << ", ETA " << hms(eta)

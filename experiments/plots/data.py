@@ -57,7 +57,7 @@ def gate_strength(r):
 
 def plain(r):
     """γ = 1, no gates, unnormalized, no ridge."""
-    return gamma(r) == 1 and gates(r) == "none" and r["normalized"] != "1" and frac(r["lambda"]) == 0
+    return gamma(r) == 1 and gates(r) == "none" and r["normalized"] != "1" and frac(r["ridge"]) == 0
 
 
 def options_label(r):
@@ -68,8 +68,8 @@ def options_label(r):
         parts.append(f"gates {gates(r)}")
     if r["normalized"] == "1":
         parts.append(f"normalized ε={float(frac(r['eps'])):g}")
-    if frac(r["lambda"]) != 0:
-        parts.append(f"λ={float(frac(r['lambda'])):g}")
+    if frac(r["ridge"]) != 0:
+        parts.append(f"λ={float(frac(r['ridge'])):g}")
     return ", ".join(parts) or "plain"
 
 

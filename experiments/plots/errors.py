@@ -155,7 +155,7 @@ def error_growth_vs_n(rows, outdir):
 
 def error_normalized_vs_n(rows, outdir):
     norm = [r for r in _with_error(rows) if r["status"] != DIFFERS and r["operator"] == "hla2"
-            and r["normalized"] == "1" and gamma(r) == 1 and num(r["lambda"]) == 0]
+            and r["normalized"] == "1" and gamma(r) == 1 and num(r["ridge"]) == 0]
     norm = [r for r in norm if not r["form"].startswith("chunked") or r["chunk"] == _pick_chunk(norm, r["form"])]
     norm = [r for r in norm if style.family(r["form"]) in ("serial", "chunked", "decode")]
     scalars = [s for s in ("double", "float") if any(r["scalar"] == s for r in norm)]
@@ -216,7 +216,7 @@ def paper_vs_corrected(rows, outdir):
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         mine = [r for r in err if r["operator"] == op and r["gamma"] == g]
-        simple = [r for r in mine if r["normalized"] != "1" and num(frac(r["lambda"])) == 0]
+        simple = [r for r in mine if r["normalized"] != "1" and num(frac(r["ridge"])) == 0]
         mine = simple or mine
         forms = {r["form"] for r in mine if r["status"] == DIFFERS}
         mine = [r for r in mine if r["form"] in forms and r["variant"] in ("paper", "corrected")]

@@ -93,7 +93,7 @@ for i, line in enumerate([
         "--op hla2 --form chunked",
         "--op hla2 --form chunked --variant paper",
         "--op ahla --form scan-blelloch --gamma 3/4 --normalized --eps 1e-6 --chunk 5 --threads 2",
-        "--op hla2 --form serial --variant corrected --lambda 0.5 --scalar rational --n 8",
+        "--op hla2 --form serial --variant corrected --ridge 0.5 --scalar rational --n 8",
         "--op hla3 --form serial --gamma 0.5",
         "--scalar mpfr256 --n 4096 --d 64 --dv 64",
         "--op linear --form chunked --scalar float --shard 2/4",

@@ -237,8 +237,8 @@ class Options(PrivateTmp):
 
     def test_options_the_dtype_cannot_hold(self):
         self.expect_2("verify", "--op", "hla2", "--normalized", "--eps", "1e400", "--exec", "true", *QUICK, text="--eps")
-        self.expect_2("verify", "--op", "hla2", "--lambda", "1e400", "--exec", "true", *QUICK, text="--lambda")
-        self.expect_2("verify", "--op", "hla2", "--lambda", "1e38", "--dtype", "float32", "--exec", "true", *QUICK,
+        self.expect_2("verify", "--op", "hla2", "--ridge", "1e400", "--exec", "true", *QUICK, text="--ridge")
+        self.expect_2("verify", "--op", "hla2", "--ridge", "1e38", "--dtype", "float32", "--exec", "true", *QUICK,
                       text="too large for float32")
 
     def test_threads_the_machine_cannot_run(self):

@@ -61,7 +61,7 @@ def keys(report):
 class ExecVerdicts(unittest.TestCase):
     def test_right_hla2_computes_with_every_option(self):
         code, r, out = verify("hla2", "--op", "hla2", "--gamma", "0.99", "--normalized", "--eps", "1e-6",
-                              "--lambda", "0.25")
+                              "--ridge", "0.25")
         self.assertEqual(code, 0, out)
         self.assertEqual(r["verdict"], "computes")
         self.assertEqual(r["exact"]["failed"], 0)
@@ -396,7 +396,7 @@ class ProtocolHelpers(unittest.TestCase):
 class GradientVerdicts(unittest.TestCase):
     def test_right_backward_computes(self):
         code, r, out = verify_grad("hla2", "--op", "hla2", "--gamma", "0.9", "--normalized", "--eps", "0.25",
-                                   "--lambda", "0.5")
+                                   "--ridge", "0.5")
         self.assertEqual(code, 0, out)
         self.assertEqual(r["outputs"], {"o": "computes", "dq": "computes", "dk": "computes", "dv": "computes"})
         code, r, out = verify_grad("ahla", "--op", "ahla", "--gamma", "0.9", "--normalized", "--eps", "0.25")
@@ -785,7 +785,7 @@ class TorchExamples(unittest.TestCase):
 
     def test_examples_through_the_cli(self):
         for script, args in (("torch_hla2_serial.py", ["--op", "hla2", "--gamma", "0.99", "--normalized", "--eps", "1e-6", "--state"]),
-                             ("torch_hla2_chunked.py", ["--op", "hla2", "--gamma", "0.99", "--lambda", "0.5", "--dtype", "float32"]),
+                             ("torch_hla2_chunked.py", ["--op", "hla2", "--gamma", "0.99", "--ridge", "0.5", "--dtype", "float32"]),
                              ("torch_ahla.py", ["--op", "ahla", "--gamma", "0.9", "--state"])):
             code, r, out = self.run_example(script, *args)
             self.assertEqual(code, 0, script + "\n" + out)

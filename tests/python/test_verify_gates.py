@@ -39,11 +39,11 @@ class GatedExecVerdicts(unittest.TestCase):
 
     def test_right_gated_forms_compute(self):
         self.assert_verdict("hla2", "computes", "--op", "hla2")
-        self.assert_verdict("hla2", "computes", "--op", "hla2", "--normalized", "--eps", "1/4", "--lambda", "1/2")
+        self.assert_verdict("hla2", "computes", "--op", "hla2", "--normalized", "--eps", "1/4", "--ridge", "1/2")
         self.assert_verdict("hla2", "computes", "--op", "hla2", "--dtype", "float32", "--gate-range", "0.5,1")
         self.assert_verdict("linear", "computes", "--op", "linear", "--normalized", "--eps", "1/4")
         self.assert_verdict("linear-chunked", "computes", "--op", "linear")
-        self.assert_verdict("hla2-chunked", "computes", "--op", "hla2", "--normalized", "--lambda", "1/2")
+        self.assert_verdict("hla2-chunked", "computes", "--op", "hla2", "--normalized", "--ridge", "1/2")
         self.assert_verdict("ahla", "computes", "--op", "ahla")
 
     def test_wrong_gated_forms_differ(self):
@@ -84,7 +84,7 @@ class GatedState(unittest.TestCase):
     """--gates --state: state_in/state_out with gates (the parts of fast/serial/gated.hpp), carry and split cases."""
 
     def test_right_serial_forms_compute_with_state(self):
-        for name, op, more in [("hla2", "hla2", ["--normalized", "--eps", "1/4", "--lambda", "1/2"]), ("linear", "linear", []),
+        for name, op, more in [("hla2", "hla2", ["--normalized", "--eps", "1/4", "--ridge", "1/2"]), ("linear", "linear", []),
                                ("ahla", "ahla", ["--normalized", "--eps", "1/4"])]:
             with self.subTest(name=name):
                 code, report, out = verify_gated(name, "--op", op, "--state", *more)
@@ -195,7 +195,7 @@ class GatedGrad(unittest.TestCase):
         return run(["--gates", "--grad", "--exec", f"{PY} {GATED_GRAD} {name}", *QUICK, *args])
 
     def test_autograd_computes_with_dgamma(self):
-        for name, op, more in [("hla2", "hla2", ["--normalized", "--eps", "1/4", "--lambda", "1/2"]), ("linear", "linear", []),
+        for name, op, more in [("hla2", "hla2", ["--normalized", "--eps", "1/4", "--ridge", "1/2"]), ("linear", "linear", []),
                                ("ahla", "ahla", [])]:
             with self.subTest(name=name):
                 code, report, out = self.grad(name, "--op", op, *more)
@@ -219,7 +219,7 @@ class GatedGrad(unittest.TestCase):
 
     def test_state(self):
         # from a state handed in: dstate_in with gates, from a torch loop over tokens
-        more = ["--op", "hla2", "--state", "--normalized", "--eps", "1/4", "--lambda", "1/2"]
+        more = ["--op", "hla2", "--state", "--normalized", "--eps", "1/4", "--ridge", "1/2"]
         code, report, out = self.grad("hla2-serial", *more)
         self.assertEqual((code, report["verdict"]), (0, "computes"), out)
         for part in ("dgamma", "dstate_in.S", "dstate_in.G"):
