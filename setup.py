@@ -41,4 +41,5 @@ class CMakeBuild(build_ext):
 # setuptools' own scratch goes under build/ (ignored), beside CMake's tree, not into the checkout.
 (ROOT / "build").mkdir(exist_ok=True)
 setup(ext_modules=[Extension("hla_harness", sources=[])], cmdclass={"build_ext": CMakeBuild},
-      options={"build": {"build_base": str(ROOT / "build" / "setuptools")}, "egg_info": {"egg_base": str(ROOT / "build")}})
+      options={"build": {"build_base": str(ROOT / "build" / "setuptools")},
+               "egg_info": {"egg_base": str(ROOT / "build")}})

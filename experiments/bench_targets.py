@@ -120,7 +120,8 @@ def compute(m):
             for th in (1, 2):
                 # the peer: the fastest of its formulations (peer/torch/<op>/<formulation>/...), each reported
                 prefix, suffix = f"peer/torch/{op}/", f"/{s}/{SHAPE}/threads:{th}"
-                peers = {k[len(prefix):-len(suffix)]: b for k, b in m.items() if k.startswith(prefix) and k.endswith(suffix)}
+                peers = {k[len(prefix):-len(suffix)]: b
+                         for k, b in m.items() if k.startswith(prefix) and k.endswith(suffix)}
                 if not peers:
                     raise KeyError(prefix + "<formulation>" + suffix)
                 best_peer = min(peers, key=lambda f: seconds(peers[f]))
@@ -140,7 +141,8 @@ def compute(m):
             raise KeyError(f"bandwidth/{s}/...")
         bw_name, bw = next((k, b) for k, b in m.items() if k.startswith(f"bandwidth/{s}/"))
         per_token = seconds(dec) / 65536
-        state_bytes = int(bw_name.split("bytes:")[1].split("/")[0])  # the decoding state (the buffer: whole blocks of it)
+        # the decoding state (the buffer: whole blocks of it)
+        state_bytes = int(bw_name.split("bytes:")[1].split("/")[0])
         bound = 2 * state_bytes / bw["bytes_per_s"]
         t["decode"][s] = {"us_per_token": per_token * 1e6, "bound_us_per_token": bound * 1e6,
                           "state_bytes": state_bytes, "bandwidth_gbs": bw["bytes_per_s"] / 1e9,
@@ -175,7 +177,8 @@ def report(t, context, path):
     print(f"{path}: commit {context.get('hla_git_commit', '?')}, {context.get('date', '?')}")
     for s in SCALARS:
         mc = t["machine"][s]
-        print(f"{s}: peak {mc['peak_gflops'][1]:.1f} GFLOP/s on 1 core = {mc['fma_per_cycle']:.2f} FMA/cycle × {mc['lanes']} lanes"
+        print(f"{s}: peak {mc['peak_gflops'][1]:.1f} GFLOP/s on 1 core = {mc['fma_per_cycle']:.2f} FMA/cycle"
+              f" × {mc['lanes']} lanes"
               f" × 2 × {mc['clock_ghz']:.2f} GHz (2 cores: {mc['peak_gflops'][2]:.1f})")
         for th in (1, 2):
             libs = ", ".join(f"{lib} {g:.1f}" for lib, g in mc["roofline"][th].items())
@@ -185,8 +188,10 @@ def report(t, context, path):
         print(f"  chunk-form ceiling (its 9 products, GFLOP/s): {cells}")
         for form, per in t["hla2"].items():
             h = per[s]
-            print(f"  hla2 {form:13} × best roofline 1T {h['x_best_roofline'][1]:.2f} ({h['gflops'][1]:.1f} GFLOP/s, target ≥ 0.70)"
-                  f"  2T {h['x_best_roofline'][2]:.2f}  | 2T speed-up {h['speedup_2t']:.2f}× (target ≥ 1.85; best roofline's own"
+            print(f"  hla2 {form:13} × best roofline 1T {h['x_best_roofline'][1]:.2f}"
+                  f" ({h['gflops'][1]:.1f} GFLOP/s, target ≥ 0.70)"
+                  f"  2T {h['x_best_roofline'][2]:.2f}  | 2T speed-up {h['speedup_2t']:.2f}×"
+                  f" (target ≥ 1.85; best roofline's own"
                   f" {h['roofline_speedup_2t']:.2f}×; two-core ceiling {h['ceiling_speedup_2t']:.2f}×, reached"
                   f" {h['x_two_core_ceiling']:.2f})  | × ceiling(w=48) {h['x_ceiling_w48']:.2f}")
         for op, per in t["peer"].items():
@@ -194,10 +199,12 @@ def report(t, context, path):
                               f" {c['ours_ms']:.0f} ms {c['ours_form']})" for th, c in per[s].items())
             print(f"  PyTorch peer {op:6} (its fastest formulation) time ÷ ours: {cells}  (target ≥ 3)")
             for th, c in per[s].items():
-                each = ", ".join(f"{f} {ms:.0f} ms ({c['formulations_over_fastest'][f]:.2f}×)" for f, ms in c["formulations_ms"].items())
+                each = ", ".join(f"{f} {ms:.0f} ms ({c['formulations_over_fastest'][f]:.2f}×)"
+                                 for f, ms in c["formulations_ms"].items())
                 print(f"    {th}T formulations: {each}")
         dc = t["decode"][s]
-        print(f"  hla2 decode: {dc['us_per_token']:.2f} µs/token; bound {dc['bound_us_per_token']:.2f} µs ({2 * dc['state_bytes'] / 1024:.0f} KiB"
+        print(f"  hla2 decode: {dc['us_per_token']:.2f} µs/token; bound {dc['bound_us_per_token']:.2f} µs"
+              f" ({2 * dc['state_bytes'] / 1024:.0f} KiB"
               f" read+written at {dc['bandwidth_gbs']:.0f} GB/s) → {dc['bound_over_time']:.2f} of the bound")
         lr = t["linear_ratio"][s]
         print(f"  hla2 / linear chunked time: 1T {lr[1]:.2f}  2T {lr[2]:.2f}  (≤ 2.5)")
@@ -207,9 +214,11 @@ def report(t, context, path):
 def report_gating(gating_rows, s):
     for op, per in gating_rows.items():
         g = per[s]
-        cells = "  ".join(f"{th}T {c['gated_over_fixed']:.2f} ({c['gated_ms']:.0f} / {c['fixed_ms']:.0f} ms; gated ÷ γ=1"
-                          f" {c['gated_over_plain']:.2f}, γ=0.9 ÷ γ=1 {c['fixed_over_plain']:.2f})" for th, c in g.items())
-        print(f"  gating {op:6} gated ÷ fixed γ=0.9 time: {cells}  | naive cumprod ÷ gated 1T {g[1]['naive_over_gated']:.2f}")
+        cells = "  ".join(f"{th}T {c['gated_over_fixed']:.2f} ({c['gated_ms']:.0f} / {c['fixed_ms']:.0f} ms;"
+                          f" gated ÷ γ=1 {c['gated_over_plain']:.2f}, γ=0.9 ÷ γ=1 {c['fixed_over_plain']:.2f})"
+                          for th, c in g.items())
+        print(f"  gating {op:6} gated ÷ fixed γ=0.9 time: {cells}"
+              f"  | naive cumprod ÷ gated 1T {g[1]['naive_over_gated']:.2f}")
 
 
 def main():
@@ -233,7 +242,8 @@ def main():
     try:
         t = {"gating": compute_gating(medians(data).__getitem__)} if args.only else compute(medians(data))
     except KeyError as e:
-        print(f"bench_targets: {args.path} has no median for {e}; run `make bench` (the default subset)", file=sys.stderr)
+        print(f"bench_targets: {args.path} has no median for {e}; run `make bench` (the default subset)",
+              file=sys.stderr)
         return 2
     if args.only:
         ctx = data.get("context", {})

@@ -27,7 +27,8 @@ SWEEPS = [
 
 CSS = """
 *{box-sizing:border-box}
-body{font:15px/1.5 system-ui,-apple-system,"Segoe UI","DejaVu Sans",sans-serif;color:#1b1b1b;margin:0;background:#fafafa}
+body{font:15px/1.5 system-ui,-apple-system,"Segoe UI","DejaVu Sans",sans-serif;
+     color:#1b1b1b;margin:0;background:#fafafa}
 main{max-width:60rem;margin:0 auto;padding:1rem 1.2rem 3rem;background:#fff}
 h1{font-size:1.6rem;margin:.4rem 0}
 h2{font-size:1.25rem;margin-top:2.2rem;border-bottom:1px solid #ddd;padding-bottom:.2rem}
@@ -65,8 +66,8 @@ def figures_of(directory):
 
 def figure_html(directory, entry, out_dir):
     png = os.path.relpath(os.path.join(directory, entry["files"][0]), out_dir)
-    links = " · ".join(f'<a href="{esc(os.path.relpath(os.path.join(directory, f), out_dir))}">{esc(f.rsplit(".", 1)[1].upper())}</a>'
-                       for f in entry["files"])
+    links = " · ".join(f'<a href="{esc(os.path.relpath(os.path.join(directory, f), out_dir))}">'
+                       f'{esc(f.rsplit(".", 1)[1].upper())}</a>' for f in entry["files"])
     one = ' class="one"' if entry["stem"] in ONE_COLUMN else ""
     return (f'<figure id="{esc(os.path.basename(directory))}-{esc(entry["stem"])}"><img{one} src="{esc(png)}" '
             f'alt="{esc(entry["question"])}" loading="eager">'
@@ -131,7 +132,8 @@ def ledger_html(results, out_dir):
             fix_html = (f'<span class="{esc(fix["verdict"])}">{esc(fix["verdict"])}</span>: {esc(fix["statement"])}'
                         if fix else "no corrected claim")
             out.append(f'<tr><td><code>{esc(c["id"])}</code> <span class="fails">{esc(c["verdict"])}</span><br>'
-                       f'{esc(c["paper"])}: {esc(c["statement"])}</td><td>{counterexample_html(c.get("counterexample"))}'
+                       f'{esc(c["paper"])}: {esc(c["statement"])}</td>'
+                       f'<td>{counterexample_html(c.get("counterexample"))}'
                        f'</td><td>{fix_html}</td></tr>')
         out.append("</table>")
     return "\n".join(out), data.get("meta", {})
@@ -186,9 +188,11 @@ def build(results, out):
     out_dir = os.path.dirname(out)
     os.makedirs(out_dir, exist_ok=True)
     ledger, meta = ledger_html(results, out_dir)
+    generated = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     body = ["<h1>HLA harness: results report</h1>",
-            f'<p class="small">Generated {esc(datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))} '
-            "by <code>experiments/report.py</code> from <code>results/</code>. Each figure's reading is computed from the "
+            f'<p class="small">Generated {esc(generated)} '
+            "by <code>experiments/report.py</code> from <code>results/</code>. Each figure's reading is computed from "
+            "the "
             "data by <code>experiments/plot.py</code> (figures.json beside the figure). Vector versions: PDF and SVG "
             "links under each figure.</p>"]
     nav = ['<a href="#ledger">Ledger</a>']
@@ -206,8 +210,9 @@ def build(results, out):
         nav.append(f'<a href="#{name}">{esc(name)}</a>')
         m = sweep_meta(directory)
         sections.append(f'<h2 id="{name}">{esc(title)}</h2>')
-        sections.append(f'<p class="small"><code>results/{name}/</code>: {m["points"] if m else "?"} points; every fitted '
-                        f'slope and error exponent in <a href="{esc(os.path.relpath(os.path.join(directory, "summary.txt"), out_dir))}">'
+        summary = esc(os.path.relpath(os.path.join(directory, "summary.txt"), out_dir))
+        sections.append(f'<p class="small"><code>results/{name}/</code>: {m["points"] if m else "?"} points; '
+                        f'every fitted slope and error exponent in <a href="{summary}">'
                         "summary.txt</a>.</p>")
         sections.extend(figure_html(directory, e, out_dir) for e in sorted(figs, key=lambda e: not e["key"]))
     nav.append('<a href="#provenance">Machine, compiler, commit</a>')

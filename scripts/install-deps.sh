@@ -25,6 +25,7 @@ test_packages=(
   chromium                  # renders results/report.html in tests/python/test_report.py
   python3-pytest python3-venv python3-setuptools  # pip install . into a venv, and a user's pytest (docs/build.md)
   python3-pytest-xdist      # make test runs the Python suites on every core (scripts/test.sh)
+  clang-format python3-flake8  # the house style, checked by tests/python/test_style.py (clang-format 14, flake8 5)
 )
 clang_packages=(
   clang-16 libclang-rt-16-dev libfuzzer-16-dev libomp-16-dev  # make fuzz (libFuzzer), make tsan (TSan + Archer)

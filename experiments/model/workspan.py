@@ -140,7 +140,8 @@ def xeon(args):
     roof, _ = load(os.path.join(args.dir, "roofline.json"))
     report = {"machine": args.dir, "rows": []}
     print("Measured / modelled time in ms (model error in brackets; a bare (x) is a prediction only).")
-    print("Calibrated: pipelined h on n = 65536 at P >= 8; grouped f on n = 65536 at P = 16. Everything else is a check.\n")
+    print("Calibrated: pipelined h on n = 65536 at P >= 8; grouped f on n = 65536 at P = 16."
+          " Everything else is a check.\n")
     print(header("form, n, schedule"))
     for scalar in ["float", "double"]:
         rate = gemm_rate(roof, scalar)
@@ -186,19 +187,22 @@ def bench(args):
                 continue
             pred = {P: blocked(meas[1], 65536, 64, 65, rate, P, ph[P]) for P in PS}
             print(fmt_row(f"{op}/{form} {scalar} blocked", meas, pred))
-            report["rows"].append({"form": f"{op}/{form}", "scalar": scalar, "schedule": "blocked", "measured": meas, "predicted": pred})
+            report["rows"].append({"form": f"{op}/{form}", "scalar": scalar, "schedule": "blocked", "measured": meas,
+                                   "predicted": pred})
         for op in ["hla2", "ahla", "linear"]:
             plain = form_times(times, op, "chunked", scalar, 65536)
             if 1 not in plain or 2 not in plain:
                 continue
             f = grouped_fraction(plain[1] / plain[2], ph[2])
             pre = f"{op}/chunked/{scalar}/n:65536/d:64/dv:64/threads:"
-            for decay in sorted({k[k.index("/", len(pre)):] for k in times if k.startswith(pre) and "/" in k[len(pre):]}):
+            decays = {k[k.index("/", len(pre)):] for k in times if k.startswith(pre) and "/" in k[len(pre):]}
+            for decay in sorted(decays):
                 meas = form_times(times, op, "chunked", scalar, 65536, decay=decay)
                 if 1 not in meas:
                     continue
                 pred = {P: grouped(meas[1], f, P, ph[P]) for P in (1, 2)}
-                print(fmt_row(f"{op}/chunked{decay} {scalar} grouped (f = {f:.3f}: the plain entry's at P = 2)", meas, pred))
+                print(fmt_row(f"{op}/chunked{decay} {scalar} grouped (f = {f:.3f}: the plain entry's at P = 2)", meas,
+                              pred))
                 report["rows"].append({"form": f"{op}/chunked{decay}", "scalar": scalar, "schedule": "grouped", "f": f,
                                        "f_from": f"{op}/chunked at P = 2", "measured": meas, "predicted": pred})
         print(f"| phi(P) {scalar} (peak/fma; P > 2 assumed = P 2) | " + " | ".join(f"{ph[P]:.2f}" for P in PS) + " |")
@@ -212,7 +216,7 @@ def grouped_fraction(speedup, ph, P=2):
 
 def mpi(args):
     """hla2 mpi-chunked at d = dv = 64, double: today's two-pass schedule with the gather, and the one-pass one."""
-    runs = [json.loads(l) for l in open(os.path.join(args.dir, "mpi.jsonl")) if l.strip()]
+    runs = [json.loads(line) for line in open(os.path.join(args.dir, "mpi.jsonl")) if line.strip()]
     d65, _ = load(os.path.join(args.dir, "omp65536.json"))
     roof, _ = load(os.path.join(args.dir, "roofline.json"))
     rate = gemm_rate(roof, "double")
@@ -223,14 +227,15 @@ def mpi(args):
     print("One pass (issue 28): (l_f + a + c) n / (P phi) + two gathers of P states, no output gather in the time.\n")
     print(header("case"))
     ph = {P: phi(roof, "double", P) for P in PS}
-    sel = [r for r in runs if r["op"] == "hla2" and r["form"] == "mpi-chunked" and r["d"] == 64 and r["scaling"] == "strong"]
+    sel = [r for r in runs
+           if r["op"] == "hla2" and r["form"] == "mpi-chunked" and r["d"] == 64 and r["scaling"] == "strong"]
     l_fused = form_times(d65, "hla2", "chunked-fused", "double", 65536)[1] / 65536
     cal = next(r for r in sel if r["n"] == 65536 and r["P"] == 2)
     bw = cal["n"] * cal["dv"] * 8 / (cal["gather_s"] * 1e3)  # bytes per ms
     for n in sorted({r["n"] for r in sel}):
         meas = {r["P"]: r["time_s"] * 1e3 for r in sel if r["n"] == n}
-        l = next(r["finish_s"] for r in sel if r["n"] == n and r["P"] == 1) * 1e3 / n
-        old = {P: meas[1] if P == 1 else 2 * l * n / (P * ph[P]) + n * 64 * 8 / bw for P in PS}
+        per_token = next(r["finish_s"] for r in sel if r["n"] == n and r["P"] == 1) * 1e3 / n
+        old = {P: meas[1] if P == 1 else 2 * per_token * n / (P * ph[P]) + n * 64 * 8 / bw for P in PS}
         new = {P: blocked(l_fused * n, n, 64, 65, rate, P, ph[P], chunk=64) for P in PS}
         print(fmt_row(f"n={n} two-pass + gather (B = {bw / 1e6:.1f} GB/s)", meas, old))
         print(fmt_row(f"n={n} one pass, rows kept (new)", {}, new))
@@ -244,11 +249,12 @@ def mpi_here(args):
     times, ctx = load(args.bench)
     rate = gemm_rate(times, "double")
     report = {"machine": "this one", "rows": []}
-    print(f"hla2 mpi-chunked here (double, rows kept, gather apart): measured / modelled ms; GEMM rate from {args.bench}.\n")
+    print("hla2 mpi-chunked here (double, rows kept, gather apart): measured / modelled ms;"
+          f" GEMM rate from {args.bench}.\n")
     print(header("case"))
     for r1 in [r for r in runs if r["op"] == "hla2" and r["P"] == 1 and r["scaling"] == "strong"]:
-        same = [r for r in runs if r["op"] == "hla2" and r["scaling"] == "strong" and r["n"] == r1["n"] and r["d"] == r1["d"]
-                and r["form"] == r1["form"]]
+        same = [r for r in runs if r["op"] == "hla2" and r["scaling"] == "strong"
+                and r["n"] == r1["n"] and r["d"] == r1["d"] and r["form"] == r1["form"]]
         meas = {r["P"]: r["time_s"] * 1e3 for r in same}
         T1 = r1["time_s"] * 1e3
         pred = {P: blocked(T1, r1["n"], r1["d"], r1["dv"] + 1, rate, P, phi(times, "double", P), chunk=r1["chunk"])

@@ -119,7 +119,8 @@ def _error_reading(notes):
     for op in sorted({k[0] for k in notes}):
         per_op.append(f"{op} {fmt(max(max(v[1]) for k, v in notes.items() if k[0] == op))}")
     above = worst[1] > 1
-    return ((f"Some gradients EXCEED their bound" if above else "Every gradient that computes SPEC's operator is within its bound")
+    return (("Some gradients EXCEED their bound" if above
+             else "Every gradient that computes SPEC's operator is within its bound")
             + "; worst error/bound per operator: "
             + ", ".join(per_op) + f" (worst: {worst[0][0]} {worst[0][1]}).")
 
@@ -165,7 +166,8 @@ def draw(rows, outdir):
         return
     _panels(rows, outdir, "cpu_time_median_s", "CPU time per call, s\n(numbers: fitted exponent in n)",
             "backward_time_vs_n", "What does a backward pass cost against the forward?", np.median, _time_reading)
-    _panels([r for r in rows if is_backward(r)], outdir, "stored_bytes", "stored states, bytes\n(numbers: fitted exponent in n)",
+    _panels([r for r in rows if is_backward(r)], outdir, "stored_bytes",
+            "stored states, bytes\n(numbers: fitted exponent in n)",
             "backward_memory_vs_n", "How much does each backward pass store?", max, _memory_reading)
     err = [r for r in rows if is_backward(r) and r["status"] == "ok" and num(r["err_over_bound"]) >= 0]
     if err:

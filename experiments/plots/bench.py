@@ -4,7 +4,8 @@ the same scalar and thread count, measured in the same run), one and two threads
 Entries are Google Benchmark names `<op>/<form>/<scalar>/n:../d:../dv:../threads:<t>[/heads:<h>]/...`, a fixed decay
 `/gamma:<γ>` or per-token gates `/gates:<spec>` after the threads (bars of their own, "γ=0.9" / "gated"); rooflines
 `roofline/<library>/<scalar>/threads:<t>` (eigen, openblas, blis, libxsmm: the best of them is drawn);
-the PyTorch peer's entries `peer/torch/<op>/<form>/...` are bars like ours; gemm/, peak/, bandwidth/ entries are skipped.
+the PyTorch peer's entries `peer/torch/<op>/<form>/...` are bars like ours; gemm/, peak/, bandwidth/ entries are
+skipped.
 Writes bench.{pdf,svg,png} beside the JSON (results/bench.json → results/bench.png).
 """
 import json
@@ -21,7 +22,8 @@ ROOF_LS = ["--", (0, (4, 1.5, 1, 1.5)), ":", (0, (6, 2))]
 
 
 def parse(name):
-    """(kind, fields): kind 'roofline' or 'entry'; fields: op, form, scalar, threads, heads, library, n, d, dv, decay."""
+    """(kind, fields): kind 'roofline' or 'entry';
+    fields: op, form, scalar, threads, heads, library, n, d, dv, decay."""
     parts = name.split("/")
     f = {"threads": 1, "heads": 1, "decay": ""}
     for p in parts:
@@ -78,7 +80,8 @@ def draw(path):
             roofs[(f["scalar"], f["library"])][f["threads"]] = g
         elif kind == "entry":
             form = {"chunked-multihead": "multi-head", "chunked-fused-multihead": "fused multi-head",
-                    "chunked-multiquery": "multi-query", "chunked-naive-cumprod": "naive cumprod"}.get(f["form"], f["form"])
+                    "chunked-multiquery": "multi-query", "chunked-naive-cumprod": "naive cumprod"
+                    }.get(f["form"], f["form"])
             label = f"{f['op']} {form}{f['decay']}" + (f" ×{f['heads']}" if f["heads"] > 1 else "")
             entries[(f["scalar"], label)][f["threads"]] = g
     scalars = [s for s in SCALARS if any(k[0] == s for k in entries)]
@@ -115,7 +118,8 @@ def draw(path):
         for label in ("hla2 chunked", "hla2 chunked-fused"):
             main = entries.get((scalar, label), {})
             cells = [f"{main[t]:.1f} GFLOP/s at {t} thread{'s' if t > 1 else ''}"
-                     + (f" ({main[t] / roof[t][0]:.2f} of {roof[t][1]}'s)" if t in roof else "") for t in threads if t in main]
+                     + (f" ({main[t] / roof[t][0]:.2f} of {roof[t][1]}'s)" if t in roof else "")
+                     for t in threads if t in main]
             if cells:
                 readings.append(f"{label} {scalar}: " + ", ".join(cells))
     style.ylabel(axes, "useful GFLOP/s (median)")

@@ -1,11 +1,48 @@
 """Reading a sweep's points.csv and the small statistics every figure uses (fits, options labels)."""
 import csv
 import functools
+import json
 import math
+import os
 from collections import Counter
 from fractions import Fraction
 
 import numpy as np
+
+
+# The operator table (core/operators.hpp) as `hla list --operators --json` prints it, committed beside the results so
+# that plotting needs no build; tests/python/test_docs.py keeps it equal to the binary's table.
+OPERATORS_JSON = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                              "results", "operators.json")
+
+
+@functools.lru_cache(maxsize=None)
+def operator_table():
+    with open(OPERATORS_JSON, encoding="utf-8") as f:
+        return {row["id"]: row for row in json.load(f)}
+
+
+def operator_row(op):
+    row = operator_table().get(op)
+    if row is None:
+        raise KeyError(f"operator '{op}' is not in {OPERATORS_JSON}: regenerate it with "
+                       "`build/bin/hla list --operators --json > results/operators.json`")
+    return row
+
+
+def operators_in_order(ops):
+    """The given operators in the table's order (the order of docs/operators.md); an unknown one is an error."""
+    for op in ops:
+        operator_row(op)
+    return [o for o in operator_table() if o in ops]
+
+
+def width_exponent(op, axis):
+    """How the per-token cost of op's streaming forms grows with d or dv, from the table's useful flops per token
+    (flops_d2·d² + flops_d_dv·d·dv): 2 in d when there is a d² term, else 1; 1 in dv. The softmax baseline has no
+    streaming cost (its per-token cost is n·(d + dv)): 1 in each."""
+    flops = operator_row(op)["flops_per_token"]
+    return 2 if axis == "d" and flops["d2"] > 0 else 1
 
 
 def num(x):

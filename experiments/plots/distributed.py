@@ -13,7 +13,6 @@ Writes model.json and model.{png,pdf,svg}.
 usage: python3 experiments/plots/distributed.py results/distributed
 """
 import json
-import math
 import os
 import sys
 
@@ -56,7 +55,8 @@ def main(outdir):
     for c in cal:
         op = c["op"]
         S, comb = c["state_bytes"], c["combine_s"]
-        strong = [r for r in runs if r["op"] == op and r["scaling"] == "strong" and r["form"] == "mpi-chunked" and r["d"] == c["d"]]
+        strong = [r for r in runs if r["op"] == op and r["scaling"] == "strong" and r["form"] == "mpi-chunked"
+                  and r["d"] == c["d"]]
         entry = {"state_bytes": S, "combine_s": comb}
         two = [r for r in strong if r["P"] == 2]
         if two:
@@ -74,7 +74,8 @@ def main(outdir):
             ax.plot(Ps, vals, label=name, color=colors[name], marker="o", ms=2.5)
         if two:
             total = {name: n / Ps * w + vals for name, vals in models.items()}
-            entry["strong_total_s_at_P"] = {name: {int(p): float(v) for p, v in zip(Ps, vals)} for name, vals in total.items()}
+            entry["strong_total_s_at_P"] = {name: {int(p): float(v) for p, v in zip(Ps, vals)}
+                                            for name, vals in total.items()}
             ax.plot(Ps, n / Ps * w, color=style.GUIDE["color"], ls=style.GUIDE["ls"], lw=style.GUIDE["lw"])
             ax.text(Ps[-1], n / Ps[-1] * w, f" local work, n={n}", fontsize=6, va="center")
         # The scan alone (after a barrier, no rank's lateness in it), both algorithms, at P = 2.
@@ -91,12 +92,13 @@ def main(outdir):
     style.legend_below(fig, handles)
     json.dump(model, open(os.path.join(outdir, "model.json"), "w"), indent=1)
     steps = "⌈log₂P⌉"
+    gbs = 1 / beta / 1e9 if beta > 0 else float('nan')
     style.save(fig, outdir, "model",
                "How does the cross-rank scan grow with the number of ranks?",
-               f"Fitted α = {alpha * 1e6:.2f} µs, 1/β = {1 / beta / 1e9 if beta > 0 else float('nan'):.2f} GB/s between two "
+               f"Fitted α = {alpha * 1e6:.2f} µs, 1/β = {gbs:.2f} GB/s between two "
                f"ranks of this host; the exscan takes {steps} steps of one state, the ring P − 1, the all-gather moves "
                "P − 1 states to every rank and combines them locally.")
-    print(f"alpha = {alpha * 1e6:.2f} us, bandwidth = {1 / beta / 1e9 if beta > 0 else float('nan'):.2f} GB/s -> {outdir}/model.json")
+    print(f"alpha = {alpha * 1e6:.2f} us, bandwidth = {gbs:.2f} GB/s -> {outdir}/model.json")
 
 
 if __name__ == "__main__":

@@ -17,15 +17,14 @@ import numpy as np
 from matplotlib.lines import Line2D
 
 from . import style
-from .data import frac, fit_slope, fmt, gamma, gate_strength, is_backward, num, options_label, plain
+from .data import (frac, fit_slope, fmt, gamma, gate_strength, is_backward, num, operator_row, operator_table,
+                   operators_in_order, options_label, plain)
 
 DIFFERS = "differs in exact arithmetic"
-OPS_ORDER = ["hla2", "ahla", "linear", "hla3", "hla2-unmasked", "hla3-unmasked", "softmax"]
 
 
 def _ops(rows):
-    ops = {r["operator"] for r in rows}
-    return [o for o in OPS_ORDER if o in ops] + sorted(ops - set(OPS_ORDER))
+    return operators_in_order({r["operator"] for r in rows})
 
 
 def _with_error(rows):
@@ -141,7 +140,7 @@ def error_growth_vs_n(rows, outdir):
         ax.set_title(f"hla2, γ = 1, {scalar}")
         ax.set_xlabel("n (tokens)")
     style.ylabel(axes, "normwise error in units of u\n(numbers: fitted exponent in n)")
-    style.legend_below(fig, [handles[l] for l, *_ in GROWTH_LINES if l in handles], ncol=3)
+    style.legend_below(fig, [handles[label] for label, *_ in GROWTH_LINES if label in handles], ncol=3)
     parts = []
     for scalar in scalars:
         ser = notes.get(("serial", scalar))
@@ -198,8 +197,6 @@ def error_normalized_vs_n(rows, outdir):
     style.save(fig, outdir, "error_normalized_vs_n", "What does normalization with a small ε cost?", reading)
 
 
-
-
 def paper_vs_corrected(rows, outdir):
     err = _with_error(rows)
     differs = [r for r in err if r["status"] == DIFFERS]
@@ -207,7 +204,7 @@ def paper_vs_corrected(rows, outdir):
         return
     # Panels: (operator, γ) where the paper's variant differs; unnormalized, no ridge where possible.
     combos = sorted({(r["operator"], r["gamma"]) for r in differs},
-                    key=lambda c: (OPS_ORDER.index(c[0]) if c[0] in OPS_ORDER else 99, -float(frac(c[1]))))
+                    key=lambda c: (list(operator_table()).index(operator_row(c[0])["id"]), -float(frac(c[1]))))
     combos = combos[:4]
     fig, axes = style.figure(len(combos), sharey=True)
     families = set()
@@ -233,7 +230,8 @@ def paper_vs_corrected(rows, outdir):
                         continue
                     families.add(fam)
                     ns = sorted(s)
-                    kw = style.line_kw(fam, scalar, marker="x" if variant == "paper" else style.PRECISION_MARKER[scalar])
+                    kw = style.line_kw(fam, scalar,
+                                       marker="x" if variant == "paper" else style.PRECISION_MARKER[scalar])
                     ax.plot(ns, [s[n] if s[n] > 0 else np.nan for n in ns], **kw)
                     n_last = max(n_last, ns[-1])
                     if variant == "corrected":
@@ -243,7 +241,8 @@ def paper_vs_corrected(rows, outdir):
         if hi_corr > 0 and math.isfinite(lo_paper):
             ax.annotate("", xy=(n_last * 1.35, lo_paper), xytext=(n_last * 1.35, hi_corr),
                         arrowprops=dict(arrowstyle="<->", color=style.PAPER_COLOR, lw=1.0))
-            ax.text(n_last * 1.5, math.sqrt(lo_paper * hi_corr), "gap in exact\narithmetic:\n≥ " + fmt(lo_paper / hi_corr, 0) + "×",
+            ax.text(n_last * 1.5, math.sqrt(lo_paper * hi_corr),
+                    "gap in exact\narithmetic:\n≥ " + fmt(lo_paper / hi_corr, 0) + "×",
                     fontsize=6.5, color=style.PAPER_COLOR, va="center", ha="left")
             ax.set_xlim(right=n_last * 8)
         ax.set_title(f"{op}, γ = {float(frac(g)):g}" + (", normalized" if not simple else ""))
@@ -259,7 +258,8 @@ def paper_vs_corrected(rows, outdir):
     style.legend_below(fig, style.family_handles(families) + variant_handles + style.precision_handles(), ncol=4)
     reading = ("The paper's formulas are off by far more than rounding (decided in fp61, float and double alike) — "
                + "; ".join(readings) + ".")
-    style.save(fig, outdir, "paper_vs_corrected", "Where does the paper's formula leave the operator?", reading, key=True)
+    style.save(fig, outdir, "paper_vs_corrected", "Where does the paper's formula leave the operator?", reading,
+               key=True)
 
 
 def error_vs_gate_strength(rows, outdir):
@@ -279,7 +279,8 @@ def error_vs_gate_strength(rows, outdir):
         for r in mine:
             if int(r["n"]) != n_max:
                 continue
-            key = (r["form"] + ("" if r["variant"] in ("spec", "paper", "corrected") else "/" + r["variant"]), r["scalar"])
+            key = (r["form"] + ("" if r["variant"] in ("spec", "paper", "corrected") else "/" + r["variant"]),
+                   r["scalar"])
             s = gate_strength(r)
             if r["status"] == "non-finite":
                 series[key][s] = math.inf

@@ -102,7 +102,8 @@ def _memory(rows, out):
     out.append("\n## Memory (state bytes the form returns; peak-RSS delta of one call)")
     series = defaultdict(lambda: defaultdict(list))
     for r in ok:
-        series[f"{r['operator']} {r['form']}/{r['variant']} {r['scalar']} d={r['d']} dv={r['dv']}"][int(r["n"])].append(r)
+        name = f"{r['operator']} {r['form']}/{r['variant']} {r['scalar']} d={r['d']} dv={r['dv']}"
+        series[name][int(r["n"])].append(r)
     for label in sorted(series):
         ns = sorted(series[label])
         st = [max(num(r["state_bytes"]) for r in series[label][n]) for n in ns]
@@ -137,7 +138,8 @@ def _backward(rows, out):
         if e:
             line += (f", gradient error {min(num(r['err_normwise_rel']) for r in e):.3g}.."
                      f"{max(num(r['err_normwise_rel']) for r in e):.3g}, worst err/bound "
-                     f"{max(num(r['err_over_bound']) for r in e):.3g}, status {', '.join(sorted({r['status'] for r in e}))}")
+                     f"{max(num(r['err_over_bound']) for r in e):.3g}, "
+                     f"status {', '.join(sorted({r['status'] for r in e}))}")
         out.append(line)
 
 

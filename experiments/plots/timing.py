@@ -12,7 +12,8 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter
 
 from . import style
-from .data import base_dims, fit_slope, fitted, fmt, is_backward, main_chunk, mode, num, options_label, pow2
+from .data import (base_dims, fit_slope, fitted, fmt, is_backward, main_chunk, mode, num, options_label, pow2,
+                   width_exponent)
 from .errors import _ops
 
 CPU = "cpu_time_median_s"
@@ -115,12 +116,8 @@ def time_per_token_vs_n(rows, outdir):
                 parts.append(f"{op0} at n={pow2(at)}, {sc}, µs per token: " + ", ".join(cells))
     refs = [(k, v) for k, v in drawn.items() if k[1] == "reference"]
     reading = "; ".join(parts) + "." + (" The literal references grow like n² per token." if refs else "")
-    style.save(fig, outdir, "time_per_token_vs_n", "Is per-token cost flat in n?", reading + shared_host_note(rows), key=True)
-
-
-# Expected growth of the per-token cost: the d² term of hla2/hla3, d·dv for the others.
-EXPECTED = {("hla2", "d"): 2, ("hla3", "d"): 2, ("hla2", "dv"): 1, ("ahla", "d"): 1, ("ahla", "dv"): 1,
-            ("linear", "d"): 1, ("linear", "dv"): 1, ("hla3", "dv"): 1}
+    style.save(fig, outdir, "time_per_token_vs_n", "Is per-token cost flat in n?", reading + shared_host_note(rows),
+               key=True)
 
 
 def time_vs_width(rows, outdir):
@@ -159,7 +156,7 @@ def time_vs_width(rows, outdir):
                 guide_at = (ws[-1], t[-1], ws[0])
             readings.append((axis, op, form, scalar, slope, ws, t))
         op = sorted(ops)[0]
-        p = EXPECTED.get((op, axis), 1)
+        p = width_exponent(op, axis)  # the d² term of hla2/hla3, d·dv for the others (the operator table)
         if guide_at:
             w1, t1, w0 = guide_at
             w0 = max(w0, w1 // 8)

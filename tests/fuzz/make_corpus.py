@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Writes the fuzzers' seed corpora (tests/fuzz/corpus/<target>/) from the real inputs: the configs, the
 .npy fixtures, what an implementation writes for `hla verify`, command lines from the README. Run from
-anywhere with Debian's python3-numpy (/usr/bin/python3); commit what it writes. The fuzzers add what they find to build-fuzz/corpus/, not here."""
+anywhere with Debian's python3-numpy (/usr/bin/python3); commit what it writes. The fuzzers add what they find to
+build-fuzz/corpus/, not here."""
 import io
 import os
 import shutil
@@ -31,7 +32,8 @@ def npy_bytes(a):
 
 
 d = target("fuzz_rational")
-for i, text in enumerate(["3/4", "0.99", "1e-6", "-2", "010/3", "1.5e3", " 7 ", "+.5", "5.", "1/0", "abc", "-0/7", "123456789012345678901234567890"]):
+for i, text in enumerate(["3/4", "0.99", "1e-6", "-2", "010/3", "1.5e3", " 7 ", "+.5", "5.", "1/0", "abc", "-0/7",
+                          "123456789012345678901234567890"]):
     write(d, f"seed{i:02d}", text)
 
 d = target("fuzz_npy")
@@ -106,6 +108,7 @@ for i, line in enumerate(["--op hla2 --form chunked --threads 65536", "--op hla2
     write(d, f"seed{i:02d}", "\n".join(line.split()))
 # issue 31: per-token gates on a decode kernel across a block boundary (a form that takes them), and with --gamma
 # (refused: the decay is the gates')
-for i, line in enumerate(["--op hla2 --form decode --variant corrected --gates strength:0.5 --normalized --eps 1/8 --n 130",
+for i, line in enumerate(["--op hla2 --form decode --variant corrected --gates strength:0.5 --normalized --eps 1/8"
+                          " --n 130",
                           "--op linear --form decode --gates range:0.5,1 --gamma 3/4"], start=14):
     write(d, f"seed{i:02d}", "\n".join(line.split()))

@@ -28,11 +28,13 @@ SHAPE = "n:65536/d:64/dv:64"
 
 def median(name, ms):
     return {"name": f"{name}/min_time:0.200/real_time_median", "run_name": f"{name}/min_time:0.200/real_time",
-            "run_type": "aggregate", "aggregate_name": "median", "real_time": ms, "time_unit": "ms", "gflops": 1000.0 / ms}
+            "run_type": "aggregate", "aggregate_name": "median", "real_time": ms, "time_unit": "ms",
+            "gflops": 1000.0 / ms}
 
 
 def gated_entries():
-    """plain 10·k ms, γ = 0.9 12·k, gated 15·k (k = threads' factor), naive 30 ms: ratios 1.25, 1.2, 2 (naive ÷ gated at k=1)."""
+    """plain 10·k ms, γ = 0.9 12·k, gated 15·k (k = threads' factor), naive 30 ms:
+    ratios 1.25, 1.2, 2 (naive ÷ gated at k=1)."""
     out = []
     for op in bench_targets.GATED_OPS:
         for s in bench_targets.SCALARS:
@@ -75,13 +77,15 @@ class Gating(unittest.TestCase):
             path = os.path.join(tmp, "gating.json")
             with open(path, "w") as f:
                 json.dump({"benchmarks": gated_entries()}, f)
-            run = subprocess.run([sys.executable, os.path.join(ROOT, "experiments", "bench_targets.py"), path, "--only", "gating"],
+            run = subprocess.run([sys.executable, os.path.join(ROOT, "experiments", "bench_targets.py"), path,
+                                  "--only", "gating"],
                                  capture_output=True, text=True)
             self.assertEqual(run.returncode, 0, run.stderr)
             self.assertEqual(run.stdout.count("gated ÷ fixed γ=0.9 time: 1T 1.25"), len(bench_targets.GATED_OPS) * 2)
             with open(path, "w") as f:
                 json.dump({"benchmarks": gated_entries()[1:]}, f)  # hla2 float's plain 1T entry gone
-            run = subprocess.run([sys.executable, os.path.join(ROOT, "experiments", "bench_targets.py"), path, "--only", "gating"],
+            run = subprocess.run([sys.executable, os.path.join(ROOT, "experiments", "bench_targets.py"), path,
+                                  "--only", "gating"],
                                  capture_output=True, text=True)
             self.assertEqual(run.returncode, 2)
             self.assertIn(f"hla2/chunked/float/{SHAPE}/threads:1", run.stderr)
@@ -96,8 +100,12 @@ class Figure(unittest.TestCase):
             labels.add((f["op"], f["form"], f["decay"], f["threads"]))
         # per op and scalar: plain, γ = 0.9 and gated at two thread counts, the naive one at one, none merged
         self.assertEqual(len(labels), len(bench_targets.GATED_OPS) * (3 * 2 + 1))
-        self.assertEqual(bench_plot.parse(f"hla2/chunked/float/{SHAPE}/threads:2/{bench_targets.GATES}")[1]["decay"], " gated")
-        self.assertEqual(bench_plot.parse(f"hla2/chunked/float/{SHAPE}/threads:2/{bench_targets.FIXED_GAMMA}")[1]["decay"], " γ=0.9")
+
+        def decay(suffix):
+            return bench_plot.parse(f"hla2/chunked/float/{SHAPE}/threads:2/{suffix}")[1]["decay"]
+
+        self.assertEqual(decay(bench_targets.GATES), " gated")
+        self.assertEqual(decay(bench_targets.FIXED_GAMMA), " γ=0.9")
 
 
 class Model(unittest.TestCase):

@@ -23,7 +23,7 @@ def configure(build_dir, *flags):
 
 def launcher(build_make):
     """The words before the compiler on the first compile line of hla_core."""
-    line = next(l for l in build_make.splitlines() if "$(CXX_FLAGS)" in l)
+    line = next(ln for ln in build_make.splitlines() if "$(CXX_FLAGS)" in ln)
     return line.split("$(CXX_DEFINES)")[0].split()
 
 

@@ -12,6 +12,7 @@
    kOperators), so a new operator is covered too.
 """
 import glob
+import json
 import os
 import re
 import subprocess
@@ -20,8 +21,8 @@ import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-SOURCE_DIRS = ("cli", "configs", "core", "examples", "experiments", "fast", "python", "reference", "scripts", "tests",
-               "verify")
+SOURCE_DIRS = ("claims", "cli", "configs", "core", "examples", "experiments", "fast", "io", "mpi", "numerics", "python",
+               "reference", "scripts", "tests", "verify")
 SOURCE_EXTS = (".cpp", ".hpp", ".py", ".sh", ".toml", ".md", ".txt")
 
 
@@ -132,7 +133,8 @@ def operator_ids(root=ROOT):
 def files_naming_an_operator(root=ROOT):
     """Source files outside tests/ holding an operator id as a string literal, or an OpId enumerator."""
     ids = operator_ids(root)
-    literal = re.compile(r"""["'](%s)["']|\bOpId::""" % "|".join(re.escape(i) for i in sorted(ids, key=len, reverse=True)))
+    alternatives = "|".join(re.escape(i) for i in sorted(ids, key=len, reverse=True))
+    literal = re.compile(r"""["'](%s)["']|\bOpId::""" % alternatives)
     found = []
     for top in SOURCE_DIRS:
         if top in ("tests", "configs"):  # tests follow the registry; configs choose what to sweep
@@ -176,6 +178,20 @@ class DeadLinks(unittest.TestCase):
     def test_readme_fits_on_a_few_screens(self):
         with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
             self.assertLessEqual(len(f.read().splitlines()), 300)
+
+
+class OperatorTableCopy(unittest.TestCase):
+    """results/operators.json is the operator table the plots read (experiments/plots/data.py): the binary's own."""
+
+    def test_committed_table_is_the_binarys(self):
+        hla = os.path.join(os.environ.get("HLA_BUILD", os.path.join(ROOT, "build")), "bin", "hla")
+        self.assertTrue(os.path.exists(hla), f"{hla}: build first (make build)")
+        out = subprocess.run([hla, "list", "--operators", "--json"], capture_output=True, text=True, check=True)
+        with open(os.path.join(ROOT, "results", "operators.json"), encoding="utf-8") as f:
+            committed = json.load(f)
+        self.assertEqual(committed, json.loads(out.stdout),
+                         "regenerate it: build/bin/hla list --operators --json > results/operators.json")
+        self.assertEqual([row["id"] for row in committed], operator_ids())
 
 
 class ContributingRecipe(unittest.TestCase):

@@ -49,7 +49,8 @@ class Reports(PrivateTmp):
     def test_stderr_that_is_not_utf8_keeps_the_verdict(self):
         # Before: writing the report threw (exit 1, no verdict) and left an empty r.json.tmp.
         out = self.path("r.json")
-        p = self.hla("verify", "--op", "hla2", "--exec", "printf 'tqdm 50%%\\342\\226\\377\\n' >&2; exit 1; :", "--json", out, *QUICK)
+        p = self.hla("verify", "--op", "hla2", "--exec", "printf 'tqdm 50%%\\342\\226\\377\\n' >&2; exit 1; :",
+                     "--json", out, *QUICK)
         self.assertEqual(p.returncode, 2, p.stderr)
         with open(out, encoding="utf-8") as f:
             r = json.load(f)
@@ -130,7 +131,8 @@ class ReturnedFiles(PrivateTmp):
             with open(os.path.join(parts, f"p{i}.npy"), "wb") as f:
                 f.write(b"\x93NUMPY\x01\x00" + len(h).to_bytes(2, "little") + h.encode() + bytes(8))
         cmd = self.command(f'for c in "$1"/*/; do ln -s {parts} "$c/summary"; ln -s {parts} "$c/ab"; done\n')
-        p = self.hla("verify", "--op", "hla2", "--combine", "--exec", cmd, "--json", self.path("r.json"), "--quiet", "--d", "2", "--dv", "2")
+        p = self.hla("verify", "--op", "hla2", "--combine", "--exec", cmd, "--json", self.path("r.json"), "--quiet",
+                     "--d", "2", "--dv", "2")
         self.assertEqual(p.returncode, 2, p.stderr)
         with open(self.path("r.json")) as f:
             self.assertIn("holds 100 .npy parts, more than the 64", f.read())
@@ -236,21 +238,24 @@ class Options(PrivateTmp):
             self.expect_2("verify", "--op", "hla2", "--exec", "true", "--timeout", t, *QUICK, text="--timeout")
 
     def test_options_the_dtype_cannot_hold(self):
-        self.expect_2("verify", "--op", "hla2", "--normalized", "--eps", "1e400", "--exec", "true", *QUICK, text="--eps")
+        self.expect_2("verify", "--op", "hla2", "--normalized", "--eps", "1e400", "--exec", "true", *QUICK,
+                      text="--eps")
         self.expect_2("verify", "--op", "hla2", "--ridge", "1e400", "--exec", "true", *QUICK, text="--ridge")
         self.expect_2("verify", "--op", "hla2", "--ridge", "1e38", "--dtype", "float32", "--exec", "true", *QUICK,
                       text="too large for float32")
 
     def test_threads_the_machine_cannot_run(self):
         for t in ("65536", "33000"):
-            self.expect_2("run", "--op", "hla2", "--form", "chunked", "--threads", t, "--n", "8", text="threads must lie in")
+            self.expect_2("run", "--op", "hla2", "--form", "chunked", "--threads", t, "--n", "8",
+                          text="threads must lie in")
 
     def test_run_counts_the_state_before_it_allocates(self):
         # Before: std::bad_alloc (an internal error) for a d x d state of 10^10 values.
         self.expect_2("run", "--op", "hla2", "--form", "serial", "--d", "100000", "--n", "4", text="needs at least")
 
     def test_seed_beyond_64_bits(self):
-        self.expect_2("verify", "--op", "hla2", "--exec", "true", "--seed", "18446744073709551616", *QUICK, text="--seed")
+        self.expect_2("verify", "--op", "hla2", "--exec", "true", "--seed", "18446744073709551616", *QUICK,
+                      text="--seed")
         self.expect_2("run", "--seed", "99999999999999999999999", text="--seed")  # before: ran seed 2^64 - 1
 
     def test_file_mode_refuses_what_it_would_ignore(self):
@@ -270,7 +275,8 @@ class Options(PrivateTmp):
             for axis in ("n", "d", "dv", "seeds", "repeats", "chunk"):
                 f.write(f"{axis} = [{', '.join(str(i) for i in range(1, 101))}]\n")
         self.expect_2("sweep", huge, "--dry-run", text="combinations")
-        self.expect_2("sweep", os.path.join(ROOT, "configs", "default.toml"), "--out", "/proc/x")  # before: internal error
+        self.expect_2("sweep", os.path.join(ROOT, "configs", "default.toml"), "--out",
+                      "/proc/x")  # before: internal error
 
 
 class Module(unittest.TestCase):
@@ -282,7 +288,9 @@ class Module(unittest.TestCase):
     def test_normalized_without_eps_computes_for_every_operator(self):
         # Before: "no exact case of shape ... within the magnitude limit" (an internal error) for every operator.
         for op in ("hla2", "hla2-unmasked", "ahla", "hla3", "hla3-unmasked", "linear"):
-            ref = lambda q, k, v, op=op, **o: self.h.reference(op, q, k, v, precision="float64", **o)
+            def ref(q, k, v, op=op, **o):
+                return self.h.reference(op, q, k, v, precision="float64", **o)
+
             r = self.h.verify(ref, op, normalized=True, max_n=16, d=2, dv=2, shrink_rounds=0, diagnose=False)
             self.assertEqual(r["verdict"], "computes", (op, r["summary"]))
 

@@ -5,7 +5,6 @@ import os
 import pathlib
 import shutil
 import subprocess
-import sys
 import tempfile
 import unittest
 
@@ -33,7 +32,8 @@ class PipInstallIntoVenv(unittest.TestCase):
             pip = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--no-build-isolation",
                                   "--no-index", "--quiet", str(ROOT)], env=env, capture_output=True, text=True)
             self.assertEqual(pip.returncode, 0, pip.stdout + pip.stderr)
-            where = subprocess.run([str(venv / "bin" / "python"), "-c", "import hla_harness; print(hla_harness.__file__)"],
+            where = subprocess.run([str(venv / "bin" / "python"), "-c",
+                                    "import hla_harness; print(hla_harness.__file__)"],
                                    env=env, cwd=tmp, capture_output=True, text=True, check=True).stdout.strip()
             self.assertTrue(where.startswith(str(venv)), where)  # the venv's copy, not build/python
             shutil.copy(ROOT / "examples" / "test_hla2_with_pytest.py", tmp)

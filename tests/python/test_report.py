@@ -25,7 +25,8 @@ import report  # noqa: E402
 CHECK = """<script>
 window.addEventListener('load', function () {
   var imgs = Array.prototype.slice.call(document.images);
-  var bad = imgs.filter(function (i) { return !(i.complete && i.naturalWidth > 0); }).map(function (i) { return i.src; });
+  var bad = imgs.filter(function (i) { return !(i.complete && i.naturalWidth > 0); })
+                .map(function (i) { return i.src; });
   var wide = Array.prototype.slice.call(document.querySelectorAll('main *')).filter(function (e) {
     return e.getBoundingClientRect().right > window.innerWidth + 1; }).slice(0, 5).map(function (e) {
     return e.tagName + (e.id ? '#' + e.id : '') + ' ' + (e.textContent || '').slice(0, 60); });
@@ -78,7 +79,8 @@ class ReportRendersInChromium(unittest.TestCase):
         dom = self.chrome(f"--window-size={width},1000", "--dump-dom", "file://" + self.checked)
         m = re.search(r'<pre id="hla-check">(.*?)</pre>', dom, re.S)
         self.assertIsNotNone(m, "the check script did not run: " + dom[-500:])
-        return json.loads(m.group(1).replace("&quot;", '"').replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">"))
+        return json.loads(m.group(1).replace("&quot;", '"').replace("&amp;", "&").replace("&lt;", "<").replace("&gt;",
+                                                                                                               ">"))
 
     def test_every_image_loads_and_nothing_overflows(self):
         for width in (1280, 700):
@@ -103,7 +105,8 @@ class ReportRendersInChromium(unittest.TestCase):
         figures = re.findall(r"<figure .*?</figure>", self.html, re.S)
         self.assertGreaterEqual(len(figures), 10)
         for fig in figures:
-            self.assertRegex(fig, r'<span class="q">[^<]+\?</span> \S', "every figure states its question and a reading")
+            self.assertRegex(fig, r'<span class="q">[^<]+\?</span> \S',
+                             "every figure states its question and a reading")
         with open(os.path.join(ROOT, "results", "claims.json")) as f:
             claims = json.load(f)["claims"]
         for c in claims:

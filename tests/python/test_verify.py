@@ -235,13 +235,15 @@ class ExecVerdicts(unittest.TestCase):
                 # in the format's own units: a bf16 error counted in fp32's u would be ~2^16 times larger
                 self.assertLess(max(x["error_in_u"] for x in r["random"]), 1000, r["summary"])
         # the same bf16 kernel declared as fp32 loses more than fp32 explains
-        r = hla_harness.verify(impls.callable_for("hla2-bf16-kernel-rounded"), "hla2", dtype="float32", precision="fp32",
+        r = hla_harness.verify(impls.callable_for("hla2-bf16-kernel-rounded"), "hla2", dtype="float32",
+                               precision="fp32",
                                **dict(opts, max_n=512, d=16, dv=16, gamma=1.0, normalized=False, eps=0.0))
         self.assertEqual(r["verdict"], "lower-precision", r["summary"])
 
     def test_calibration(self):
         p = subprocess.run([HLA, "verify", "--op", "linear", "--calibrate", "--max-n", "512", "--quiet", "--json",
-                            os.path.join(tempfile.gettempdir(), "hla-calibration.json")], capture_output=True, text=True)
+                            os.path.join(tempfile.gettempdir(), "hla-calibration.json")],
+                           capture_output=True, text=True)
         self.assertEqual(p.returncode, 0, p.stderr)
         with open(os.path.join(tempfile.gettempdir(), "hla-calibration.json")) as f:
             c = json.load(f)
@@ -277,7 +279,8 @@ def verify_grad(name, *args, timeout=900):
     """`hla verify --grad --exec grad_impls.py NAME` (PyTorch autograd implementations)."""
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "report.json")
-        cmd = [HLA, "verify", "--grad", "--exec", f"{PY} {GRAD_IMPLS} {name}", "--json", out, *quick_except(args), *args]
+        cmd = [HLA, "verify", "--grad", "--exec", f"{PY} {GRAD_IMPLS} {name}", "--json", out, *quick_except(args),
+               *args]
         return run_with_report(cmd, out, timeout)
 
 
@@ -321,7 +324,8 @@ class ReducedPrecisionBothWays(unittest.TestCase):
                 [f"--{n}={os.path.join(tmp, n + '.npy')}" for n in "qkv"] + ["--o", os.path.join(tmp, "o.npy")]
             report = os.path.join(tmp, "r.json")
             for name, precision, want in [("hla2-chunked", "fp32", "computes"), ("hla2-chunked-tf32", "fp32", "tf32"),
-                                          ("hla2-chunked-tf32", "tf32", "computes"), ("hla2-chunked-bf16", "fp32", "bf16"),
+                                          ("hla2-chunked-tf32", "tf32", "computes"),
+                                          ("hla2-chunked-bf16", "fp32", "bf16"),
                                           ("hla2-chunked-bf16", "bf16", "computes")]:
                 with self.subTest(name=name, precision=precision):
                     np.save(os.path.join(tmp, "o.npy"), impls.IMPLS[name](q, k, v, 0.99, False, 0.0, 0.0)[0])
@@ -357,11 +361,13 @@ class NamedChunkMistakes(unittest.TestCase):
                 self.assertEqual((code, r["verdict"]), (1, "differs"), out)
                 self.assertIn(key, keys(r), out)
                 # the counterexample line says every option, the unnormalized one too
-                self.assertRegex(out, r"counterexample \(n=\d+, d=\d+, dv=\d+, gamma=[^,]+, (unnormalized|normalized eps=[^,]+), lambda=")
+                self.assertRegex(out, r"counterexample \(n=\d+, d=\d+, dv=\d+, gamma=[^,]+, "
+                                      r"(unnormalized|normalized eps=[^,]+), lambda=")
 
     def test_counterexample_from_the_simplest_group_at_a_chunk_boundary(self):
         # the mask bug fails every group: the counterexample comes from gamma = 1, unnormalized
-        code, r, out = verify("hla2-chunked-mask-diagonal", "--op", "hla2", "--gamma", "0.9", "--normalized", "--eps", "0.5")
+        code, r, out = verify("hla2-chunked-mask-diagonal", "--op", "hla2", "--gamma", "0.9", "--normalized", "--eps",
+                              "0.5")
         self.assertEqual(r["counterexample"]["options"]["gamma"], "1", out)
         self.assertFalse(r["counterexample"]["options"]["normalized"], out)
         # the carry bug first shows on the first row of the second chunk, and small inputs are printed inline
@@ -692,7 +698,8 @@ class CommandLine(unittest.TestCase):
                 np.save(os.path.join(tmp, name + ".npy"), x)
             right = impls.hla2(q, k, v, 0.75, False, 0.0, 0.0)[0]
             wrong = impls.IMPLS["hla2-paper-decay"](q, k, v, 0.75, False, 0.0, 0.0)[0]
-            args = ["verify", "--op", "hla2", "--gamma", "3/4"] + [f"--{n}={os.path.join(tmp, n + '.npy')}" for n in "qkv"]
+            args = (["verify", "--op", "hla2", "--gamma", "3/4"]
+                    + [f"--{n}={os.path.join(tmp, n + '.npy')}" for n in "qkv"])
             np.save(os.path.join(tmp, "o.npy"), right)
             p = self.run_hla(*args, "--o", os.path.join(tmp, "o.npy"))
             self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
@@ -737,6 +744,7 @@ class PythonModule(unittest.TestCase):
 
     def test_keywords_follow_the_signature_and_tensors_are_taken(self):
         plain = impls.callable_for("hla2")
+
         def positional_only(q, k, v):  # plain hla2 needs no options
             return plain(q, k, v, gamma=1.0, normalized=False, eps=0.0, ridge=0.0)
         r = self.h.verify(positional_only, "hla2", max_n=16, d=2, dv=2)
@@ -745,11 +753,13 @@ class PythonModule(unittest.TestCase):
         r = self.h.verify(positional_only, "hla2", gamma=0.5, max_n=16, d=2, dv=2)
         self.assertEqual(r["verdict"], "error")
         self.assertIn("takes no keyword 'gamma'", json.dumps(r["findings"]))
+
         def named(q, k, v, gamma):
             return plain(q, k, v, gamma=gamma, normalized=False, eps=0.0, ridge=0.0)
         r = self.h.verify(named, "hla2", gamma=0.5, max_n=16, d=2, dv=2)
         self.assertEqual(r["verdict"], "computes", r["summary"])
         import torch
+
         def tensor_out(q, k, v, **o):
             return torch.from_numpy(plain(q, k, v, **o)).requires_grad_()
         r = self.h.verify(tensor_out, "hla2", gamma=0.5, max_n=16, d=2, dv=2)
@@ -775,7 +785,8 @@ class TorchExamples(unittest.TestCase):
     def run_example(self, script, *args):
         with tempfile.TemporaryDirectory() as tmp:
             out = os.path.join(tmp, "r.json")
-            cmd = [HLA, "verify", "--exec", f"{PY} {os.path.join(ROOT, 'examples', script)}", "--json", out, *QUICK, *args]
+            cmd = [HLA, "verify", "--exec", f"{PY} {os.path.join(ROOT, 'examples', script)}", "--json", out, *QUICK,
+                   *args]
             p = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
             report = None
             if os.path.exists(out):
@@ -784,8 +795,10 @@ class TorchExamples(unittest.TestCase):
             return p.returncode, report, p.stdout + p.stderr
 
     def test_examples_through_the_cli(self):
-        for script, args in (("torch_hla2_serial.py", ["--op", "hla2", "--gamma", "0.99", "--normalized", "--eps", "1e-6", "--state"]),
-                             ("torch_hla2_chunked.py", ["--op", "hla2", "--gamma", "0.99", "--ridge", "0.5", "--dtype", "float32"]),
+        for script, args in (("torch_hla2_serial.py", ["--op", "hla2", "--gamma", "0.99", "--normalized", "--eps",
+                                                       "1e-6", "--state"]),
+                             ("torch_hla2_chunked.py", ["--op", "hla2", "--gamma", "0.99", "--ridge", "0.5", "--dtype",
+                                                        "float32"]),
                              ("torch_ahla.py", ["--op", "ahla", "--gamma", "0.9", "--state"])):
             code, r, out = self.run_example(script, *args)
             self.assertEqual(code, 0, script + "\n" + out)

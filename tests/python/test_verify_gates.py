@@ -84,7 +84,8 @@ class GatedState(unittest.TestCase):
     """--gates --state: state_in/state_out with gates (the parts of fast/serial/gated.hpp), carry and split cases."""
 
     def test_right_serial_forms_compute_with_state(self):
-        for name, op, more in [("hla2", "hla2", ["--normalized", "--eps", "1/4", "--ridge", "1/2"]), ("linear", "linear", []),
+        for name, op, more in [("hla2", "hla2", ["--normalized", "--eps", "1/4", "--ridge", "1/2"]), ("linear",
+                                                                                                      "linear", []),
                                ("ahla", "ahla", ["--normalized", "--eps", "1/4"])]:
             with self.subTest(name=name):
                 code, report, out = verify_gated(name, "--op", op, "--state", *more)
@@ -97,7 +98,8 @@ class GatedState(unittest.TestCase):
     def test_carry_cases_hold_gates(self):
         with tempfile.TemporaryDirectory() as tmp:
             keep = os.path.join(tmp, "seen")
-            code, _, out = run(["--gates", "--state", "--op", "hla2", "--exec", f"sh -c 'cp -r \"$0\" {keep}; exit 1'", *QUICK])
+            code, _, out = run(["--gates", "--state", "--op", "hla2", "--exec", f"sh -c 'cp -r \"$0\" {keep}; exit 1'",
+                                *QUICK])
             self.assertEqual(code, 2, out)
             carried = 0
             for case in sorted(os.listdir(keep)):
@@ -117,7 +119,8 @@ class GatedState(unittest.TestCase):
                 code, report, out = verify_gated(name, "--op", op, "--state")
                 self.assertEqual((code, report["verdict"]), (1, "differs"), out)
                 self.assertEqual(report["exact"]["failed"], 0, out)
-                self.assertTrue(any(c["result"] == "differs" and c["kind"] == "carry" for c in report["carry"]), report["carry"])
+                self.assertTrue(any(c["result"] == "differs" and c["kind"] == "carry" for c in report["carry"]),
+                                report["carry"])
                 self.assertIn("mistake:state-in-undecayed", [m["key"] for m in report["matches"]], out)
         # without --state the same implementation computes the operator
         code, report, out = verify_gated("linear-undecayed-carry", "--op", "linear")
@@ -134,7 +137,8 @@ class GatedState(unittest.TestCase):
         r = hla_harness.verify(fn, "hla2", gates=True, state=True, max_n=33, d=3, dv=2)
         self.assertEqual(r["verdict"], "computes", r["summary"])
         self.assertTrue(any(seen) and not all(seen))
-        r = hla_harness.verify(gated_impls.with_state("hla2-undecayed-carry"), "hla2", gates=True, state=True, max_n=33, d=3, dv=2)
+        r = hla_harness.verify(gated_impls.with_state("hla2-undecayed-carry"), "hla2", gates=True, state=True,
+                               max_n=33, d=3, dv=2)
         self.assertEqual(r["verdict"], "differs", r["summary"])
 
 
@@ -195,7 +199,8 @@ class GatedGrad(unittest.TestCase):
         return run(["--gates", "--grad", "--exec", f"{PY} {GATED_GRAD} {name}", *QUICK, *args])
 
     def test_autograd_computes_with_dgamma(self):
-        for name, op, more in [("hla2", "hla2", ["--normalized", "--eps", "1/4", "--ridge", "1/2"]), ("linear", "linear", []),
+        for name, op, more in [("hla2", "hla2", ["--normalized", "--eps", "1/4", "--ridge", "1/2"]), ("linear",
+                                                                                                      "linear", []),
                                ("ahla", "ahla", [])]:
             with self.subTest(name=name):
                 code, report, out = self.grad(name, "--op", op, *more)
@@ -235,7 +240,8 @@ class GatedGrad(unittest.TestCase):
         r = hla_harness.verify(gated_grad_impls.IMPLS["hla2"], "hla2", gates=True, grad=True, max_n=33, d=3, dv=2)
         self.assertEqual(r["verdict"], "computes", r["summary"])
         self.assertEqual(r["outputs"]["dgamma"], "computes")
-        r = hla_harness.verify(gated_grad_impls.IMPLS["hla2-dloggamma"], "hla2", gates=True, grad=True, max_n=33, d=3, dv=2)
+        r = hla_harness.verify(gated_grad_impls.IMPLS["hla2-dloggamma"], "hla2", gates=True, grad=True, max_n=33, d=3,
+                               dv=2)
         self.assertEqual(r["verdict"], "differs", r["summary"])
         self.assertEqual(r["outputs"]["dgamma"], "differs")
 
@@ -292,7 +298,8 @@ class GatedFileMode(unittest.TestCase):
             self.assertEqual((code, report["verdict"]), (0, "computes"), out)
             code, report, out = run(files(gated_impls.IMPLS["hla2-algorithm1-rule"](q, k, v, gamma, False, 0, 0)))
             self.assertEqual((code, report["verdict"]), (1, "differs"), out)
-            self.assertIn("gated:hla2/serial/algorithm1-rule", [m["key"] for m in report["matches"]], out)  # named here too
+            self.assertIn("gated:hla2/serial/algorithm1-rule", [m["key"] for m in report["matches"]],
+                          out)  # named here too
             code, report, out = run(files(gated_impls.IMPLS["hla2-gates-shifted"](q, k, v, gamma, False, 0, 0)))
             self.assertEqual((code, report["verdict"]), (1, "differs"), out)
             self.assertIn("mistake:gates-late", [m["key"] for m in report["matches"]], out)

@@ -40,24 +40,28 @@ def linear_combine(A, B, variant=""):
 
 
 def ahla_token(q, k, v, g):
-    return dict(P=np.outer(k, v), m=k.copy(), E=np.outer(k, (q @ k) * v), n=k * (q @ k), R=np.outer(k, q), rho=np.array(g))
+    return dict(P=np.outer(k, v), m=k.copy(), E=np.outer(k, (q @ k) * v), n=k * (q @ k), R=np.outer(k, q),
+                rho=np.array(g))
 
 
 def ahla_combine(A, B, variant=""):
     b = B["rho"]
     bPA, bmA = b * A["P"], b * A["m"]
-    return dict(P=bPA + B["P"], m=bmA + B["m"], E=b * A["E"] + B["E"] + B["R"] @ bPA, n=b * A["n"] + B["n"] + B["R"] @ bmA,
+    return dict(P=bPA + B["P"], m=bmA + B["m"], E=b * A["E"] + B["E"] + B["R"] @ bPA,
+                n=b * A["n"] + B["n"] + B["R"] @ bmA,
                 R=(b * A["R"] if variant == "paper" else A["R"]) + B["R"], rho=np.array(A["rho"] * b))
 
 
 def hla3_token(q, k, v, g):
     SK, SQ, P, m = np.outer(k, k), np.outer(q, q), np.outer(k, v), k.copy()
-    return dict(SK=SK, P=P, m=m, F=SK @ q[:, None] @ (q[None, :] @ P), eta=(SK @ q) * (q @ m), SQ=SQ, X=SQ @ P, x=SQ @ m,
+    return dict(SK=SK, P=P, m=m, F=SK @ q[:, None] @ (q[None, :] @ P), eta=(SK @ q) * (q @ m),
+                SQ=SQ, X=SQ @ P, x=SQ @ m,
                 Y=SK @ SQ)
 
 
 def hla3_combine(A, B, variant=""):
-    # F_AB = F_A + F_B + S^K_A X_B + Y_B P_A + S^K_A SQ_B P_A; X_AB = X_A + X_B + SQ_B P_A; Y_AB = Y_A + Y_B + S^K_A SQ_B
+    # F_AB = F_A + F_B + S^K_A X_B + Y_B P_A + S^K_A SQ_B P_A;
+    # X_AB = X_A + X_B + SQ_B P_A; Y_AB = Y_A + Y_B + S^K_A SQ_B
     return dict(SK=A["SK"] + B["SK"], P=A["P"] + B["P"], m=A["m"] + B["m"],
                 F=A["F"] + B["F"] + A["SK"] @ B["X"] + B["Y"] @ A["P"] + A["SK"] @ B["SQ"] @ A["P"],
                 eta=A["eta"] + B["eta"] + A["SK"] @ B["x"] + B["Y"] @ A["m"] + A["SK"] @ B["SQ"] @ A["m"],
@@ -128,7 +132,8 @@ def main(name, root):
             q, k, v = (np.load(os.path.join(cdir, f + ".npy")) for f in "qkv")
             s, target = segment(q, k, v, gamma=g), "summary"
         else:
-            load = lambda side: {f[:-4]: np.load(os.path.join(cdir, side, f)) for f in os.listdir(os.path.join(cdir, side))}  # noqa
+            def load(side):
+                return {f[:-4]: np.load(os.path.join(cdir, side, f)) for f in os.listdir(os.path.join(cdir, side))}
             s, target = combine(load("a"), load("b"), meta["a_tokens"], meta["b_tokens"], gamma=g), "ab"
         os.makedirs(os.path.join(cdir, target), exist_ok=True)
         for p, x in s.items():

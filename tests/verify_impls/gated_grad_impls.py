@@ -74,7 +74,8 @@ def hla2_serial(q, k, v, do, gamma, normalized, eps, ridge, initial_state=None):
     f64 = lambda x: torch.tensor(np.asarray(x, dtype=np.float64), requires_grad=True)  # noqa: E731
     Q, K, V, g = f64(q), f64(k), f64(v), f64(gamma)
     shapes = {"S": (d, d), "C": (d, dv_), "m": (d,), "G": (d, dv_), "h": (d,)}
-    init = {p: f64(np.zeros(s) if initial_state is None else np.reshape(initial_state[p], s)) for p, s in shapes.items()}
+    init = {p: f64(np.zeros(s) if initial_state is None else np.reshape(initial_state[p], s))
+            for p, s in shapes.items()}
     S, C, m, G, h = (init[p] for p in shapes)
     rows = []
     for t in range(n):
@@ -101,6 +102,11 @@ def without_dgamma(f):
     return lambda *a, **kw: f(*a, **kw)[:4]
 
 
+def state_detached(r):
+    """The result with ∂L/∂state_in zeroed: the state handed in treated as a constant."""
+    return r[:6] + ({p: np.zeros_like(x) for p, x in r[6].items()} if r[6] is not None else None,)
+
+
 IMPLS = {
     "hla2": gated_grad("hla2"),
     "ahla": gated_grad("ahla"),
@@ -110,8 +116,7 @@ IMPLS = {
     "linear-dloggamma": gated_grad("linear", "dloggamma"),
     "hla2-serial": hla2_serial,
     # the state handed in treated as a constant: dstate_in zeros (the forward and the other gradients right)
-    "hla2-serial-state-detached": lambda *a, **kw: (lambda r: r[:6] + ({p: np.zeros_like(x) for p, x in r[6].items()}
-                                                                      if r[6] is not None else None,))(hla2_serial(*a, **kw)),
+    "hla2-serial-state-detached": lambda *a, **kw: state_detached(hla2_serial(*a, **kw)),
 }
 
 

@@ -21,7 +21,10 @@ def hla2(q, k, v, gamma, normalized, eps, ridge, initial_state=None, decay_rule=
         q, k, v = q.astype(np.float32), k.astype(np.float32), v.astype(np.float32)
     n, d = q.shape
     dv = v.shape[1]
-    z = lambda *s: np.zeros(s, dtype=q.dtype)
+
+    def z(*s):
+        return np.zeros(s, dtype=q.dtype)
+
     S, C, m, G, h = z(d, d), z(d, dv), z(d), z(d, dv), z(d)
     if initial_state is not None:
         S, C, m, G, h = (np.array(initial_state[x], dtype=q.dtype).reshape(y.shape) for x, y in

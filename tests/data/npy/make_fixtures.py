@@ -2,7 +2,6 @@
 # Writes the NumPy-made fixtures that tests/test_npy.cpp reads (and fuzz/corpus seeds from). Run from this
 # folder with Debian's python3-numpy; the files are committed, so tests do not need NumPy.
 # Values: element i (C order) of a shape-s array is (i - 7) / 8, exact in float32 and float64.
-import io
 import numpy as np
 from numpy.lib import format as fmt
 
