@@ -4,6 +4,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <optional>
@@ -138,6 +139,10 @@ template <class T> std::string distributed_cell(const Entry<T>& mpi, const Entry
       full.Q << pre.Q, main.Q;
       full.K << pre.K, main.K;
       full.V << pre.V, main.V;
+      if (main.gates.size()) {
+        full.gates.resize(pre.n() + main.n());
+        full.gates << pre.gates, main.gates;
+      }
     }
     const Eigen::Index N = full.n(), n = main.n(), dv = main.dv(), off = pre.n();
     Options plain = opt;
@@ -155,8 +160,14 @@ template <class T> std::string distributed_cell(const Entry<T>& mpi, const Entry
       for (Eigen::Index c = 0; c < dv; ++c) R(t, c) = opt.normalized ? mpfr256(num(t, c) / den(t)) : num(t, c);
     }
     const bool inexact = opt.gamma != 1 && to_mpfr(from_rational<T>(opt.gamma)) != from_rational<mpfr256>(opt.gamma);
-    const long h = bounds::rounding_depth(mpi.op, bounds::accumulation_depth(mpi.form, N, opt.chunk), opt.gamma != 1,
-                                          inexact, N, main.d());
+    const bool gated = full.gates.size() > 0;
+    // Gated blocks are finished by the gated chunked form, whose gate factors come from log-gates within each chunk
+    // (bounds::log_gate_depth counts their roundings, per prefix-sum level).
+    double log_mass = 0;
+    for (Eigen::Index t = 0; t < full.gates.size(); ++t) log_mass += std::fabs(std::log(full.gates(t)));
+    const long h = bounds::rounding_depth(mpi.op, bounds::accumulation_depth(mpi.form, N, opt.chunk),
+                                          opt.gamma != 1 || gated, inexact, N, main.d()) +
+                   (gated ? bounds::order_of(mpi.op) * bounds::log_gate_depth(N, opt.chunk, log_mass) : 0);
     const Mat<double> B =
         bounds::output_bounds(R, A, opt.normalized, den, from_rational<double>(opt.eps), unit_roundoff<T>(), h);
     double worst = 0;
@@ -193,8 +204,12 @@ bool run_distributed_check(std::uint64_t seed) {
         Options opt = oc.opt;
         opt.chunk = dc.chunk;
         opt.threads = dc.threads;
-        const Problem<double> main = gaussian_problem(Shape{dc.n, 3, 2}, seed + static_cast<std::uint64_t>(dc.n));
-        const Problem<double> pre = dc.with_state ? gaussian_problem(Shape{3, 3, 2}, seed + 1000) : Problem<double>{};
+        Problem<double> main = gaussian_problem(Shape{dc.n, 3, 2}, seed + static_cast<std::uint64_t>(dc.n));
+        Problem<double> pre = dc.with_state ? gaussian_problem(Shape{3, 3, 2}, seed + 1000) : Problem<double>{};
+        if (oc.gates) {  // gates of their own on both, so that a carry across ranks or from the state needs them
+          main.gates = draw_gates(parse_gate_spec("range:1/2,1"), main.n(), seed + static_cast<std::uint64_t>(dc.n));
+          if (pre.n() > 0) pre.gates = draw_gates(parse_gate_spec("range:1/2,1"), pre.n(), seed + 1000);
+        }
         fmt::print("{:<8} {:<20} {:<19} {:>3} {:>3} {:>5} {:>7}", e.op, e.form, oc.label, dc.n, dc.chunk,
                    dc.with_state ? "yes" : "no", dc.threads);
         for (const auto& s : scalar_names()) {

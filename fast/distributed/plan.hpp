@@ -22,14 +22,17 @@ struct DistributedPlan {
   std::string finish_form, finish_variant;
   std::string serial_form, serial_variant;
   bool one_pass = false;  // each block passed once by the finishing form's pieces (sequence.hpp hla2_fused_local)
+  // With per-token gates: the chunked form that finishes each block (it takes gates), and the blocks are joined by
+  // the operator's gated scan operator (fast/scan/gated.hpp); "" when the operator has no gated scan (hla3).
+  std::string gated_finish_form = "", gated_finish_variant = "";
 };
 inline const std::vector<DistributedPlan>& distributed_plan() {
   using scan::Variant;
   static const std::vector<DistributedPlan> plan{
-      {"hla2", Variant::corrected, "chunked-fused", "corrected", "serial", "corrected", true},
-      {"ahla", Variant::corrected, "chunked", "paper", "serial", "paper"},
+      {"hla2", Variant::corrected, "chunked-fused", "corrected", "serial", "corrected", true, "chunked", "corrected"},
+      {"ahla", Variant::corrected, "chunked", "paper", "serial", "paper", false, "chunked", "paper"},
       {"hla3", Variant::corrected, "chunked", "corrected", "serial", "corrected"},
-      {"linear", Variant::paper, "chunked", "paper", "serial", "paper"},
+      {"linear", Variant::paper, "chunked", "paper", "serial", "paper", false, "chunked", "paper"},
   };
   return plan;
 }

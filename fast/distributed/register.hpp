@@ -23,7 +23,7 @@ template <class T> void add_distributed_forms(Registry<T>& r, const DistributedP
   Registry<T> chunked;
   register_chunked(chunked);
   Caps caps = chunked.find(plan.op, plan.finish_form, plan.finish_variant).caps;
-  caps.gates = false;  // the sequence-parallel forms take no gates yet (their block summaries carry γ^len)
+  caps.gates = false;  // given by add_gates below, where the operator has a gated scan and chunked form
   for (const auto& entry : distributed_forms()) {
     // Named copies, not a structured binding: clang (the fuzz and TSan builds) cannot capture a binding with OpenMP on.
     const std::string form = entry.first;
@@ -36,10 +36,17 @@ template <class T> void add_distributed_forms(Registry<T>& r, const DistributedP
                   (how == CrossScan::mpi_exscan ? "MPI_Exscan (user MPI_Op)" : "recursive-doubling exscan") +
                   " across ranks, finished by " + plan.op + "/" + plan.finish_form + "/" + plan.finish_variant;
     // The whole outputs on every rank (the registry's calling convention): the rank's rows, gathered.
-    r.add({plan.op, form, scan::variant_name(plan.scan_variant), cite, caps,
-           [plan, how](const Problem<T>& p, const Options& o, const NamedState<T>* s) {
-             return gather_run(run_local(plan, how, p, o, s), p.n(), p.dv());
-           }});
+    const auto run = [plan, how](const Problem<T>& p, const Options& o, const NamedState<T>* s) {
+      return gather_run(run_local(plan, how, p, o, s), p.n(), p.dv());
+    };
+    r.add({plan.op, form, scan::variant_name(plan.scan_variant), cite, caps, run});
+    if (!plan.gated_finish_form.empty())
+      r.add_gates(plan.op, form, scan::variant_name(plan.scan_variant),
+                  "blocks per rank: the block's ρ = Π γ_t and state by " + plan.op + "/" + plan.gated_finish_form +
+                      "/" + plan.gated_finish_variant +
+                      " (gated), the gated scan operator across ranks, the same form "
+                      "from the carried state",
+                  run);
   }
 }
 }  // namespace distributed

@@ -19,6 +19,10 @@
 // A failure on one rank (a vanishing normalizer in its block) is raised on every rank.
 // Without MPI, or with P = 1, only phase 3 runs, on the whole sequence.
 //
+// With per-token gates every operator (hla2 too) takes the three phases above with its gated scan operator
+// (fast/scan/gated.hpp: a segment carries ρ = Π γ_t over it where the fixed-γ one carries γ^len) and its gated
+// chunked form (DistributedPlan::gated_finish_form): a block's ρ is the product of its own gates.
+//
 // hla2 passes each block once (hla2_fused_local): the local pass is the fused chunk loop itself, corrected
 // by the scan's prefix instead of run again from it —
 //   1. local   the block's S summary ΔS (one product over the block), gathered; every rank folds the
@@ -40,6 +44,7 @@
 #include "fast/chunked/hla2_fused.hpp"
 #include "fast/distributed/exscan.hpp"
 #include "fast/distributed/plan.hpp"
+#include "fast/scan/gated.hpp"
 #include "fast/scan/operators.hpp"
 
 namespace hla::distributed {
@@ -58,20 +63,29 @@ template <class Op, class T> typename Op::Seg block_summary(const Op& op, const 
   return std::move(scan::up_sweep(op, std::move(sums), threads).back()[0]);
 }
 
-// The segment of a block from its serial state (the chunked form's final state from zero), for the
-// operators whose segment-only parts have a closed form; no overload: the scan up-sweep is used.
+// The segment of a block from its serial state (the chunked form's final state from zero) and its decay ρ (γ^len,
+// or the product of its gates), for the operators whose segment-only parts have a closed form; no overload: the
+// scan up-sweep is used.
 template <class T, bool M> scan::Hla2Seg<T, M> segment_from_state(const scan::Hla2Op<T, M>&, fast::Hla2State<T, M> st,
-                                                                  const Problem<T>& block, const T& gamma) {
-  return {std::move(st), power(gamma, block.n())};
+                                                                  const Problem<T>&, const T& rho) {
+  return {std::move(st), rho};
 }
 template <class T> scan::LinearSeg<T> segment_from_state(const scan::LinearOp<T>&, fast::LinearState<T> st,
-                                                         const Problem<T>& block, const T& gamma) {
-  return {std::move(st), power(gamma, block.n())};
+                                                         const Problem<T>&, const T& rho) {
+  return {std::move(st), rho};
 }
 template <class T> scan::AhlaSeg<T> segment_from_state(const scan::AhlaOp<T>& op, fast::AhlaState<T> st,
-                                                       const Problem<T>& block, const T& gamma) {
+                                                       const Problem<T>& block, const T& rho) {
   if (op.variant() != scan::Variant::corrected) throw std::logic_error("the printed AHLA combine decays R");
-  return {std::move(st), Mat<T>(block.K.transpose() * block.Q), power(gamma, block.n())};  // R = Σ k qᵀ, undecayed
+  return {std::move(st), Mat<T>(block.K.transpose() * block.Q), rho};  // R = Σ k qᵀ, undecayed (gated too)
+}
+
+// A block's ρ: γ^len, or with gates the product of the block's own (the gated scan operator's segment decay).
+template <class T> T block_decay(const Problem<T>& block, const Options& o) {
+  if (block.gates.size() == 0) return power(from_rational<T>(o.gamma), block.n());
+  T rho(1);
+  for (Eigen::Index t = 0; t < block.gates.size(); ++t) rho *= block.gates(t);
+  return rho;
 }
 
 template <class Op, class T> typename Op::Seg local_summary(const Op& op, const Entry<T>& finisher, const Problem<T>& p,
@@ -86,7 +100,7 @@ template <class Op, class T> typename Op::Seg local_summary(const Op& op, const 
     unnormalized.normalized = false;
     unnormalized.eps = 0;
     const Run<T> r = finisher(block, unnormalized, nullptr);
-    return segment_from_state(op, load_state<Serial>(&r.state, p.d(), p.dv()), block, from_rational<T>(o.gamma));
+    return segment_from_state(op, load_state<Serial>(&r.state, p.d(), p.dv()), block, block_decay(block, o));
   } else {
     return block_summary(op, p, b, e, o.chunk, o.threads);
   }
@@ -270,9 +284,15 @@ template <class T, class Op> LocalRun<T> sequence_parallel_local(const Op& op, c
 }
 
 // The rank's part of the sequence-parallel form of plan.op: hla2 passes each block once; the others run the
-// block summary, the cross-rank scan `how`, and the finishing form from the carried state.
+// block summary, the cross-rank scan `how`, and the finishing form from the carried state. With gates, every
+// operator takes the latter with its gated scan operator and gated chunked form.
 template <class T> LocalRun<T> run_local(const DistributedPlan& plan, CrossScan how, const Problem<T>& p,
                                          const Options& o, const NamedState<T>* s) {
+  if (p.gates.size()) {
+    const Entry<T>& finisher = registry<T>().find(plan.op, plan.gated_finish_form, plan.gated_finish_variant);
+    return scan::with_gated_scan_op<T>(
+        plan.op, o, p.gates, [&](const auto& op) { return sequence_parallel_local(op, finisher, p, o, s, how); });
+  }
   if (plan.one_pass) return hla2_fused_local<T>(p, o, s);
   const Entry<T>& finisher = registry<T>().find(plan.op, plan.finish_form, plan.finish_variant);
   return scan::with_scan_op<T>(plan.op, plan.scan_variant, o,

@@ -111,6 +111,8 @@ template <class T> struct PackedSymmetric {
   }
 };
 
+// With per-token gates (p.gates, opt.gamma = 1) each token's step decays by its own γ_t (the gated serial form,
+// fast/serial/gated.hpp); constant gates are the fixed-γ loop, step for step.
 template <class T>
 Run<T> hla2_packed_serial(const Problem<T>& p, const Options& opt, const NamedState<T>* init, DecayRule rule) {
   const T gamma = from_rational<T>(opt.gamma), lambda = from_rational<T>(opt.ridge), eps = from_rational<T>(opt.eps);
@@ -121,8 +123,9 @@ Run<T> hla2_packed_serial(const Problem<T>& p, const Options& opt, const NamedSt
     ColVec<T> q = p.Q.row(t).transpose(), k = p.K.row(t).transpose();
     // The full-storage S is kept at zero so hla2_step's S work is trivial; the packed copy is the metric.
     st.S.setZero();
-    hla2_step(st, q, k, RowVec<T>(p.V.row(t)), gamma, rule);
-    packed.decay_add_outer(k, gamma);
+    const T& g = p.gates.size() ? p.gates(t) : gamma;
+    hla2_step(st, q, k, RowVec<T>(p.V.row(t)), g, rule);
+    packed.decay_add_outer(k, g);
     RowVec<T> u = packed.left_multiply(q);
     if (lambda != T(0)) u += lambda * q.transpose();
     hla2_output_from_u(st, q, u, opt.normalized, eps, t, O.row(t));

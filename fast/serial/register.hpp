@@ -91,6 +91,10 @@ template <class T> void register_serial(Registry<T>& r) {
               [](const P& p, const Options& o, const S* s) {
                 return f::gated_hla2_serial<T>(split_gates(p), o, s, f::DecayRule::corrected);
               });
+  r.add_gates("hla2", "serial-packed", "corrected", "SPEC gated rule over §5.2 packed S: S_t = γ_t S_{t−1} + k_t k_tᵀ",
+              [](const P& p, const Options& o, const S* s) {
+                return f::hla2_packed_serial<T>(p, o, s, f::DecayRule::corrected);
+              });
   r.add_gates("hla2-unmasked", "serial", "paper", "S_t = γ_t S_{t−1} + k_t k_tᵀ, C_t likewise; o_t = q_tᵀ S_t C_t",
               [](const P& p, const Options& o, const S* s) {
                 return f::gated_hla2_serial<T, false>(split_gates(p), o, s, f::DecayRule::corrected);
