@@ -148,6 +148,7 @@ TEST_CASE("gated decode: float and double within the proven rounding bound of MP
                                   << " ridge=" << o.ridge << ": err " << c.normwise_rel << " (bound "
                                   << c.bound_normwise << ")");
             CHECK(c.err_over_bound <= 1);
+            CHECK(c.vacuous_rows == 0);
           }
           CHECK(forms == (op == "hla2" ? 2 : 1));
         };
