@@ -127,3 +127,32 @@ TEST_CASE("gated backward: from an initial state, dstate_in and dgamma equal the
     CHECK(g.dgamma == dual_dgamma(op, p, gates, Options{}, &init, dO));
   }
 }
+
+TEST_CASE("gated backward: checkpointed every w tokens equals the all-states sweep exactly (rational)",
+          "[gradients][gated]") {
+  for (const std::string op : {"hla2", "ahla", "linear"}) {
+    const Shape s{7, 2, 3};
+    const Problem<rational> p = convert_problem<rational>(integer_problem(s, 15, 2));
+    const Mat<rational> dO = convert_matrix<rational>(integer_problem(s, 16, 2).V);
+    const ColVec<rational> gates = some_gates(s.n, false);
+    const Problem<rational> pre = convert_problem<rational>(integer_problem({3, 2, 3}, 17, 2));
+    const NamedState<rational> init = gated::run<rational>({op, "serial"}, {pre, some_gates(3)}, Options{}).state;
+    const backward::GatedGradients<rational> all =
+        backward::gated_backward<rational>(op, {p, gates}, Options{}, &init, dO);
+    REQUIRE(all.dgamma != ColVec<rational>::Zero(s.n));
+    for (Eigen::Index w : {1, 2, 3, 4, 7, 9}) {  // chunks of one token, uneven last chunks, one chunk, w > n
+      INFO(op << " w=" << w);
+      const backward::GatedGradients<rational> g =
+          backward::gated_backward<rational>(op, {p, gates}, Options{}, &init, dO, w);
+      CHECK(g.dQ == all.dQ);
+      CHECK(g.dK == all.dK);
+      CHECK(g.dV == all.dV);
+      CHECK(g.dgamma == all.dgamma);
+      for (const auto& [name, m] : all.dstate.parts) CHECK(g.dstate.at(name) == m);
+    }
+  }
+  CHECK_THROWS_AS(backward::gated_backward<rational>(
+                      "linear", {convert_problem<rational>(integer_problem({3, 2, 2}, 1, 2)), some_gates(3)}, Options{},
+                      nullptr, Mat<rational>::Zero(3, 2), -1),
+                  InputError);
+}

@@ -17,6 +17,7 @@
 // why).
 #pragma once
 
+#include <algorithm>
 #include <vector>
 
 #include "core/gates.hpp"
@@ -30,10 +31,14 @@ template <class T> struct GatedGradients {
   NamedState<T> dstate;  // ∂L/∂X_0
 };
 
-// The reverse sweep with all n + 1 states stored; `ops` has a public `gamma`, set to each token's gate.
+// The reverse sweep; `ops` has a public `gamma`, set to each token's gate. As recurrence_backward: with chunk = w in
+// [1, n) only the states at chunk boundaries X_0, X_w, … are kept from the forward pass, and each chunk's states are
+// recomputed from its checkpoint (with the chunk's own gates) before the sweep passes back through it — O((n/w + w)
+// states) instead of n + 1, and the same arithmetic, so the same gradients bit for bit; chunk ≤ 0 or ≥ n stores all.
 template <class Ops, class T>
 GatedGradients<T> gated_recurrence_backward(Ops ops, const GatedProblem<T>& g,
-                                            const std::type_identity_t<NamedState<T>>* init, const Mat<T>& dO) {
+                                            const std::type_identity_t<NamedState<T>>* init, const Mat<T>& dO,
+                                            Eigen::Index chunk = 0) {
   using State = typename Ops::State;
   const Problem<T>& p = g.qkv;
   check_upstream(p, dO);
@@ -41,56 +46,71 @@ GatedGradients<T> gated_recurrence_backward(Ops ops, const GatedProblem<T>& g,
   if (g.gamma.size() != n)
     throw InputError("gated backward: " + std::to_string(g.gamma.size()) + " gates for " + std::to_string(n) +
                      " tokens");
-  std::vector<State> X;
-  X.reserve(static_cast<std::size_t>(n + 1));
-  X.push_back(load_state<State>(init, d, dv));
-  for (Eigen::Index t = 0; t < n; ++t) {
+  const Eigen::Index w = (chunk <= 0 || chunk > n) ? std::max<Eigen::Index>(n, 1) : chunk;
+  const auto step = [&](State& x, Eigen::Index t) {
     ops.gamma = g.gamma(t);
-    X.push_back(X.back());
-    ops.step(X.back(), Token<T>(p, t));
+    ops.step(x, Token<T>(p, t));
+  };
+  std::vector<State> checkpoint;  // the state entering each chunk
+  State x = load_state<State>(init, d, dv);
+  for (Eigen::Index t = 0; t < n; ++t) {
+    if (t % w == 0) checkpoint.push_back(x);
+    step(x, t);
   }
   GatedGradients<T> out{Mat<T>::Zero(n, d), Mat<T>::Zero(n, d), Mat<T>::Zero(n, dv), ColVec<T>::Zero(n), {}};
   const T half = from_rational<T>(rational(1, 2));
   State bar = State::zero(d, dv);
-  for (Eigen::Index t = n - 1; t >= 0; --t) {
-    const Token<T> tok(p, t);
-    const T gamma = g.gamma(t);
-    ops.gamma = gamma;
-    TokenGrad<T> tg(d, dv);
-    ops.out_vjp(X[t + 1], tok, RowVec<T>(dO.row(t)), t, bar, tg);
-    // ∂L/∂γ_t = ⟨X̄_t, (step(γ_t + 1) − step(γ_t − 1)) / 2⟩ (see the header comment)
-    State up = X[t], down = X[t];
-    ops.gamma = T(gamma + T(1));
-    ops.step(up, tok);
-    ops.gamma = T(gamma - T(1));
-    ops.step(down, tok);
-    ops.gamma = gamma;
-    const NamedState<T> b = export_state<State, T>(bar), u = export_state<State, T>(up),
-                        w = export_state<State, T>(down);
-    T dg(0);
-    for (std::size_t k = 0; k < b.parts.size(); ++k) {
-      const Mat<T>& bm = b.parts[k].second;
-      const Mat<T>& um = u.parts[k].second;
-      const Mat<T>& wm = w.parts[k].second;
-      for (Eigen::Index i = 0; i < bm.size(); ++i) dg += bm(i) * T(um(i) - wm(i));
+  std::vector<State> X;  // X[s] = the state after token begin + s − 1 of the current chunk
+  for (Eigen::Index c = static_cast<Eigen::Index>(checkpoint.size()) - 1; c >= 0; --c) {
+    const Eigen::Index begin = c * w, end = std::min(n, begin + w);
+    X.assign(1, checkpoint[c]);
+    for (Eigen::Index t = begin; t < end; ++t) {
+      X.push_back(X.back());
+      step(X.back(), t);
     }
-    out.dgamma(t) = dg * half;
-    ops.step_vjp(X[t], X[t + 1], tok, bar, tg);
-    out.dQ.row(t) += tg.dq.transpose();
-    out.dK.row(t) += tg.dk.transpose();
-    out.dV.row(t) += tg.dv;
+    for (Eigen::Index t = end - 1; t >= begin; --t) {
+      const Token<T> tok(p, t);
+      const T gamma = g.gamma(t);
+      const State &before = X[t - begin], &after = X[t - begin + 1];
+      ops.gamma = gamma;
+      TokenGrad<T> tg(d, dv);
+      ops.out_vjp(after, tok, RowVec<T>(dO.row(t)), t, bar, tg);
+      // ∂L/∂γ_t = ⟨X̄_t, (step(γ_t + 1) − step(γ_t − 1)) / 2⟩ (see the header comment)
+      State up = before, down = before;
+      ops.gamma = T(gamma + T(1));
+      ops.step(up, tok);
+      ops.gamma = T(gamma - T(1));
+      ops.step(down, tok);
+      ops.gamma = gamma;
+      const NamedState<T> b = export_state<State, T>(bar), u = export_state<State, T>(up),
+                          v = export_state<State, T>(down);
+      T dg(0);
+      for (std::size_t k = 0; k < b.parts.size(); ++k) {
+        const Mat<T>& bm = b.parts[k].second;
+        const Mat<T>& um = u.parts[k].second;
+        const Mat<T>& vm = v.parts[k].second;
+        for (Eigen::Index i = 0; i < bm.size(); ++i) dg += bm(i) * T(um(i) - vm(i));
+      }
+      out.dgamma(t) = dg * half;
+      ops.step_vjp(before, after, tok, bar, tg);
+      out.dQ.row(t) += tg.dq.transpose();
+      out.dK.row(t) += tg.dk.transpose();
+      out.dV.row(t) += tg.dv;
+    }
   }
   out.dstate = export_state<State, T>(bar);
   return out;
 }
 
 // The gated serial backward of op ∈ {hla2 (SPEC's gated rule), ahla, linear}; opt.gamma must be 1 (the decay is the
-// gates').
+// gates'). chunk = w ≥ 1 checkpoints every w tokens (gated_recurrence_backward); 0 stores every state.
 template <class T> GatedGradients<T> gated_backward(const std::string& op, const GatedProblem<T>& g, const Options& opt,
-                                                    const std::type_identity_t<NamedState<T>>* init, const Mat<T>& dO) {
+                                                    const std::type_identity_t<NamedState<T>>* init, const Mat<T>& dO,
+                                                    Eigen::Index chunk = 0) {
   if (opt.gamma != 1) throw InputError("gated backward: the decay is the gates'; Options::gamma must be 1");
+  if (chunk < 0) throw InputError("gated backward: the checkpoint width must be >= 0 (0: every state)");
   return with_backward_ops<T>(op, opt, fast::DecayRule::corrected,
-                              [&](const auto& ops) { return gated_recurrence_backward(ops, g, init, dO); });
+                              [&](const auto& ops) { return gated_recurrence_backward(ops, g, init, dO, chunk); });
 }
 
 }  // namespace hla::backward
@@ -100,7 +120,7 @@ template <class T> GatedGradients<T> gated_backward(const std::string& op, const
 #define HLA_GATED_BACKWARD_ONE(EXTERN, T)                                                              \
   EXTERN template hla::backward::GatedGradients<T> hla::backward::gated_backward<T>(                   \
       const std::string&, const hla::GatedProblem<T>&, const hla::Options&, const hla::NamedState<T>*, \
-      const hla::Mat<T>&);
+      const hla::Mat<T>&, Eigen::Index);
 #define HLA_GATED_BACKWARD_SCALARS(EXTERN)      \
   HLA_GATED_BACKWARD_ONE(EXTERN, hla::rational) \
   HLA_GATED_BACKWARD_ONE(EXTERN, hla::mpfr256)  \
