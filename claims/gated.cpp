@@ -14,6 +14,7 @@
 #include <tuple>
 
 #include "claims/gated_diagonal.hpp"
+#include "claims/gated_hla3.hpp"
 #include "claims/support.hpp"
 #include "core/gates.hpp"
 #include "core/inputs.hpp"
@@ -382,6 +383,36 @@ ClaimResult diagonal_placement(const diagonal::Placement& pl, const LedgerContex
   return r;
 }
 
+// Gated hla3 (claims/gated_hla3.hpp): the serial recurrence with F decayed by γ_t^f_power against the literal sum.
+ClaimResult check_gated_hla3(int f_power, const LedgerContext& ctx) {
+  CustomSides sides;
+  sides.lhs_name = f_power == 3 ? "F_t = γ_t³ F_{t−1} + S^K_t q_t q_tᵀ P_t (S^K, P decayed by γ_t), o_t = q_tᵀ F_t"
+                                : "F_t = γ_t F_{t−1} + S^K_t q_t q_tᵀ P_t (F decayed like S^K and P), o_t = q_tᵀ F_t";
+  sides.rhs_name = "gated masked hla3: the literal sum with every summed token decayed by its age";
+  sides.field = [f_power](const Shape& s, std::mt19937_64& r) {
+    const Problem<fp61> p = field_problem(s, r());
+    const ColVec<fp61> g = field_gates(s.n, r);
+    return std::make_pair(gated_hla3::recurrence(p, g, f_power), gated_hla3::literal_sum(p, g));
+  };
+  sides.rational_eval = [f_power](const Problem<rational>& p) {
+    const ColVec<rational> g = square_rational_gates(p.n());
+    return std::make_pair(gated_hla3::recurrence(p, g, f_power), gated_hla3::literal_sum(p, g));
+  };
+  // degree 7 in (Q, K, V) and at most 3 gate factors per summed token on either side
+  sides.degree = [](const Shape& s) { return 7 + 3 * static_cast<int>(s.n); };
+  ClaimResult r = check_custom(sides, identity_shapes(ctx.quick), ctx,
+                               "identity test in F_p of " + sides.lhs_name + " against " + sides.rhs_name +
+                                   ", gates uniform per token, unnormalized; a counterexample uses the square "
+                                   "rational gates of core/gates.hpp (1/4, 9/16, 1/16, 1, ...)");
+  if (r.counterexample.contains("n")) {
+    const ColVec<rational> g = square_rational_gates(r.counterexample["n"].get<int>());
+    std::string text;
+    for (Eigen::Index t = 0; t < g.size(); ++t) text += (t ? ", " : "") + format_rational(g(t));
+    r.counterexample["options"] = "unnormalized; gates gamma = (" + text + ")";
+  }
+  return r;
+}
+
 // ---- measured: which chunk formulations stay accurate at long gate spans --------------------------------------
 // Float-representable inputs (d = 8, dv = 4) and gates with −log γ_t = S·u_t (u_t uniform in [1/2, 3/2]; the spec
 // strength:S of core/gates.hpp), from weak gates to spans where Π γ_t leaves float's range (Σ −log γ_t past 87 at
@@ -550,6 +581,14 @@ std::vector<Claim> gated_claims() {
       [=](const LedgerContext& x) {
         return check_gated_equal({{"hla2", "serial", "proposal-corrected"}}, hla2_ref, GateDraw::squares, x);
       });
+  add("gated.hla3.uniform-decay",
+      "study: with per-token gates on masked hla3 (every summed token decayed by its age), decaying the third-order "
+      "summary F by γ_t like S^K and P (F_t = γ_t F_{t−1} + S^K_t q_t q_tᵀ P_t) = gated hla3",
+      [](const LedgerContext& x) { return check_gated_hla3(1, x); });
+  add("gated.hla3.uniform-decay.corrected",
+      "study: gated masked hla3 has an exact serial recurrence of the corrected state's size, F decayed by γ_t³: "
+      "F_t = γ_t³ F_{t−1} + S^K_t q_t q_tᵀ P_t, o_t = q_tᵀ F_t",
+      [](const LedgerContext& x) { return check_gated_hla3(3, x); });
   for (const diagonal::Placement& pl : diagonal::placements())
     add(pl.id == "proposal" ? "gated.hla2.proposal.diagonal" : "gated.diagonal." + pl.id,
         "study: with per-channel gates placed as " + pl.description +
