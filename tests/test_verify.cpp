@@ -108,7 +108,7 @@ TEST_CASE("exact cases stay within the magnitude that makes them exact, and thei
   std::vector<Case> cases = make_cases(r);
   int exact = 0;
   for (Case& c : cases) {
-    if (c.kind != "exact") continue;
+    if (c.kind != CaseKind::exact) continue;
     ++exact;
     const Problem<double> absin = bounds::augmented(c.in, true);
     Options plain = verify::base_options(c.opt.gamma, c.opt.ridge);
@@ -136,11 +136,11 @@ TEST_CASE("the battery on registered forms: exact forms compute, the paper's dec
     RegisteredForm right("hla2", "chunked", "corrected");
     nlohmann::json a = run_battery(right, r);
     CHECK(a["verdict"] == "computes");
-    CHECK(exit_code_for(a["verdict"]) == 0);
+    CHECK(exit_code_for(parse_verdict(a["verdict"])) == 0);
     RegisteredForm paper("hla2", "serial", "paper");
     nlohmann::json b = run_battery(paper, r);
     CHECK(b["verdict"] == "differs");
-    CHECK(exit_code_for(b["verdict"]) == 1);
+    CHECK(exit_code_for(parse_verdict(b["verdict"])) == 1);
     INFO(b["matches"].dump() << "\n" << b["localization"].dump());
     CHECK(has_match(b, "hla2/serial/paper"));
     CHECK_FALSE(has_match(b, "hla2/serial/corrected"));
@@ -234,7 +234,7 @@ TEST_CASE("the formats that may explain a difference are the coarser ones, fines
   req.opt.gamma = rational(99, 100);
   std::vector<Case> cases = make_cases(req);
   auto it = std::find_if(cases.begin(), cases.end(),
-                         [](const Case& c) { return c.kind == "exact" && c.group == "decay" && c.n() >= 8; });
+                         [](const Case& c) { return c.kind == CaseKind::exact && c.group == "decay" && c.n() >= 8; });
   REQUIRE(it != cases.end());
   Case c = *it;
   compute_expected(c, req);
@@ -324,8 +324,8 @@ TEST_CASE("--gates: every gated catalogue entry is defined on the exact gates an
     req.dv = 2;
     const std::vector<Case> cases = make_cases(req);
     auto pick = [&](Eigen::Index n) {
-      auto it =
-          std::find_if(cases.begin(), cases.end(), [&](const Case& c) { return c.kind == "exact" && c.n() == n; });
+      auto it = std::find_if(cases.begin(), cases.end(),
+                             [&](const Case& c) { return c.kind == CaseKind::exact && c.n() == n; });
       REQUIRE(it != cases.end());
       return GatedProblem<rational>{exact_inputs(it->in), it->gamma.unaryExpr([](double x) { return rational(x); })};
     };
