@@ -13,6 +13,7 @@
 #include "numerics/exactness.hpp"
 #include "temp_dir.hpp"
 #include "verify/battery.hpp"
+#include "verify/combine.hpp"
 #include "verify/diagnosis.hpp"
 #include "verify/exec.hpp"
 #include "verify/precision.hpp"
@@ -127,6 +128,32 @@ TEST_CASE("exact cases stay within the magnitude that makes them exact, and thei
     }
   }
   CHECK(exact >= 5 * 11);  // base, decay, decay-half, normalized, ridge, all: 11 shapes each
+}
+
+TEST_CASE("verdicts and case kinds read back as the report writes them; a verdict's exit code", "[verify]") {
+  CHECK(to_string(Verdict::computes) == "computes");
+  CHECK(to_string(Verdict::lower_precision) == "lower-precision");
+  CHECK(to_string(Verdict::differs) == "differs");
+  CHECK(to_string(Verdict::error) == "error");
+  CHECK(to_string(Verdict::incomplete) == "incomplete");
+  for (Verdict v : {Verdict::computes, Verdict::lower_precision, Verdict::differs, Verdict::error, Verdict::incomplete})
+    CHECK(parse_verdict(to_string(v)) == v);
+  CHECK_THROWS_AS(parse_verdict("lower_precision"), InputError);
+  CHECK(exit_code_for(Verdict::computes) == 0);
+  CHECK(exit_code_for(Verdict::lower_precision) == 1);
+  CHECK(exit_code_for(Verdict::differs) == 1);
+  CHECK(exit_code_for(Verdict::error) == 2);
+  CHECK(exit_code_for(Verdict::incomplete) == 2);
+
+  CHECK(to_string(CaseKind::split_a) == "split-a");
+  CHECK(to_string(CaseKind::split_b) == "split-b");
+  for (CaseKind k : {CaseKind::exact, CaseKind::random, CaseKind::carry, CaseKind::split_a, CaseKind::split_b,
+                     CaseKind::whole, CaseKind::shrink, CaseKind::given})
+    CHECK(parse_case_kind(to_string(k)) == k);
+  CHECK_THROWS_AS(parse_case_kind("split_a"), InputError);
+  for (CombineKind k : {CombineKind::segment, CombineKind::combine}) CHECK(parse_combine_kind(to_string(k)) == k);
+  CHECK(to_string(CombineKind::segment) == "segment");
+  CHECK_THROWS_AS(parse_combine_kind("exact"), InputError);
 }
 
 TEST_CASE("the battery on registered forms: exact forms compute, the paper's decayed formulas differ and are named",
