@@ -182,7 +182,7 @@ int run_verify(const VerifyArgs& a) {
     report["command"] = a.exec;
     if (!a.json_file.empty()) write_json(a.json_file, report);
     fmt::print("{}", report["summary"].get<std::string>());
-    return exit_code_for(report["verdict"].get<std::string>());
+    return exit_code_for(parse_verdict(report["verdict"].get<std::string>()));
   }
   if (!a.parts.empty()) throw InputError("--parts goes with --combine");
   const bool file_mode = !a.o.empty() || !a.npz.empty();
@@ -214,7 +214,7 @@ int run_verify(const VerifyArgs& a) {
   }
   if (!a.json_file.empty()) write_json(a.json_file, report);
   fmt::print("{}", report["summary"].get<std::string>());
-  return exit_code_for(report["verdict"].get<std::string>());
+  return exit_code_for(parse_verdict(report["verdict"].get<std::string>()));
 }
 
 const CommandRegistrar registrar([](CLI::App& app) {

@@ -444,7 +444,7 @@ class CallableCombine : public CombineImplementation {
     CombineOutcome o;
     const double g = round_to(req.dtype, from_rational<double>(c.opt.gamma));
     try {
-      if (c.kind == "segment") {
+      if (c.kind == CombineKind::segment) {
         auto arr = [&](const Mat<double>& m) {
           py::array_t<double> a = to_numpy(m);
           return req.dtype == DType::float32 ? py::object(a.attr("astype")("float32")) : py::object(a);

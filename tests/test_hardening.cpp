@@ -161,7 +161,7 @@ TEST_CASE("what a command writes back: symlink loops and odd files are findings,
   req.state = true;
   Case c;
   c.name = "case";
-  c.kind = "random";
+  c.kind = CaseKind::random;
   c.in = gaussian_problem({3, 2, 2}, 1);
   c.want_state = true;
   write_case(dir.path(), c, req);

@@ -13,6 +13,7 @@
 #include "numerics/exactness.hpp"
 #include "temp_dir.hpp"
 #include "verify/battery.hpp"
+#include "verify/combine.hpp"
 #include "verify/diagnosis.hpp"
 #include "verify/exec.hpp"
 #include "verify/precision.hpp"
@@ -108,7 +109,7 @@ TEST_CASE("exact cases stay within the magnitude that makes them exact, and thei
   std::vector<Case> cases = make_cases(r);
   int exact = 0;
   for (Case& c : cases) {
-    if (c.kind != "exact") continue;
+    if (c.kind != CaseKind::exact) continue;
     ++exact;
     const Problem<double> absin = bounds::augmented(c.in, true);
     Options plain = verify::base_options(c.opt.gamma, c.opt.ridge);
@@ -129,6 +130,32 @@ TEST_CASE("exact cases stay within the magnitude that makes them exact, and thei
   CHECK(exact >= 5 * 11);  // base, decay, decay-half, normalized, ridge, all: 11 shapes each
 }
 
+TEST_CASE("verdicts and case kinds read back as the report writes them; a verdict's exit code", "[verify]") {
+  CHECK(to_string(Verdict::computes) == "computes");
+  CHECK(to_string(Verdict::lower_precision) == "lower-precision");
+  CHECK(to_string(Verdict::differs) == "differs");
+  CHECK(to_string(Verdict::error) == "error");
+  CHECK(to_string(Verdict::incomplete) == "incomplete");
+  for (Verdict v : {Verdict::computes, Verdict::lower_precision, Verdict::differs, Verdict::error, Verdict::incomplete})
+    CHECK(parse_verdict(to_string(v)) == v);
+  CHECK_THROWS_AS(parse_verdict("lower_precision"), InputError);
+  CHECK(exit_code_for(Verdict::computes) == 0);
+  CHECK(exit_code_for(Verdict::lower_precision) == 1);
+  CHECK(exit_code_for(Verdict::differs) == 1);
+  CHECK(exit_code_for(Verdict::error) == 2);
+  CHECK(exit_code_for(Verdict::incomplete) == 2);
+
+  CHECK(to_string(CaseKind::split_a) == "split-a");
+  CHECK(to_string(CaseKind::split_b) == "split-b");
+  for (CaseKind k : {CaseKind::exact, CaseKind::random, CaseKind::carry, CaseKind::split_a, CaseKind::split_b,
+                     CaseKind::whole, CaseKind::shrink, CaseKind::given})
+    CHECK(parse_case_kind(to_string(k)) == k);
+  CHECK_THROWS_AS(parse_case_kind("split_a"), InputError);
+  for (CombineKind k : {CombineKind::segment, CombineKind::combine}) CHECK(parse_combine_kind(to_string(k)) == k);
+  CHECK(to_string(CombineKind::segment) == "segment");
+  CHECK_THROWS_AS(parse_combine_kind("exact"), InputError);
+}
+
 TEST_CASE("the battery on registered forms: exact forms compute, the paper's decayed formulas differ and are named",
           "[verify]") {
   SECTION("hla2 at gamma = 3/4") {
@@ -136,11 +163,11 @@ TEST_CASE("the battery on registered forms: exact forms compute, the paper's dec
     RegisteredForm right("hla2", "chunked", "corrected");
     nlohmann::json a = run_battery(right, r);
     CHECK(a["verdict"] == "computes");
-    CHECK(exit_code_for(a["verdict"]) == 0);
+    CHECK(exit_code_for(parse_verdict(a["verdict"])) == 0);
     RegisteredForm paper("hla2", "serial", "paper");
     nlohmann::json b = run_battery(paper, r);
     CHECK(b["verdict"] == "differs");
-    CHECK(exit_code_for(b["verdict"]) == 1);
+    CHECK(exit_code_for(parse_verdict(b["verdict"])) == 1);
     INFO(b["matches"].dump() << "\n" << b["localization"].dump());
     CHECK(has_match(b, "hla2/serial/paper"));
     CHECK_FALSE(has_match(b, "hla2/serial/corrected"));
@@ -234,7 +261,7 @@ TEST_CASE("the formats that may explain a difference are the coarser ones, fines
   req.opt.gamma = rational(99, 100);
   std::vector<Case> cases = make_cases(req);
   auto it = std::find_if(cases.begin(), cases.end(),
-                         [](const Case& c) { return c.kind == "exact" && c.group == "decay" && c.n() >= 8; });
+                         [](const Case& c) { return c.kind == CaseKind::exact && c.group == "decay" && c.n() >= 8; });
   REQUIRE(it != cases.end());
   Case c = *it;
   compute_expected(c, req);
@@ -324,8 +351,8 @@ TEST_CASE("--gates: every gated catalogue entry is defined on the exact gates an
     req.dv = 2;
     const std::vector<Case> cases = make_cases(req);
     auto pick = [&](Eigen::Index n) {
-      auto it =
-          std::find_if(cases.begin(), cases.end(), [&](const Case& c) { return c.kind == "exact" && c.n() == n; });
+      auto it = std::find_if(cases.begin(), cases.end(),
+                             [&](const Case& c) { return c.kind == CaseKind::exact && c.n() == n; });
       REQUIRE(it != cases.end());
       return GatedProblem<rational>{exact_inputs(it->in), it->gamma.unaryExpr([](double x) { return rational(x); })};
     };

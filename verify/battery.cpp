@@ -5,23 +5,21 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <map>
 #include <set>
 #include <sstream>
 
-#include "core/build_info.hpp"
 #include "core/inputs.hpp"
 #include "core/parse.hpp"
 #include "verify/diagnosis.hpp"
+#include "verify/driver.hpp"
 #include "verify/precision.hpp"
 
 namespace hla::verify::ext {
 namespace {
 
 using json = nlohmann::json;
-using Clock = std::chrono::steady_clock;
 
 // A random case whose error exceeds the bound by a normwise relative error above this is not a precision
 // problem: no float32-or-better arithmetic loses 5% of every output.
@@ -32,8 +30,6 @@ constexpr double kNotRounding = 0.05;
 constexpr Eigen::Index kDiagnosisMaxN = 16;
 // File mode has one case, the user's own: it is worth seconds of exact arithmetic at a larger n.
 constexpr Eigen::Index kGivenDiagnosisMaxN = 64;
-
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 // One returned matrix (o, or with --grad dq, dk, dv) against what it must be.
 struct MatrixCheck {
@@ -232,27 +228,6 @@ json options_json(const Options& o) {
           {"ridge", format_rational(o.ridge)}};
 }
 
-// Runs a round, timing it and logging it; the implementation must answer every case.
-std::vector<Outcome> run_round(Implementation& impl, const std::vector<Case>& cases, const Request& req,
-                               const std::string& what, json& rounds, double& impl_seconds, std::ostream* progress) {
-  RoundLog log;
-  log.what = what;
-  log.cases = cases.size();
-  if (progress) *progress << "verify: " << what << ": " << cases.size() << " cases ..." << std::flush;
-  const auto t0 = Clock::now();
-  std::vector<Outcome> out = impl.run(cases, req, log);
-  if (log.seconds == 0) log.seconds = seconds_since(t0);
-  impl_seconds += log.seconds;
-  if (out.size() != cases.size()) {
-    out.resize(cases.size());
-    for (auto& o : out)
-      if (o.error.empty() && o.O.size() == 0) o.error = "no answer for this case";
-  }
-  if (progress) *progress << fmt::format(" {:.2f} s{}\n", log.seconds, log.failure.empty() ? "" : " — " + log.failure);
-  rounds.push_back({{"what", log.what}, {"cases", log.cases}, {"seconds", log.seconds}, {"failure", log.failure}});
-  return out;
-}
-
 void compute_all(std::vector<Case>& cases, const Request& req) {
   std::string failure;
 #pragma omp parallel for schedule(dynamic)
@@ -277,7 +252,7 @@ std::vector<Case> simplifications(const Case& c, Eigen::Index first_bad_row, con
   const bool grad = c.dO.size() > 0;
   auto variant = [&](Problem<double> p, const std::string& how, Mat<double> dO = {}) {
     Case s;
-    s.kind = "shrink";
+    s.kind = CaseKind::shrink;
     s.group = c.group;
     s.opt = c.opt;
     s.in = std::move(p);
@@ -652,7 +627,7 @@ std::optional<int> padding_width(const std::string& op, const std::vector<Case>&
   for (std::size_t i = 0; i < cases.size(); ++i) {
     // a split's second half starts from the implementation's own state, its expected state from the true one
     if (!checks[i].answered || checks[i].state_problem.empty() || checks[i].state_part.empty() ||
-        cases[i].kind == "split-b")
+        cases[i].kind == CaseKind::split_b)
       continue;
     ReturnedState s;
     s.opt = cases[i].opt;
@@ -708,216 +683,240 @@ json precision_diagnosis_json(const std::optional<EmulatedFormat>& f) {
   return {{"format", f->key()}, {"description", "consistent with " + f->description()}};
 }
 
-}  // namespace
+// ---- the driver: rounds → tally → verdict → shrink → diagnose → report -------------------------------------
 
-int exit_code_for(const std::string& verdict) {
-  if (verdict == "computes") return 0;
-  if (verdict == "differs" || verdict == "lower-precision") return 1;
-  return 2;
-}
-
-json run_battery(Implementation& impl, const Request& req, const BatteryOptions& opts) {
-  const auto t0 = Clock::now();
-  std::ostream* progress = opts.progress;
-  validate_request(req);
-  std::vector<Case> cases = make_cases(req);
-  compute_all(cases, req);
-  json rounds = json::array();
-  double impl_seconds = 0;
-  std::vector<Outcome> outs = run_round(impl, cases, req, "battery", rounds, impl_seconds, progress);
-
-  // Split and carry: the second halves start from the implementation's own state.
-  if (req.state) {
-    std::vector<Case> seconds;
-    for (std::size_t i = 0; i < cases.size(); ++i) {
-      if (cases[i].kind != "split-a" || !outs[i].error.empty()) continue;
-      auto whole = std::find_if(cases.begin(), cases.end(), [&](const Case& c) { return c.name == cases[i].pair; });
-      if (whole == cases.end()) continue;
-      seconds.push_back(make_split_b(*whole, cases[i], outs[i].state_out, req));
-    }
-    if (!seconds.empty()) {
-      compute_all(seconds, req);
-      std::vector<Outcome> more = run_round(impl, seconds, req, "split second halves", rounds, impl_seconds, progress);
-      cases.insert(cases.end(), seconds.begin(), seconds.end());
-      outs.insert(outs.end(), more.begin(), more.end());
-    }
-  }
-
-  std::vector<CaseCheck> checks(cases.size());
-  for (std::size_t i = 0; i < cases.size(); ++i) checks[i] = check_case(cases[i], outs[i], req);
-
-  // Protocol findings, one line per distinct message (a failed round gives every case the same one).
-  json findings = json::array();
-  {
-    std::vector<std::pair<std::string, std::vector<std::string>>> by_error;
-    for (std::size_t i = 0; i < cases.size(); ++i) {
-      if (checks[i].answered) continue;
-      auto it =
-          std::find_if(by_error.begin(), by_error.end(), [&](const auto& e) { return e.first == checks[i].error; });
-      if (it == by_error.end())
-        by_error.push_back({checks[i].error, {cases[i].name}});
-      else
-        it->second.push_back(cases[i].name);
-    }
-    for (const auto& r : rounds)
-      if (!r["failure"].get<std::string>().empty())
-        findings.push_back(
-            {{"case", "round: " + r["what"].get<std::string>()}, {"cases", r["cases"]}, {"error", r["failure"]}});
-    for (const auto& [error, names] : by_error)
-      findings.push_back({{"case", names.front()}, {"cases", names.size()}, {"error", error}});
-  }
-
-  // Exact cases, by option group. A group is "computes" only when every case of it was answered and right.
-  json exact = {{"cases", 0}, {"passed", 0}, {"failed", 0}};
-  double exact_worst = 0;
-  // With --grad the forward (o) and the backward (dq, dk, dv, dstate_in) are localized apart.
-  std::map<std::string, std::string> groups, gradient_groups;
+// What the answers come to (the tally phase), kind of case by kind of case; the verdict phase reads it, and
+// revises it when a coarser format explains every case over its bound.
+struct Tally {
+  std::vector<CaseCheck> checks;  // one per case
+  json findings = json::array();  // protocol findings: failed rounds first, then one per distinct error
+  // Exact cases, by option group: a group computes only when every case of it was answered and right. With --grad
+  // the forward (o) and the backward (dq, dk, dv, dstate_in) are localized apart.
   std::vector<std::size_t> exact_idx;
-  bool exact_over = false;
-  auto localize = [](std::string& g, bool answered, bool bad) {
-    if (!answered) {
-      if (g != "differs") g = "incomplete";
-    } else if (bad) {
-      g = "differs";
-    } else if (g.empty()) {
-      g = "computes";
-    }
-  };
-  for (std::size_t i = 0; i < cases.size(); ++i) {
-    if (cases[i].kind != "exact") continue;
-    exact_idx.push_back(i);
-    exact["cases"] = exact["cases"].get<int>() + 1;
-    const CaseCheck& k = checks[i];
-    const MatrixCheck* o = k.part("o");
-    bool backward_bad = false;
-    for (const auto& [name, m] : k.parts)
-      backward_bad = backward_bad || (name != "o" && part_proves_difference(cases[i], m));
-    localize(groups[cases[i].group], k.answered, o && part_proves_difference(cases[i], *o));
-    if (req.grad) localize(gradient_groups[cases[i].group], k.answered, backward_bad);
-    if (!k.answered) continue;
-    const bool bad = proves_difference(cases[i], k);
-    if (!bad && k.output_mismatch()) exact_over = true;  // a decayed case beyond a narrow format's bound
-    exact[bad ? "failed" : "passed"] = exact[bad ? "failed" : "passed"].get<int>() + 1;
-    exact_worst = std::max(exact_worst, k.worst_ratio);
-  }
-  exact["worst_ratio"] = number(exact_worst);
-
+  int exact_passed = 0, exact_failed = 0;
+  std::optional<int> exact_explained;  // the failed ones, once a coarser format explains them
+  double exact_worst = 0;
+  bool exact_over = false;  // a decayed case beyond a narrow format's bound
+  std::map<std::string, std::optional<Verdict>> groups, gradient_groups;
   // Random cases, per n.
   json random = json::array();
   bool random_far = false, random_over = false;
-  for (std::size_t i = 0; i < cases.size(); ++i) {
-    if (cases[i].kind != "random" || !checks[i].answered) continue;
-    const CaseCheck& k = checks[i];
-    random.push_back(random_entry_json(cases[i], k, req));
-    if (k.output_mismatch()) random_over = true;
-    if (k.far()) random_far = true;
-  }
-
-  // Carry checks (state handed in, and split-and-carry on the implementation). Sharp cases (exact inputs, exact
-  // for the declared arithmetic) are judged like exact cases: any excess differs; the others like random
-  // cases: an excess within rounding of a lower precision is a precision problem, not another function.
+  // Carry checks (state handed in, and split-and-carry on the implementation).
   json carry = json::array();
-  std::size_t first_carry_failure = cases.size();
+  std::optional<std::size_t> first_carry_failure;
   bool carry_over = false;
-  for (std::size_t i = 0; i < cases.size(); ++i) {
-    const std::string& kind = cases[i].kind;
-    if (kind != "carry" && kind != "split-a" && kind != "split-b" && kind != "whole") continue;
-    if (!checks[i].answered) continue;
-    const CaseCheck& k = checks[i];
-    const bool differs = k.any_mismatch() && (cases[i].sharp || k.far());
-    const std::string result = differs ? "differs" : k.any_mismatch() ? "over-bound" : "ok";
-    std::string detail;
-    if (k.output_mismatch())
-      detail = fmt::format("{} row {} col {}: expected {:.17g}, got {:.17g} ({:.3g} x the bound)",
-                           k.which == "o" ? "output" : k.which, k.row, k.col, k.expected, k.got, k.worst_ratio);
-    else if (!k.state_problem.empty())
-      detail = k.state_problem;
-    if (differs && first_carry_failure == cases.size()) first_carry_failure = i;
-    if (result == "over-bound") carry_over = true;
-    carry.push_back({{"case", cases[i].name}, {"kind", kind}, {"result", result}, {"detail", detail}});
+  // Per returned matrix with --grad (o, dq, dk, dv, dstate_in.*).
+  std::map<std::string, Verdict> outputs;
+};
+
+class ForwardBattery {
+ public:
+  ForwardBattery(Implementation& impl, const Request& req, const BatteryOptions& opts)
+      : impl_(impl), req_(req), opts_(opts), rounds_("verify", opts.progress) {}
+
+  json run() {
+    run_rounds();
+    tally();
+    decide();
+    shrink();
+    diagnose_answers();
+    return report();
   }
 
-  // Per returned matrix with --grad (o, dq, dk, dv, dstate_in.*): "differs" where a case proves a difference in
-  // it, "lower-precision" where it is only over its bound, "computes" else.
-  json outputs = json::object();
-  if (req.grad) {
-    std::vector<std::string> names;
-    std::map<std::string, std::string> v;
-    for (std::size_t i = 0; i < cases.size(); ++i)
-      for (const auto& [name, m] : checks[i].parts) {
-        if (!v.count(name)) names.push_back(name);
-        std::string& x = v[name];
-        if (x.empty()) x = "computes";
-        if (part_proves_difference(cases[i], m))
-          x = "differs";
-        else if (m.mismatch() && x == "computes")
-          x = "lower-precision";
+ private:
+  // One round; the implementation must answer every case.
+  std::vector<Outcome> round(const std::vector<Case>& cases, const std::string& what) {
+    std::vector<Outcome> out = rounds_.run(impl_, cases, req_, what);
+    if (out.size() != cases.size()) {
+      out.resize(cases.size());
+      for (auto& o : out)
+        if (o.error.empty() && o.O.size() == 0) o.error = "no answer for this case";
+    }
+    return out;
+  }
+
+  // Rounds: the battery; then, with --state, the split second halves, which start from the implementation's own
+  // state.
+  void run_rounds() {
+    validate_request(req_);
+    cases_ = make_cases(req_);
+    compute_all(cases_, req_);
+    outs_ = round(cases_, "battery");
+    if (!req_.state) return;
+    std::vector<Case> seconds;
+    for (std::size_t i = 0; i < cases_.size(); ++i) {
+      if (cases_[i].kind != CaseKind::split_a || !outs_[i].error.empty()) continue;
+      auto whole = std::find_if(cases_.begin(), cases_.end(), [&](const Case& c) { return c.name == cases_[i].pair; });
+      if (whole == cases_.end()) continue;
+      seconds.push_back(make_split_b(*whole, cases_[i], outs_[i].state_out, req_));
+    }
+    if (seconds.empty()) return;
+    compute_all(seconds, req_);
+    std::vector<Outcome> more = round(seconds, "split second halves");
+    cases_.insert(cases_.end(), seconds.begin(), seconds.end());
+    outs_.insert(outs_.end(), more.begin(), more.end());
+  }
+
+  // Tally: every answer checked, then counted by kind of case.
+  void tally() {
+    Tally& t = tally_;
+    t.checks.resize(cases_.size());
+    for (std::size_t i = 0; i < cases_.size(); ++i) t.checks[i] = check_case(cases_[i], outs_[i], req_);
+    for (const auto& r : rounds_.log())
+      if (!r["failure"].get<std::string>().empty())
+        t.findings.push_back(
+            {{"case", "round: " + r["what"].get<std::string>()}, {"cases", r["cases"]}, {"error", r["failure"]}});
+    for (auto& f : findings_of(cases_, outs_)) t.findings.push_back(std::move(f));
+    tally_exact();
+    tally_random();
+    tally_carry();
+    if (req_.grad) tally_outputs();
+  }
+
+  void tally_exact() {
+    Tally& t = tally_;
+    auto localize = [](std::optional<Verdict>& g, bool answered, bool bad) {
+      if (!answered) {
+        if (g != Verdict::differs) g = Verdict::incomplete;
+      } else if (bad) {
+        g = Verdict::differs;
+      } else if (!g) {
+        g = Verdict::computes;
       }
-    for (const auto& name : names) outputs[name] = v[name];
-  }
-
-  // The verdict. A difference on exact or carry cases that a coarser format explains (every case over its bound
-  // within that format's bounds) is a lower precision, with the format named; one that no format explains, or
-  // a random case beyond rounding, is another function.
-  std::string verdict = "computes";
-  bool exact_failed = exact["failed"].get<int>() > 0;
-  if (!findings.empty())
-    verdict = "error";
-  else if (exact_failed || first_carry_failure != cases.size() || random_far)
-    verdict = "differs";
-  else if (random_over || carry_over || exact_over)
-    verdict = "lower-precision";
-  json precision_diagnosis = nullptr;
-  bool explained = false;
-  if (verdict == "lower-precision" || (verdict == "differs" && !random_far)) {
-    const std::optional<EmulatedFormat> f = explaining_format(cases, outs, checks, req);
-    if (f || verdict == "lower-precision") precision_diagnosis = precision_diagnosis_json(f);
-    if (f && verdict == "differs") {
-      explained = true;
-      verdict = "lower-precision";
-      exact["explained"] = exact["failed"];
-      exact["failed"] = 0;
-      exact_failed = false;
-      first_carry_failure = cases.size();
-      for (auto* gs : {&groups, &gradient_groups})
-        for (auto& [g, v] : *gs)
-          if (v == "differs") v = "lower-precision";
-      for (auto& x : carry)
-        if (x["result"] == "differs") x["result"] = "over-bound";
-      for (auto& v : outputs)
-        if (v == "differs") v = "lower-precision";
+    };
+    for (std::size_t i = 0; i < cases_.size(); ++i) {
+      if (cases_[i].kind != CaseKind::exact) continue;
+      t.exact_idx.push_back(i);
+      const CaseCheck& k = t.checks[i];
+      const MatrixCheck* o = k.part("o");
+      bool backward_bad = false;
+      for (const auto& [name, m] : k.parts)
+        backward_bad = backward_bad || (name != "o" && part_proves_difference(cases_[i], m));
+      localize(t.groups[cases_[i].group], k.answered, o && part_proves_difference(cases_[i], *o));
+      if (req_.grad) localize(t.gradient_groups[cases_[i].group], k.answered, backward_bad);
+      if (!k.answered) continue;
+      const bool bad = proves_difference(cases_[i], k);
+      if (!bad && k.output_mismatch()) t.exact_over = true;
+      ++(bad ? t.exact_failed : t.exact_passed);
+      t.exact_worst = std::max(t.exact_worst, k.worst_ratio);
     }
   }
 
-  // The smallest counterexample, by re-running the implementation on simplified cases: from the smallest
-  // failing exact case, or, when only random cases showed the difference, from the smallest of those (a case
-  // then keeps failing while it stays far beyond rounding).
-  json counterexample = nullptr;
-  std::size_t start = cases.size();
-  const bool from_random = !exact_failed && random_far;
-  if (verdict == "differs" && (exact_failed || from_random))
-    for (std::size_t i = 0; i < cases.size(); ++i) {
-      if (!checks[i].answered || cases[i].kind != (from_random ? "random" : "exact")) continue;
-      if (!proves_difference(cases[i], checks[i])) continue;
-      if (start == cases.size() || start_key(cases[i]) < start_key(cases[start])) start = i;
+  void tally_random() {
+    Tally& t = tally_;
+    for (std::size_t i = 0; i < cases_.size(); ++i) {
+      if (cases_[i].kind != CaseKind::random || !t.checks[i].answered) continue;
+      const CaseCheck& k = t.checks[i];
+      t.random.push_back(random_entry_json(cases_[i], k, req_));
+      if (k.output_mismatch()) t.random_over = true;
+      if (k.far()) t.random_far = true;
     }
-  if (start != cases.size()) {
-    Case best = cases[start];
-    Outcome best_out = outs[start];
-    CaseCheck best_check = checks[start];
+  }
+
+  // Sharp carry cases (exact inputs, exact for the declared arithmetic) are judged like exact cases: any excess
+  // differs; the others like random cases: an excess within rounding of a lower precision is a precision problem,
+  // not another function.
+  void tally_carry() {
+    Tally& t = tally_;
+    for (std::size_t i = 0; i < cases_.size(); ++i) {
+      const CaseKind kind = cases_[i].kind;
+      if (kind != CaseKind::carry && kind != CaseKind::split_a && kind != CaseKind::split_b && kind != CaseKind::whole)
+        continue;
+      if (!t.checks[i].answered) continue;
+      const CaseCheck& k = t.checks[i];
+      const bool differs = k.any_mismatch() && (cases_[i].sharp || k.far());
+      const std::string result = differs ? "differs" : k.any_mismatch() ? "over-bound" : "ok";
+      std::string detail;
+      if (k.output_mismatch())
+        detail = fmt::format("{} row {} col {}: expected {:.17g}, got {:.17g} ({:.3g} x the bound)",
+                             k.which == "o" ? "output" : k.which, k.row, k.col, k.expected, k.got, k.worst_ratio);
+      else if (!k.state_problem.empty())
+        detail = k.state_problem;
+      if (differs && !t.first_carry_failure) t.first_carry_failure = i;
+      if (result == "over-bound") t.carry_over = true;
+      t.carry.push_back({{"case", cases_[i].name}, {"kind", to_string(kind)}, {"result", result}, {"detail", detail}});
+    }
+  }
+
+  // Per returned matrix: differs where a case proves a difference in it, lower-precision where it is only over its
+  // bound, computes else.
+  void tally_outputs() {
+    for (std::size_t i = 0; i < cases_.size(); ++i)
+      for (const auto& [name, m] : tally_.checks[i].parts) {
+        Verdict& x = tally_.outputs.try_emplace(name, Verdict::computes).first->second;
+        if (part_proves_difference(cases_[i], m))
+          x = Verdict::differs;
+        else if (m.mismatch() && x == Verdict::computes)
+          x = Verdict::lower_precision;
+      }
+  }
+
+  // Verdict. A difference on exact or carry cases that a coarser format explains (every case over its bound within
+  // that format's bounds) is a lower precision, with the format named; one that no format explains, or a random
+  // case beyond rounding, is another function.
+  void decide() {
+    Tally& t = tally_;
+    verdict_ = decide_verdict(!t.findings.empty(), t.exact_failed > 0 || t.first_carry_failure || t.random_far,
+                              t.random_over || t.carry_over || t.exact_over);
+    if (verdict_ != Verdict::lower_precision && !(verdict_ == Verdict::differs && !t.random_far)) return;
+    const std::optional<EmulatedFormat> f = explaining_format(cases_, outs_, t.checks, req_);
+    if (f || verdict_ == Verdict::lower_precision) precision_diagnosis_ = precision_diagnosis_json(f);
+    if (!f || verdict_ != Verdict::differs) return;
+    explained_ = true;
+    verdict_ = Verdict::lower_precision;
+    t.exact_explained = t.exact_failed;
+    t.exact_failed = 0;
+    t.first_carry_failure.reset();
+    for (auto* gs : {&t.groups, &t.gradient_groups})
+      for (auto& [g, v] : *gs)
+        if (v == Verdict::differs) v = Verdict::lower_precision;
+    for (auto& x : t.carry)
+      if (x["result"] == "differs") x["result"] = "over-bound";
+    for (auto& [name, v] : t.outputs)
+      if (v == Verdict::differs) v = Verdict::lower_precision;
+  }
+
+  // Shrink: the smallest counterexample, by re-running the implementation on simplified cases: from the smallest
+  // failing exact case, or, when only random cases showed the difference, from the smallest of those (a case then
+  // keeps failing while it stays far beyond rounding); else the first carry case that differs, as it is.
+  void shrink() {
+    if (verdict_ != Verdict::differs) return;
+    const Tally& t = tally_;
+    const bool from_random = t.exact_failed == 0 && t.random_far;
+    std::optional<std::size_t> start;
+    if (t.exact_failed > 0 || from_random)
+      for (std::size_t i = 0; i < cases_.size(); ++i) {
+        if (!t.checks[i].answered || cases_[i].kind != (from_random ? CaseKind::random : CaseKind::exact)) continue;
+        if (!proves_difference(cases_[i], t.checks[i])) continue;
+        if (!start || start_key(cases_[i]) < start_key(cases_[*start])) start = i;
+      }
+    if (start) {
+      counterexample_ = shrunk(*start);
+      if (from_random)
+        counterexample_["note"] = "from a random case: the error is far beyond rounding, but no exact case showed it";
+    } else if (t.first_carry_failure) {
+      counterexample_ = carry_counterexample(*t.first_carry_failure);
+    }
+  }
+
+  // Up to opts.shrink_rounds rounds of simplifications of case `start`, each keeping the smallest that still
+  // proves the difference.
+  json shrunk(std::size_t start) {
+    Case best = cases_[start];
+    Outcome best_out = outs_[start];
+    CaseCheck best_check = tally_.checks[start];
     int used = 0;
-    for (int round = 1; round <= opts.shrink_rounds; ++round) {
-      std::vector<Case> trial = simplifications(best, first_bad_row(best, best_out), req);
+    for (int r = 1; r <= opts_.shrink_rounds; ++r) {
+      std::vector<Case> trial = simplifications(best, first_bad_row(best, best_out), req_);
       if (trial.empty()) break;
       for (std::size_t j = 0; j < trial.size(); ++j)
-        trial[j].name = fmt::format("shrink{}-{:03d}-{}", round, j, trial[j].name);
-      compute_all(trial, req);
-      std::vector<Outcome> got =
-          run_round(impl, trial, req, fmt::format("shrink {}", round), rounds, impl_seconds, progress);
-      used = round;
+        trial[j].name = fmt::format("shrink{}-{:03d}-{}", r, j, trial[j].name);
+      compute_all(trial, req_);
+      std::vector<Outcome> got = round(trial, fmt::format("shrink {}", r));
+      used = r;
       std::size_t pick = trial.size();
       for (std::size_t j = 0; j < trial.size(); ++j) {
-        CaseCheck k = check_case(trial[j], got[j], req);
+        CaseCheck k = check_case(trial[j], got[j], req_);
         if (!proves_difference(trial[j], k)) continue;
         if (pick == trial.size() || size_key(trial[j]) < size_key(trial[pick])) {
           pick = j;
@@ -928,127 +927,153 @@ json run_battery(Implementation& impl, const Request& req, const BatteryOptions&
       best = trial[pick];
       best_out = got[pick];
     }
-    counterexample = counterexample_json(best, best_out, best_check, used);
-    if (from_random)
-      counterexample["note"] = "from a random case: the error is far beyond rounding, but no exact case showed it";
-  } else if (verdict == "differs" && first_carry_failure != cases.size()) {
-    const std::size_t i = first_carry_failure;
-    const CaseCheck& k = checks[i];
-    counterexample = counterexample_json(cases[i], outs[i], k, 0);
-    if (!k.output_mismatch() && !k.state_part.empty())
-      counterexample["first_difference"] = {{"state_part", k.state_part},
-                                            {"row", k.state_row},
-                                            {"col", k.state_col},
-                                            {"expected", number(k.state_expected)},
-                                            {"got", number(k.state_got)}};
-    counterexample["state_in"] = state_json(cases[i].state_in);
-    if (!cases[i].pair.empty())
-      counterexample["note"] = "split-and-carry: compared with the whole sequence " + cases[i].pair;
-    for (const auto& c : carry)
-      if (c["case"] == cases[i].name) counterexample["detail"] = c["detail"];
+    return counterexample_json(best, best_out, best_check, used);
   }
 
-  // Diagnosis on the exact cases the implementation answered.
-  json matches = json::array(), gradient_matches = json::object();
-  std::string diagnosis_note;
-  if (opts.diagnose && !exact_idx.empty()) {
+  json carry_counterexample(std::size_t i) const {
+    const CaseCheck& k = tally_.checks[i];
+    json c = counterexample_json(cases_[i], outs_[i], k, 0);
+    if (!k.output_mismatch() && !k.state_part.empty())
+      c["first_difference"] = {{"state_part", k.state_part},
+                               {"row", k.state_row},
+                               {"col", k.state_col},
+                               {"expected", number(k.state_expected)},
+                               {"got", number(k.state_got)}};
+    c["state_in"] = state_json(cases_[i].state_in);
+    if (!cases_[i].pair.empty()) c["note"] = "split-and-carry: compared with the whole sequence " + cases_[i].pair;
+    for (const auto& x : tally_.carry)
+      if (x["case"] == cases_[i].name) c["detail"] = x["detail"];
+    return c;
+  }
+
+  // Diagnose: what the implementation computes instead, on the exact cases it answered.
+  void diagnose_answers() {
+    const Tally& t = tally_;
+    if (!opts_.diagnose || t.exact_idx.empty()) return;
     std::vector<const Case*> dc;
     std::vector<const Outcome*> doo;
     std::vector<const CaseCheck*> dk;
     std::vector<bool> fails;  // of the forward (o): the gradients are diagnosed on their own
     bool o_failed = false;
-    for (std::size_t i : exact_idx) {
-      if (!checks[i].answered) continue;
-      dc.push_back(&cases[i]);
-      doo.push_back(&outs[i]);
-      dk.push_back(&checks[i]);
-      fails.push_back(!explained && part_proves_difference(cases[i], *checks[i].part("o")));
+    for (std::size_t i : t.exact_idx) {
+      if (!t.checks[i].answered) continue;
+      dc.push_back(&cases_[i]);
+      doo.push_back(&outs_[i]);
+      dk.push_back(&t.checks[i]);
+      fails.push_back(!explained_ && part_proves_difference(cases_[i], *t.checks[i].part("o")));
       o_failed = o_failed || fails.back();
     }
+    const bool exact_failed = t.exact_failed > 0;
     // (the gradient catalogue's candidates take a fixed γ: with gates a wrong backward is judged, not named)
-    if (req.grad && exact_failed && verdict != "error" && !req.gates)
-      gradient_matches = diagnose_gradients(req.op, dc, doo, dk);
-    // A difference that no exact case shows (random or carry cases only) is not explained by what the
-    // exact cases match: the report says so instead of listing the operator's own forms.
-    if (verdict == "error") {
-      diagnosis_note = "the protocol failed (see the findings): no diagnosis";
-    } else if (verdict == "differs" && !exact_failed) {
-      // (the padding mistake is decided on fixed-γ streaming forms: not with gates)
-      const int w = first_carry_failure != cases.size() && !req.gates
-                        ? padding_width(req.op, cases, outs, checks).value_or(0)
-                        : 0;
-      // with gates: the state handed in not decayed by the first token's gate
-      std::vector<CarriedOutputs> carried;
-      for (std::size_t i = 0; req.gates && i < cases.size(); ++i)
-        if (!cases[i].state_in.parts.empty() && checks[i].answered)
-          carried.push_back({cases[i].opt, cases[i].in, cases[i].gamma, cases[i].state_in, outs[i].O, cases[i].bound,
-                             cases[i].expected});
-      if (!carried.empty() && state_in_undecayed(req.op, carried))
-        matches.push_back({{"key", "mistake:state-in-undecayed"},
-                           {"description",
-                            "the state handed in is not decayed by the first token's gate (gamma_0 taken as 1 "
-                            "for it): right from the zero state"},
-                           {"claim", ""},
-                           {"cases", static_cast<int>(carried.size())}});
-      else if (w > 0)
-        matches.push_back(
-            {{"key", fmt::format("mistake:padding-decays-state@w={}", w)},
-             {"description", fmt::format("zero padding to a multiple of {} tokens that decays the returned state "
-                                         "(every wrong state is the true one after the padding's zero tokens)",
-                                         w)},
-             {"claim", ""},
-             {"cases", 0}});
-      else
-        diagnosis_note = "every exact case is right; the difference shows only on " +
-                         std::string(first_carry_failure != cases.size() ? "state-carry" : "random") +
-                         " cases, which the candidates are not compared on";
+    if (req_.grad && exact_failed && verdict_ != Verdict::error && !req_.gates)
+      gradient_matches_ = diagnose_gradients(req_.op, dc, doo, dk);
+    // A difference that no exact case shows (random or carry cases only) is not explained by what the exact cases
+    // match: the report says so instead of listing the operator's own forms.
+    if (verdict_ == Verdict::error) {
+      diagnosis_note_ = "the protocol failed (see the findings): no diagnosis";
+    } else if (verdict_ == Verdict::differs && !exact_failed) {
+      diagnose_carry_or_random();
     } else if (!dc.empty()) {
       if (!o_failed)
-        matches.push_back({{"key", req.op + "/reference/spec"},
-                           {"description", "SPEC's " + req.op},
-                           {"claim", ""},
-                           {"cases", static_cast<int>(dc.size())}});
+        matches_.push_back({{"key", req_.op + "/reference/spec"},
+                            {"description", "SPEC's " + req_.op},
+                            {"claim", ""},
+                            {"cases", static_cast<int>(dc.size())}});
       // Under a length constraint the smallest exact cases are longer: the diagnosis follows them.
-      const Eigen::Index max_n = std::max<Eigen::Index>(kDiagnosisMaxN, req.fit_n(1));
-      json more = req.gates ? diagnose_gated(req.op, dc, doo, fails, max_n) : diagnose(req.op, dc, doo, fails, max_n);
-      for (auto& m : more) matches.push_back(m);
+      const Eigen::Index max_n = std::max<Eigen::Index>(kDiagnosisMaxN, req_.fit_n(1));
+      json more =
+          req_.gates ? diagnose_gated(req_.op, dc, doo, fails, max_n) : diagnose(req_.op, dc, doo, fails, max_n);
+      for (auto& m : more) matches_.push_back(m);
     }
   }
-  json localization = json::object(), gradient_localization = json::object();
-  for (const auto& [g, v] : groups) localization[g] = v;
-  for (const auto& [g, v] : gradient_groups) gradient_localization[g] = v;
 
-  const double total = seconds_since(t0);
-  json report = {
-      {"verdict", verdict},
-      {"op", req.op},
-      {"options", options_json(req.opt)},
-      {"dtype", dtype_name(req.dtype)},
-      {"precision", precision_name(req.declared())},
-      {"state", req.state},
-      {"max_n", req.max_n},
-      {"constraints", {{"fixed_d", req.fixed_widths}, {"n_multiple", req.n_multiple}}},
-      {"matches", matches},
-      {"precision_diagnosis", precision_diagnosis},
-      {"diagnosis_note", diagnosis_note},
-      {"localization", localization},
-      {"gradient_localization", gradient_localization},
-      {"grad", req.grad},
-      {"outputs", outputs},
-      {"gradient_matches", gradient_matches},
-      {"exact", exact},
-      {"random", random},
-      {"carry", carry},
-      {"counterexample", counterexample},
-      {"findings", findings},
-      {"rounds", rounds},
-      {"timings",
-       {{"total_seconds", total}, {"implementation_seconds", impl_seconds}, {"harness_seconds", total - impl_seconds}}},
-      {"harness", {{"commit", build_info::source_tree()}}}};
-  report["seed"] = req.seed;  // the cases are a function of it: the report says how to draw them again
-  report["gates"] = req.gates ? json{{"range", {req.gate_lo, req.gate_hi}}} : json(nullptr);
-  report["summary"] = summary_text(report);
-  return report;
+  // Every exact case is right: the state mistakes of the catalogue, or a note that nothing was compared.
+  void diagnose_carry_or_random() {
+    const Tally& t = tally_;
+    // (the padding mistake is decided on fixed-γ streaming forms: not with gates)
+    const int w =
+        t.first_carry_failure && !req_.gates ? padding_width(req_.op, cases_, outs_, t.checks).value_or(0) : 0;
+    // with gates: the state handed in not decayed by the first token's gate
+    std::vector<CarriedOutputs> carried;
+    for (std::size_t i = 0; req_.gates && i < cases_.size(); ++i)
+      if (!cases_[i].state_in.parts.empty() && t.checks[i].answered)
+        carried.push_back({cases_[i].opt, cases_[i].in, cases_[i].gamma, cases_[i].state_in, outs_[i].O,
+                           cases_[i].bound, cases_[i].expected});
+    if (!carried.empty() && state_in_undecayed(req_.op, carried))
+      matches_.push_back({{"key", "mistake:state-in-undecayed"},
+                          {"description",
+                           "the state handed in is not decayed by the first token's gate (gamma_0 taken as 1 "
+                           "for it): right from the zero state"},
+                          {"claim", ""},
+                          {"cases", static_cast<int>(carried.size())}});
+    else if (w > 0)
+      matches_.push_back(
+          {{"key", fmt::format("mistake:padding-decays-state@w={}", w)},
+           {"description", fmt::format("zero padding to a multiple of {} tokens that decays the returned state "
+                                       "(every wrong state is the true one after the padding's zero tokens)",
+                                       w)},
+           {"claim", ""},
+           {"cases", 0}});
+    else
+      diagnosis_note_ = "every exact case is right; the difference shows only on " +
+                        std::string(t.first_carry_failure ? "state-carry" : "random") +
+                        " cases, which the candidates are not compared on";
+  }
+
+  // Report: the whole report (battery.hpp), and its summary.
+  json report() const {
+    const Tally& t = tally_;
+    json localization = json::object(), gradient_localization = json::object(), outputs = json::object();
+    for (const auto& [g, v] : t.groups) localization[g] = to_string(*v);
+    for (const auto& [g, v] : t.gradient_groups) gradient_localization[g] = to_string(*v);
+    for (const auto& [name, v] : t.outputs) outputs[name] = to_string(v);
+    json exact = {{"cases", t.exact_idx.size()},
+                  {"passed", t.exact_passed},
+                  {"failed", t.exact_failed},
+                  {"worst_ratio", number(t.exact_worst)}};
+    if (t.exact_explained) exact["explained"] = *t.exact_explained;
+    json report = report_core(verdict_, req_, matches_, counterexample_, t.findings);
+    report["options"] = options_json(req_.opt);
+    report["precision"] = precision_name(req_.declared());
+    report["state"] = req_.state;
+    report["max_n"] = req_.max_n;
+    report["constraints"] = {{"fixed_d", req_.fixed_widths}, {"n_multiple", req_.n_multiple}};
+    report["precision_diagnosis"] = precision_diagnosis_;
+    report["diagnosis_note"] = diagnosis_note_;
+    report["localization"] = localization;
+    report["gradient_localization"] = gradient_localization;
+    report["grad"] = req_.grad;
+    report["outputs"] = outputs;
+    report["gradient_matches"] = gradient_matches_;
+    report["exact"] = exact;
+    report["random"] = t.random;
+    report["carry"] = t.carry;
+    rounds_.write(report);
+    report["seed"] = req_.seed;  // the cases are a function of it: the report says how to draw them again
+    report["gates"] = req_.gates ? json{{"range", {req_.gate_lo, req_.gate_hi}}} : json(nullptr);
+    report["summary"] = summary_text(report);
+    return report;
+  }
+
+  Implementation& impl_;
+  const Request& req_;
+  const BatteryOptions& opts_;
+  Rounds rounds_;
+  std::vector<Case> cases_;
+  std::vector<Outcome> outs_;
+  Tally tally_;
+  Verdict verdict_ = Verdict::computes;
+  json precision_diagnosis_ = nullptr;
+  bool explained_ = false;  // a coarser format explains every case over its bound (decide)
+  json counterexample_ = nullptr;
+  json matches_ = json::array(), gradient_matches_ = json::object();
+  std::string diagnosis_note_;
+};
+
+}  // namespace
+
+json run_battery(Implementation& impl, const Request& req, const BatteryOptions& opts) {
+  return ForwardBattery(impl, req, opts).run();
 }
 
 namespace {
@@ -1168,19 +1193,12 @@ std::string summary_text(const json& r) {
       << ms.size() - 1 << " registered forms equal to it on every exact case; --json lists them)\n";
   for (const auto& m : ms) {
     if (spec_first && ms.size() > 1) break;
-    s << lead << m["key"].get<std::string>() << ": " << m["description"].get<std::string>();
-    if (!m["claim"].get<std::string>().empty()) s << " (see claim " << m["claim"].get<std::string>() << ")";
-    s << "\n";
+    s << match_text(lead, m);
   }
   if (r.contains("gradient_matches"))
     for (const std::string name : {"dq", "dk", "dv"})
       if (r["gradient_matches"].contains(name))
-        for (const auto& m : r["gradient_matches"][name]) {
-          s << "  " << name << " matches " << m["key"].get<std::string>() << ": "
-            << m["description"].get<std::string>();
-          if (!m["claim"].get<std::string>().empty()) s << " (see claim " << m["claim"].get<std::string>() << ")";
-          s << "\n";
-        }
+        for (const auto& m : r["gradient_matches"][name]) s << match_text("  " + name + " matches ", m);
   if (!r["counterexample"].is_null()) {
     const json& c = r["counterexample"];
     s << fmt::format("  counterexample (n={}, d={}, dv={}, {}):\n", c["n"].get<long>(), c["d"].get<long>(),
@@ -1213,12 +1231,7 @@ std::string summary_text(const json& r) {
     if (c.contains("detail") && !f.contains("state_part")) s << "    " << c["detail"].get<std::string>() << "\n";
     if (c.contains("note")) s << "    (" << c["note"].get<std::string>() << ")\n";
   }
-  for (const auto& f : r["findings"]) {
-    const long count = f.value("cases", 1L);
-    s << "  error in " << f["case"].get<std::string>()
-      << (count > 1 ? fmt::format(" (and {} more cases)", count - 1) : "") << ": " << f["error"].get<std::string>()
-      << "\n";
-  }
+  s << findings_text(r["findings"]);
   // The shape hint only where a finding is about shapes (a wrong shape returned, an assertion on n or d), not
   // after any exception.
   bool shape_finding = false;
@@ -1228,11 +1241,7 @@ std::string summary_text(const json& r) {
     s << "  hint: an implementation that takes only some shapes (one head size, whole blocks of tokens) can say so "
          "with\n"
          "        --fixed-d --d D --dv DV and --n-multiple B: every case then has that shape\n";
-  if (r.contains("timings"))
-    // three significant digits: a fast implementation's 0.04 s is not "0.0 s"
-    s << fmt::format("  time: {:.3g} s in the implementation ({} round{}), {:.3g} s in the harness\n",
-                     r["timings"]["implementation_seconds"].get<double>(), r["rounds"].size(),
-                     r["rounds"].size() == 1 ? "" : "s", r["timings"]["harness_seconds"].get<double>());
+  if (r.contains("timings")) s << timings_text(r);
   return s.str();
 }
 
@@ -1240,7 +1249,7 @@ json judge_given(const Request& req, const Problem<double>& in, const Mat<double
   validate_request(req);
   if (req.gates) check_gates(gates, in.Q.rows());
   Case c;
-  c.kind = "given";
+  c.kind = CaseKind::given;
   c.group = "user";
   c.opt = req.opt;
   c.in = in;
@@ -1251,15 +1260,15 @@ json judge_given(const Request& req, const Problem<double>& in, const Mat<double
   o.O = out;
   o.error = check_returned_output(c, out);
   const CaseCheck k = check_case(c, o, req);
-  std::string verdict = !k.answered          ? "error"
-                        : k.worst_ratio <= 1 ? "computes"
-                        : k.far()            ? "differs"
-                                             : "lower-precision";
+  const Verdict verdict = !k.answered          ? Verdict::error
+                          : k.worst_ratio <= 1 ? Verdict::computes
+                          : k.far()            ? Verdict::differs
+                                               : Verdict::lower_precision;
   json precision_diagnosis = nullptr;
-  if (verdict == "lower-precision")
+  if (verdict == Verdict::lower_precision)
     precision_diagnosis = precision_diagnosis_json(explaining_format({c}, {o}, {k}, req));
   json matches = json::array();
-  if (k.answered && verdict != "computes" && c.n() <= kGivenDiagnosisMaxN) {
+  if (k.answered && verdict != Verdict::computes && c.n() <= kGivenDiagnosisMaxN) {
     std::vector<const Case*> dc{&c};
     std::vector<const Outcome*> doo{&o};
     matches = req.gates ? diagnose_gated(req.op, dc, doo, {true}, kGivenDiagnosisMaxN)
@@ -1267,23 +1276,17 @@ json judge_given(const Request& req, const Problem<double>& in, const Mat<double
   }
   json findings = json::array();
   if (!k.answered) findings.push_back({{"case", "given"}, {"error", k.error}});
-  json report = {{"verdict", verdict},
-                 {"mode",
-                  "file: measured on the given inputs against MPFR-256 and the rounding bound (no exact cases: a "
-                  "'differs' here means an error beyond 5% normwise, not a proof)"},
-                 {"op", req.op},
-                 {"options", options_json(req.opt)},
-                 {"dtype", dtype_name(req.dtype)},
-                 {"precision", precision_name(req.declared())},
-                 {"state", false},
-                 {"matches", matches},
-                 {"precision_diagnosis", precision_diagnosis},
-                 {"random", json::array({random_entry_json(c, k, req)})},
-                 {"counterexample", nullptr},
-                 {"findings", findings},
-                 {"rounds", json::array()},
-                 {"harness", {{"commit", build_info::source_tree()}}}};
-  if (verdict == "differs")
+  json report = report_core(verdict, req, matches, nullptr, findings);
+  report["mode"] =
+      "file: measured on the given inputs against MPFR-256 and the rounding bound (no exact cases: a "
+      "'differs' here means an error beyond 5% normwise, not a proof)";
+  report["options"] = options_json(req.opt);
+  report["precision"] = precision_name(req.declared());
+  report["state"] = false;
+  report["precision_diagnosis"] = precision_diagnosis;
+  report["random"] = json::array({random_entry_json(c, k, req)});
+  report["rounds"] = json::array();
+  if (verdict == Verdict::differs)
     report["counterexample"] = {{"n", c.n()},
                                 {"d", c.in.Q.cols()},
                                 {"dv", c.in.V.cols()},

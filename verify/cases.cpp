@@ -18,6 +18,7 @@
 #include "fast/gated_forms.hpp"
 #include "numerics/bounds.hpp"
 #include "numerics/exactness.hpp"
+#include "verify/names.hpp"
 #include "verify/precision.hpp"
 
 namespace hla::verify::ext {
@@ -28,6 +29,11 @@ DType parse_dtype(const std::string& s) {
   if (s == "float32" || s == "f4" || s == "float" || s == "fp32") return DType::float32;
   throw InputError("unknown dtype '" + s + "' (float64 or float32)");
 }
+constexpr EnumNames<CaseKind, 8> kCaseKindNames{
+    {"exact", "random", "carry", "split-a", "split-b", "whole", "shrink", "given"}, "case kind"};
+std::string to_string(CaseKind k) { return kCaseKindNames(k); }
+CaseKind parse_case_kind(const std::string& text) { return kCaseKindNames.parse(text); }
+
 double unit_roundoff(DType t) {
   return t == DType::float64 ? hla::unit_roundoff<double>() : hla::unit_roundoff<float>();
 }
@@ -472,7 +478,7 @@ std::vector<Case> make_cases(const Request& r) {
   std::vector<Case> cases;
   int index = 0;
   auto add = [&](Case c) {
-    c.name = fmt::format("{}-{:03d}-{}-{}", c.kind, index++, c.group, shape_tag(c.in));
+    c.name = fmt::format("{}-{:03d}-{}-{}", to_string(c.kind), index++, c.group, shape_tag(c.in));
     cases.push_back(std::move(c));
   };
   // Exact: awkward small shapes (n = 1, d ≠ dv, odd n), then sparse long ones that cross the chunk widths
@@ -487,7 +493,7 @@ std::vector<Case> make_cases(const Request& r) {
   for (const Group& g : exact_groups(r)) {
     for (const Shape& s : shapes) {
       Case c;
-      c.kind = "exact";
+      c.kind = CaseKind::exact;
       c.group = g.name;
       c.opt = g.opt;
       if (r.grad && g.opt.normalized && g.opt.eps == 0) {
@@ -512,7 +518,7 @@ std::vector<Case> make_cases(const Request& r) {
   ns.erase(std::unique(ns.begin(), ns.end()), ns.end());
   for (long n : ns) {
     Case c;
-    c.kind = "random";
+    c.kind = CaseKind::random;
     c.group = "user";
     c.opt = r.opt;
     c.in = rounded_gaussian({n, r.d, r.dv}, ++seed);
@@ -529,7 +535,7 @@ std::vector<Case> make_cases(const Request& r) {
     for (auto [pre, s] : std::vector<std::pair<Eigen::Index, Shape>>{{1, {3, 2, 2}}, {4, {5, 3, 2}}, {9, {70, 2, 3}}}) {
       s = constrained(r, {s}).front();
       Case c;
-      c.kind = "carry";
+      c.kind = CaseKind::carry;
       c.group = g.name;
       Options half = g.opt;
       if (half.gamma != 1) half.gamma = rational(1, 2);  // powers of 1/2 keep the state exact in any dtype
@@ -559,7 +565,7 @@ std::vector<Case> make_cases(const Request& r) {
   }
   {  // a random prefix's state, rounded to the dtype
     Case c;
-    c.kind = "carry";
+    c.kind = CaseKind::carry;
     c.group = "user";
     c.opt = r.opt;
     const Eigen::Index len = r.fit_n(50);
@@ -604,7 +610,7 @@ std::vector<Case> make_cases(const Request& r) {
   }
   for (const Split& s : splits) {
     Case whole;
-    whole.kind = "whole";
+    whole.kind = CaseKind::whole;
     whole.group = s.group;
     whole.opt = s.opt;
     whole.in = s.all;
@@ -614,7 +620,7 @@ std::vector<Case> make_cases(const Request& r) {
     add(whole);
     const std::string whole_name = cases.back().name;
     Case a;
-    a.kind = "split-a";
+    a.kind = CaseKind::split_a;
     a.group = s.group;
     a.opt = s.opt;
     a.in = slice_rows(s.all, 0, s.at);
@@ -630,7 +636,7 @@ std::vector<Case> make_cases(const Request& r) {
 
 Case make_split_b(const Case& whole, const Case& split_a, const NamedState<double>& their_state, const Request&) {
   Case b;
-  b.kind = "split-b";
+  b.kind = CaseKind::split_b;
   b.group = whole.group;
   b.opt = whole.opt;
   b.in = slice_rows(whole.in, split_a.split_at, whole.n());
@@ -663,7 +669,7 @@ ColVec<double> all_gates(const Case& c) {
 
 // Exact inputs: the exact cases and whatever is made from them (carries, splits, shrunk counterexamples); the
 // cases of random inputs are in the group "user".
-bool has_exact_inputs(const Case& c) { return c.kind == "exact" || c.group != "user"; }
+bool has_exact_inputs(const Case& c) { return c.kind == CaseKind::exact || c.group != "user"; }
 
 // The bounds of a case whose values are computed, for an implementation computing in format f.
 void set_bounds(Case& c, const Request& r, const EmulatedFormat& f) {

@@ -98,9 +98,15 @@ struct PartShape {
 };
 std::vector<PartShape> state_layout(const std::string& op, Eigen::Index d, Eigen::Index dv);
 
+// What a case is for: exact, random and carry evidence (above), the two halves of a split-and-carry check and the whole
+// sequence they are checked against, a simplification in the counterexample search, file mode's given arrays.
+enum class CaseKind { exact, random, carry, split_a, split_b, whole, shrink, given };
+std::string to_string(CaseKind k);                  // as case.json and the case names write it: "exact", "split-a", ...
+CaseKind parse_case_kind(const std::string& text);  // InputError for anything else
+
 struct Case {
-  std::string name;   // the case's directory: kind, group and shape, e.g. "exact-012-decay-n5-d2-dv1"
-  std::string kind;   // exact | random | carry | split-a | split-b | whole
+  std::string name;  // the case's directory: kind, group and shape, e.g. "exact-012-decay-n5-d2-dv1"
+  CaseKind kind = CaseKind::exact;
   std::string group;  // exact cases: base | decay | normalized | ridge | all; others: user
   Options opt;
   Problem<double> in;      // entries exactly representable in the dtype

@@ -4,7 +4,8 @@
 
 #include <fmt/core.h>
 
-#include <chrono>
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -13,22 +14,21 @@
 #include <set>
 #include <sstream>
 
-#include "core/build_info.hpp"
 #include "core/inputs.hpp"
 #include "core/parse.hpp"
 #include "core/registry.hpp"
 #include "fast/scan/operators.hpp"
 #include "io/files.hpp"
 #include "io/npy.hpp"
+#include "verify/driver.hpp"
 #include "verify/exec.hpp"
+#include "verify/names.hpp"
 
 namespace hla::verify::ext {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 // ---- SPEC's summaries as parts ------------------------------------------------------------------------------
 // A part's shape as it travels: a scalar (ρ) 0-d, a vector (m, h, z, …) 1-D, every other part 2-D. Which is
@@ -334,13 +334,13 @@ std::vector<CombineOutcome> ExecCombine::run(const std::vector<CombineCase>& cas
       fs::create_directories(cd);
       json j = {{"op", req.op},
                 {"case", c.name},
-                {"kind", c.kind},
+                {"kind", to_string(c.kind)},
                 {"dtype", dtype_name(req.dtype)},
                 {"d", c.d},
                 {"dv", c.dv},
                 {"gamma", round_to(req.dtype, from_rational<double>(c.opt.gamma))},
                 {"exact", {{"gamma", format_rational(c.opt.gamma)}}}};
-      if (c.kind == "segment") {
+      if (c.kind == CombineKind::segment) {
         npy::write(cd / "q.npy", c.tokens.Q, t);
         npy::write(cd / "k.npy", c.tokens.K, t);
         npy::write(cd / "v.npy", c.tokens.V, t);
@@ -359,7 +359,7 @@ std::vector<CombineOutcome> ExecCombine::run(const std::vector<CombineCase>& cas
   log.failure = pr.describe();
   std::vector<CombineOutcome> out(cases.size());
   for (std::size_t i = 0; i < cases.size(); ++i) {
-    const std::string label = cases[i].kind == "segment" ? "summary" : "ab";
+    const std::string label = cases[i].kind == CombineKind::segment ? "summary" : "ab";
     out[i].summary = read_summary(dir / cases[i].name / label, label, req.dtype, out[i].error);
     if (!log.failure.empty())
       out[i].error = "the command " + log.failure.substr(0, log.failure.find(';')) +
@@ -395,6 +395,10 @@ PartMap read_part_map(const std::string& file) {
   return map;
 }
 
+constexpr EnumNames<CombineKind, 2> kCombineKindNames{{"segment", "combine"}, "combine case kind"};
+std::string to_string(CombineKind k) { return kCombineKindNames(k); }
+CombineKind parse_combine_kind(const std::string& text) { return kCombineKindNames.parse(text); }
+
 std::vector<std::string> spec_segment_parts(const std::string& op) {
   return scan::with_scan_op<double>(op, scan::Variant::corrected, Options{}, [](const auto& o) {
     std::vector<std::string> names;
@@ -405,71 +409,83 @@ std::vector<std::string> spec_segment_parts(const std::string& op) {
 
 namespace {
 
-// Runs one round of combine cases (timed, logged). A part declared in --parts as one of SPEC's and missing from
-// an answer is a protocol finding of that case (the declaration, or the command, is wrong), not a wrong value.
-std::vector<CombineOutcome> round(CombineImplementation& impl, const std::vector<CombineCase>& cases,
-                                  const Request& req, const PartMap& declared, const std::string& what, json& rounds,
-                                  double& seconds, std::ostream* progress) {
-  RoundLog log;
-  log.what = what;
-  log.cases = cases.size();
-  if (progress) *progress << "verify --combine: " << what << ": " << cases.size() << " cases ..." << std::flush;
-  const auto t0 = Clock::now();
-  std::vector<CombineOutcome> out = impl.run(cases, req, log);
-  if (log.seconds == 0) log.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  seconds += log.seconds;
-  out.resize(cases.size());
-  for (std::size_t i = 0; i < out.size(); ++i)
-    for (const auto& [user, target] : declared)
-      if (out[i].error.empty() && !target.empty() && !find_part(out[i].summary, user))
-        out[i].error = fmt::format("{} has no part '{}' (declared in --parts as SPEC's '{}')",
-                                   cases[i].kind == "segment" ? "the summary" : "ab/", user, target);
-  if (progress) *progress << fmt::format(" {:.2f} s{}\n", log.seconds, log.failure.empty() ? "" : " — " + log.failure);
-  rounds.push_back({{"what", log.what}, {"cases", log.cases}, {"seconds", log.seconds}, {"failure", log.failure}});
-  return out;
+// ---- the driver: rounds → tally → verdict → shrink → diagnose → report -------------------------------------
+
+// One check of the algebra (associativity, identity, segments, the operator): its tally, and every triple that
+// failed it with what it showed, in the order met (the shrink phase picks the smallest).
+struct Check {
+  std::string name, what;
+  int cases = 0, failed = 0, over = 0;
+  double worst = 0;
+  std::vector<std::pair<const Triple*, json>> failures;
+};
+
+// SPEC's part names as a list: "S, C, m, ...".
+std::string listed(const std::vector<std::string>& names) {
+  std::string s;
+  for (const auto& x : names) s += (s.empty() ? "" : ", ") + x;
+  return s;
 }
 
-}  // namespace
+std::string combine_summary_text(const json& r);
 
-json run_combine_battery(CombineImplementation& impl, const Request& req, const PartMap& given_map,
-                         std::ostream* progress) {
-  const auto t0 = Clock::now();
-  validate_request(req);
-  if (!operator_info(req.op).scan)
-    throw InputError("--combine: " + req.op + " has no scan operator to compare with (" +
-                     operator_names([](const OperatorInfo& o) { return o.scan; }) + " have one)");
-  const std::vector<std::string> spec = spec_segment_parts(req.op);
-  PartMap map = given_map;
-  for (std::size_t i = 0; i < map.size(); ++i)
-    for (std::size_t j = 0; j < i; ++j)
-      if (!map[i].second.empty() && map[i].second == map[j].second)
-        throw InputError("--parts: '" + map[j].first + "' and '" + map[i].first + "' both map onto SPEC's '" +
-                         map[i].second + "' (each SPEC part is one of yours)");
-  for (const auto& [user, target] : map)
-    if (!target.empty() && std::find(spec.begin(), spec.end(), target) == spec.end())
-      throw InputError("--parts: '" + target + "' is not a segment part of " + req.op + " (they are: " + [&] {
-        std::string s;
-        for (const auto& x : spec) s += (s.empty() ? "" : ", ") + x;
-        return s;
-      }() + ")");
+class CombineBattery {
+ public:
+  CombineBattery(CombineImplementation& impl, const Request& req, const PartMap& given_map, std::ostream* progress)
+      : impl_(impl), req_(req), given_map_(given_map), rounds_("verify --combine", progress) {}
 
-  std::vector<Triple> triples = make_triples(req);
-  json rounds = json::array(), findings = json::array();
-  double impl_seconds = 0;
-  auto note_errors = [&](const std::vector<CombineCase>& cs, const std::vector<CombineOutcome>& os) {
-    std::map<std::string, std::pair<std::string, int>> by_error;
-    for (std::size_t i = 0; i < cs.size(); ++i)
-      if (!os[i].error.empty()) {
-        auto& e = by_error[os[i].error];
-        if (e.first.empty()) e.first = cs[i].name;
-        ++e.second;
-      }
-    for (const auto& [error, first] : by_error)
-      findings.push_back({{"case", first.first}, {"cases", first.second}, {"error", error}});
-  };
-  auto segment_case = [&](const Triple& t, const Problem<double>& p, const std::string& tag, std::size_t index) {
+  json run() {
+    run_rounds();
+    tally();
+    decide();
+    shrink();
+    diagnose_combine();
+    return report();
+  }
+
+ private:
+  // The request and --parts: an operator with a scan operator, each SPEC part one of the command's at most.
+  void check_request() {
+    validate_request(req_);
+    if (!operator_info(req_.op).scan)
+      throw InputError("--combine: " + req_.op + " has no scan operator to compare with (" +
+                       operator_names([](const OperatorInfo& o) { return o.scan; }) + " have one)");
+    spec_ = spec_segment_parts(req_.op);
+    map_ = given_map_;
+    for (std::size_t i = 0; i < map_.size(); ++i)
+      for (std::size_t j = 0; j < i; ++j)
+        if (!map_[i].second.empty() && map_[i].second == map_[j].second)
+          throw InputError("--parts: '" + map_[j].first + "' and '" + map_[i].first + "' both map onto SPEC's '" +
+                           map_[i].second + "' (each SPEC part is one of yours)");
+    for (const auto& [user, target] : map_)
+      if (!target.empty() && std::find(spec_.begin(), spec_.end(), target) == spec_.end())
+        throw InputError("--parts: '" + target + "' is not a segment part of " + req_.op +
+                         " (they are: " + listed(spec_) + ")");
+  }
+
+  // One round of combine cases; its protocol findings are noted, by message. A part declared in --parts as one of
+  // SPEC's and missing from an answer is a finding of that case (the declaration, or the command, is wrong), not a
+  // wrong value.
+  std::vector<CombineOutcome> round(const std::vector<CombineCase>& cases, const std::string& what) {
+    std::vector<CombineOutcome> out = rounds_.run(impl_, cases, req_, what);
+    out.resize(cases.size());
+    for (std::size_t i = 0; i < out.size(); ++i)
+      for (const auto& [user, target] : given_map_)
+        if (out[i].error.empty() && !target.empty() && !find_part(out[i].summary, user))
+          out[i].error = fmt::format("{} has no part '{}' (declared in --parts as SPEC's '{}')",
+                                     cases[i].kind == CombineKind::segment ? "the summary" : "ab/", user, target);
+    json found = findings_of(cases, out);
+    std::sort(found.begin(), found.end(), [](const json& a, const json& b) {
+      return a["error"].get<std::string>() < b["error"].get<std::string>();
+    });
+    for (auto& f : found) findings_.push_back(std::move(f));
+    return out;
+  }
+
+  static CombineCase segment_case(const Triple& t, const Problem<double>& p, const std::string& tag,
+                                  std::size_t index) {
     CombineCase c;
-    c.kind = "segment";
+    c.kind = CombineKind::segment;
     c.group = t.group;
     c.opt = t.opt;
     c.tokens = p;
@@ -477,26 +493,11 @@ json run_combine_battery(CombineImplementation& impl, const Request& req, const 
     c.dv = p.dv();
     c.name = fmt::format("segment-{:03d}-{}-{}-n{}", index, t.group, tag, p.n());
     return c;
-  };
-  // Round 1: the summaries of A, B, C, ABC and of the empty segment.
-  std::vector<CombineCase> r1;
-  for (Triple& t : triples) {
-    t.seg_a = r1.size(), r1.push_back(segment_case(t, t.a, "A", r1.size()));
-    t.seg_b = r1.size(), r1.push_back(segment_case(t, t.b, "B", r1.size()));
-    t.seg_c = r1.size(), r1.push_back(segment_case(t, t.c, "C", r1.size()));
-    t.seg_abc = r1.size(), r1.push_back(segment_case(t, concat3(t.a, t.b, t.c), "ABC", r1.size()));
-    t.identity = r1.size(), r1.push_back(segment_case(t, slice_rows(t.a, 0, 0), "empty", r1.size()));
   }
-  const std::vector<CombineOutcome> o1 = round(impl, r1, req, given_map, "segments", rounds, impl_seconds, progress);
-  note_errors(r1, o1);
-  // Without --parts, the command's parts that bear SPEC's names are SPEC's; any other is its own.
-  if (map.empty() && !o1.empty())
-    for (const Part& p : o1.front().summary)
-      map.emplace_back(p.name, std::find(spec.begin(), spec.end(), p.name) != spec.end() ? p.name : "");
-  auto combine_case = [&](const Triple& t, const CombineOutcome& a, long na, const CombineOutcome& b, long nb,
-                          const std::string& tag, std::size_t index) {
+  static CombineCase combine_case(const Triple& t, const CombineOutcome& a, long na, const CombineOutcome& b, long nb,
+                                  const std::string& tag, std::size_t index) {
     CombineCase c;
-    c.kind = "combine";
+    c.kind = CombineKind::combine;
     c.group = t.group;
     c.opt = t.opt;
     c.a = a.summary;
@@ -507,65 +508,71 @@ json run_combine_battery(CombineImplementation& impl, const Request& req, const 
     c.dv = t.a.dv();
     c.name = fmt::format("combine-{:03d}-{}-{}", index, t.group, tag);
     return c;
-  };
-  std::vector<CombineCase> r2, r3;
-  std::vector<CombineOutcome> o2, o3;
-  if (findings.empty()) {
-    // Round 2: A ⊕ B, B ⊕ C and the identity on either side of A.
-    for (Triple& t : triples) {
-      const long na = t.a.n(), nb = t.b.n(), nc = t.c.n();
-      t.ab = r2.size(), r2.push_back(combine_case(t, o1[t.seg_a], na, o1[t.seg_b], nb, "AB", r2.size()));
-      t.bc = r2.size(), r2.push_back(combine_case(t, o1[t.seg_b], nb, o1[t.seg_c], nc, "BC", r2.size()));
-      t.ia = r2.size(), r2.push_back(combine_case(t, o1[t.identity], 0, o1[t.seg_a], na, "IA", r2.size()));
-      t.ai = r2.size(), r2.push_back(combine_case(t, o1[t.seg_a], na, o1[t.identity], 0, "AI", r2.size()));
-    }
-    o2 = round(impl, r2, req, given_map, "combine A⊕B, B⊕C, identity", rounds, impl_seconds, progress);
-    note_errors(r2, o2);
-  }
-  if (findings.empty()) {
-    // Round 3: (A ⊕ B) ⊕ C and A ⊕ (B ⊕ C).
-    for (Triple& t : triples) {
-      const long na = t.a.n(), nb = t.b.n(), nc = t.c.n();
-      t.ab_c = r3.size(), r3.push_back(combine_case(t, o2[t.ab], na + nb, o1[t.seg_c], nc, "(AB)C", r3.size()));
-      t.a_bc = r3.size(), r3.push_back(combine_case(t, o1[t.seg_a], na, o2[t.bc], nb + nc, "A(BC)", r3.size()));
-    }
-    o3 = round(impl, r3, req, given_map, "combine (A⊕B)⊕C, A⊕(B⊕C)", rounds, impl_seconds, progress);
-    note_errors(r3, o3);
   }
 
-  // The checks. Tolerance h·u of the part's size: u the dtype's (float32's at least on exact tokens, as the
-  // forward's exact cases), h = 4(n + d + dv); beyond it on a sharp triple, or beyond the coarsest plausible
-  // arithmetic (bf16's u) on a random one, the check fails; beyond only the dtype's on a random one, it is a
-  // precision problem.
-  const bool mapped_fully = [&] {
-    for (const std::string& s : spec) {
-      if (s == "rho") continue;
-      bool found = false;
-      for (const auto& [user, target] : map) found = found || target == s;
-      if (!found) return false;
+  // Rounds: the segments, then (while the protocol holds) the pairwise combines, then the triple ones.
+  void run_rounds() {
+    check_request();
+    triples_ = make_triples(req_);
+    // Round 1: the summaries of A, B, C, ABC and of the empty segment.
+    std::vector<CombineCase> r1;
+    for (Triple& t : triples_) {
+      t.seg_a = r1.size(), r1.push_back(segment_case(t, t.a, "A", r1.size()));
+      t.seg_b = r1.size(), r1.push_back(segment_case(t, t.b, "B", r1.size()));
+      t.seg_c = r1.size(), r1.push_back(segment_case(t, t.c, "C", r1.size()));
+      t.seg_abc = r1.size(), r1.push_back(segment_case(t, concat3(t.a, t.b, t.c), "ABC", r1.size()));
+      t.identity = r1.size(), r1.push_back(segment_case(t, slice_rows(t.a, 0, 0), "empty", r1.size()));
     }
-    return true;
-  }();
-  struct Check {
-    std::string name, what;
-    int cases = 0, failed = 0, over = 0;
-    double worst = 0;
-    const Triple* smallest = nullptr;
-    json counterexample;
-  };
-  std::vector<Check> checks(4);
-  const char* what[4][2] = {
-      {"associativity", "(A ⊕ B) ⊕ C = A ⊕ (B ⊕ C)"},
-      {"identity", "I ⊕ A = A = A ⊕ I (I: the summary of the empty segment)"},
-      {"segments", "(A ⊕ B) ⊕ C = segment(ABC)"},
-      {"operator", "segment(X) and A ⊕ B equal the harness's exact operator (parts mapped onto SPEC's)"}};
-  for (int i = 0; i < 4; ++i) checks[i].name = what[i][0], checks[i].what = what[i][1];
-  json matches = json::array();
-  std::map<std::string, int> combine_equals;  // variant → combine cases it equals
-  int combine_compared = 0;
-  if (findings.empty()) {
-    const double u_dtype = unit_roundoff(req.dtype);
-    for (const Triple& t : triples) {
+    o1_ = round(r1, "segments");
+    // Without --parts, the command's parts that bear SPEC's names are SPEC's; any other is its own.
+    if (map_.empty() && !o1_.empty())
+      for (const Part& p : o1_.front().summary)
+        map_.emplace_back(p.name, std::find(spec_.begin(), spec_.end(), p.name) != spec_.end() ? p.name : "");
+    if (!findings_.empty()) return;
+    // Round 2: A ⊕ B, B ⊕ C and the identity on either side of A.
+    std::vector<CombineCase> r2;
+    for (Triple& t : triples_) {
+      const long na = t.a.n(), nb = t.b.n(), nc = t.c.n();
+      t.ab = r2.size(), r2.push_back(combine_case(t, o1_[t.seg_a], na, o1_[t.seg_b], nb, "AB", r2.size()));
+      t.bc = r2.size(), r2.push_back(combine_case(t, o1_[t.seg_b], nb, o1_[t.seg_c], nc, "BC", r2.size()));
+      t.ia = r2.size(), r2.push_back(combine_case(t, o1_[t.identity], 0, o1_[t.seg_a], na, "IA", r2.size()));
+      t.ai = r2.size(), r2.push_back(combine_case(t, o1_[t.seg_a], na, o1_[t.identity], 0, "AI", r2.size()));
+    }
+    o2_ = round(r2, "combine A⊕B, B⊕C, identity");
+    if (!findings_.empty()) return;
+    // Round 3: (A ⊕ B) ⊕ C and A ⊕ (B ⊕ C).
+    std::vector<CombineCase> r3;
+    for (Triple& t : triples_) {
+      const long na = t.a.n(), nb = t.b.n(), nc = t.c.n();
+      t.ab_c = r3.size(), r3.push_back(combine_case(t, o2_[t.ab], na + nb, o1_[t.seg_c], nc, "(AB)C", r3.size()));
+      t.a_bc = r3.size(), r3.push_back(combine_case(t, o1_[t.seg_a], na, o2_[t.bc], nb + nc, "A(BC)", r3.size()));
+    }
+    o3_ = round(r3, "combine (A⊕B)⊕C, A⊕(B⊕C)");
+  }
+
+  // Tally: every check on every triple. Tolerance h·u of the part's size: u the dtype's (float32's at least on
+  // exact tokens, as the forward's exact cases), h = 4(n + d + dv); beyond it on a sharp triple, or beyond the
+  // coarsest plausible arithmetic (bf16's u) on a random one, the check fails; beyond only the dtype's on a random
+  // one, it is a precision problem.
+  void tally() {
+    mapped_fully_ = [&] {
+      for (const std::string& s : spec_) {
+        if (s == "rho") continue;
+        bool found = false;
+        for (const auto& [user, target] : map_) found = found || target == s;
+        if (!found) return false;
+      }
+      return true;
+    }();
+    const char* what[4][2] = {
+        {"associativity", "(A ⊕ B) ⊕ C = A ⊕ (B ⊕ C)"},
+        {"identity", "I ⊕ A = A = A ⊕ I (I: the summary of the empty segment)"},
+        {"segments", "(A ⊕ B) ⊕ C = segment(ABC)"},
+        {"operator", "segment(X) and A ⊕ B equal the harness's exact operator (parts mapped onto SPEC's)"}};
+    for (int i = 0; i < 4; ++i) checks_[i].name = what[i][0], checks_[i].what = what[i][1];
+    if (!findings_.empty()) return;
+    const double u_dtype = unit_roundoff(req_.dtype);
+    for (const Triple& t : triples_) {
       const double u = t.sharp ? std::max(u_dtype, hla::unit_roundoff<float>()) : u_dtype;
       const double h = 4.0 * static_cast<double>(t.total() + t.a.d() + t.a.dv());
       auto judge = [&](Check& c, const Summary& got, const Summary& want, const json& detail) {
@@ -579,52 +586,48 @@ json run_combine_battery(CombineImplementation& impl, const Request& req, const 
           return;
         }
         ++c.failed;
-        if (!c.smallest || t.total() < c.smallest->total() || (t.sharp && !c.smallest->sharp)) {
-          c.smallest = &t;
-          c.counterexample = detail;
-          c.counterexample["difference"] = diff.detail;
-          c.counterexample["part"] = diff.part;
-          c.counterexample["group"] = t.group;
-          c.counterexample["gamma"] = format_rational(t.opt.gamma);
-          c.counterexample["A"] = tokens_json(t.a);
-          c.counterexample["B"] = tokens_json(t.b);
-          c.counterexample["C"] = tokens_json(t.c);
-        }
+        json shown = detail;
+        shown["difference"] = diff.detail;
+        shown["part"] = diff.part;
+        shown["group"] = t.group;
+        shown["gamma"] = format_rational(t.opt.gamma);
+        shown["A"] = tokens_json(t.a);
+        shown["B"] = tokens_json(t.b);
+        shown["C"] = tokens_json(t.c);
+        c.failures.emplace_back(&t, std::move(shown));
       };
-      judge(checks[0], o3[t.ab_c].summary, o3[t.a_bc].summary,
-            {{"left", summary_json(o3[t.ab_c].summary)}, {"right", summary_json(o3[t.a_bc].summary)}});
-      judge(checks[1], o2[t.ia].summary, o1[t.seg_a].summary,
-            {{"I+A", summary_json(o2[t.ia].summary)}, {"A", summary_json(o1[t.seg_a].summary)}});
-      judge(checks[1], o2[t.ai].summary, o1[t.seg_a].summary,
-            {{"A+I", summary_json(o2[t.ai].summary)}, {"A", summary_json(o1[t.seg_a].summary)}});
-      judge(checks[2], o3[t.ab_c].summary, o1[t.seg_abc].summary,
-            {{"(AB)C", summary_json(o3[t.ab_c].summary)}, {"segment(ABC)", summary_json(o1[t.seg_abc].summary)}});
-      if (!mapped_fully) continue;
-      scan::with_scan_op<double>(req.op, scan::Variant::corrected, t.opt, [&](const auto& op) {
+      const Summary &ab_c = o3_[t.ab_c].summary, &a_bc = o3_[t.a_bc].summary, &a = o1_[t.seg_a].summary;
+      judge(checks_[0], ab_c, a_bc, {{"left", summary_json(ab_c)}, {"right", summary_json(a_bc)}});
+      judge(checks_[1], o2_[t.ia].summary, a, {{"I+A", summary_json(o2_[t.ia].summary)}, {"A", summary_json(a)}});
+      judge(checks_[1], o2_[t.ai].summary, a, {{"A+I", summary_json(o2_[t.ai].summary)}, {"A", summary_json(a)}});
+      judge(checks_[2], ab_c, o1_[t.seg_abc].summary,
+            {{"(AB)C", summary_json(ab_c)}, {"segment(ABC)", summary_json(o1_[t.seg_abc].summary)}});
+      if (!mapped_fully_) continue;
+      scan::with_scan_op<double>(req_.op, scan::Variant::corrected, t.opt, [&](const auto& op) {
         using Op = std::decay_t<decltype(op)>;
         // segment(X) against the harness's exact summary of X (computed in double from exact tokens)
         const std::vector<std::pair<const Problem<double>*, std::size_t>> segs{
             {&t.a, t.seg_a}, {&t.b, t.seg_b}, {&t.c, t.seg_c}};
         for (const auto& [p, at] : segs) {
-          const Summary want = renamed(to_summary(op, scan::segment(op, *p, 0, p->n())), map);
-          judge(checks[3], o1[at].summary, want,
-                {{"segment", summary_json(o1[at].summary)}, {"expected", summary_json(want)}});
+          const Summary want = renamed(to_summary(op, scan::segment(op, *p, 0, p->n())), map_);
+          judge(checks_[3], o1_[at].summary, want,
+                {{"segment", summary_json(o1_[at].summary)}, {"expected", summary_json(want)}});
         }
         // A ⊕ B on the command's own A and B against the exact combine of them, and which variant it equals
         std::string why;
-        const auto A = from_summary(op, o1[t.seg_a].summary, map, t.a.n(), t.opt, t.a.d(), t.a.dv(), &why);
-        const auto B = from_summary(op, o1[t.seg_b].summary, map, t.b.n(), t.opt, t.a.d(), t.a.dv(), &why);
+        const auto A = from_summary(op, o1_[t.seg_a].summary, map_, t.a.n(), t.opt, t.a.d(), t.a.dv(), &why);
+        const auto B = from_summary(op, o1_[t.seg_b].summary, map_, t.b.n(), t.opt, t.a.d(), t.a.dv(), &why);
         if (!A || !B) return 0;
-        const Summary want = renamed(to_summary(op, op.combine(*A, *B)), map);
-        judge(checks[3], o2[t.ab].summary, want,
-              {{"A+B", summary_json(o2[t.ab].summary)}, {"expected", summary_json(want)}});
-        ++combine_compared;
+        const Summary want = renamed(to_summary(op, op.combine(*A, *B)), map_);
+        judge(checks_[3], o2_[t.ab].summary, want,
+              {{"A+B", summary_json(o2_[t.ab].summary)}, {"expected", summary_json(want)}});
+        ++combine_compared_;
         for (scan::Variant v : {scan::Variant::paper, scan::Variant::corrected})
-          scan::with_scan_op<double>(req.op, v, t.opt, [&](const auto& vop) {
+          scan::with_scan_op<double>(req_.op, v, t.opt, [&](const auto& vop) {
             using V = std::decay_t<decltype(vop)>;
             if constexpr (std::is_same_v<V, Op>) {
-              const Summary w = renamed(to_summary(vop, vop.combine(*A, *B)), map);
-              if (compare(o2[t.ab].summary, w, h * u).ratio <= 1) ++combine_equals[scan::variant_name(v)];
+              const Summary w = renamed(to_summary(vop, vop.combine(*A, *B)), map_);
+              if (compare(o2_[t.ab].summary, w, h * u).ratio <= 1) ++combine_equals_[scan::variant_name(v)];
             }
             return 0;
           });
@@ -632,69 +635,97 @@ json run_combine_battery(CombineImplementation& impl, const Request& req, const 
       });
     }
   }
-  // Which printed combine the command's equals, when it is not the exact one.
-  if (combine_compared > 0 && checks[3].failed > 0 && combine_equals["paper"] == combine_compared &&
-      combine_equals["corrected"] < combine_compared)
-    matches.push_back({{"key", req.op + "/scan/paper"},
-                       {"description", "the paper's printed decayed concatenation" +
-                                           (operator_info(req.op).monoid_formula.empty()
-                                                ? std::string()
-                                                : " (" + std::string(operator_info(req.op).monoid_formula) + ")")},
-                       {"claim", std::string(operator_info(req.op).monoid_claim)},
-                       {"cases", combine_compared}});
 
-  std::string verdict = "computes";
-  bool over = false;
-  for (const Check& c : checks) {
-    if (c.failed) verdict = "differs";
-    over = over || c.over > 0;
-  }
-  if (verdict == "computes" && over) verdict = "lower-precision";
-  if (!findings.empty()) verdict = "error";
-  json jchecks = json::object();
-  json counterexample = nullptr;
-  for (const Check& c : checks) {
-    if (c.name == "operator" && !mapped_fully) {
-      jchecks[c.name] = {{"checked", false}, {"why", "the parts do not map onto every one of SPEC's (" + [&] {
-                                                std::string s;
-                                                for (const auto& x : spec) s += (s.empty() ? "" : ", ") + x;
-                                                return s;
-                                              }() + "; declare them with --parts)"}};
-      continue;
+  // Verdict: a failed check differs, a check over the dtype's bound only is a lower precision.
+  void decide() {
+    bool failed = false, over = false;
+    for (const Check& c : checks_) {
+      failed = failed || c.failed > 0;
+      over = over || c.over > 0;
     }
-    jchecks[c.name] = {{"checked", true},    {"what", c.what},       {"cases", c.cases},
-                       {"failed", c.failed}, {"over_bound", c.over}, {"worst_ratio", c.worst}};
-    if (c.failed && counterexample.is_null()) {
-      counterexample = c.counterexample;
-      counterexample["check"] = c.name;
+    verdict_ = decide_verdict(!findings_.empty(), failed, over);
+  }
+
+  // Shrink: the triples are already as small as a check can take (single tokens and up): the counterexample is the
+  // smallest failing triple, exact ones first, of the first check that fails.
+  void shrink() {
+    for (const Check& c : checks_) {
+      if (!c.failed) continue;
+      const Triple* smallest = nullptr;
+      for (const auto& [t, shown] : c.failures)
+        if (!smallest || t->total() < smallest->total() || (t->sharp && !smallest->sharp)) {
+          smallest = t;
+          counterexample_ = shown;
+        }
+      counterexample_["check"] = c.name;
+      return;
     }
   }
-  const double total = std::chrono::duration<double>(Clock::now() - t0).count();
-  json report = {
-      {"verdict", verdict},
-      {"mode", "combine"},
-      {"op", req.op},
-      {"options", {{"gamma", format_rational(req.opt.gamma)}}},
-      {"dtype", dtype_name(req.dtype)},
-      {"parts",
-       [&] {
-         json m = json::object();
-         for (const auto& [user, target] : map) m[user] = target.empty() ? json(nullptr) : json(target);
-         return m;
-       }()},
-      {"checks", jchecks},
-      {"matches", matches},
-      {"counterexample", counterexample},
-      {"findings", findings},
-      {"rounds", rounds},
-      {"timings",
-       {{"total_seconds", total}, {"implementation_seconds", impl_seconds}, {"harness_seconds", total - impl_seconds}}},
-      {"harness", {{"commit", build_info::source_tree()}}}};
+
+  // Diagnose: which printed combine the command's equals, when it is not the exact one.
+  void diagnose_combine() {
+    if (combine_compared_ > 0 && checks_[3].failed > 0 && combine_equals_["paper"] == combine_compared_ &&
+        combine_equals_["corrected"] < combine_compared_) {
+      const OperatorInfo& info = operator_info(req_.op);
+      matches_.push_back(
+          {{"key", req_.op + "/scan/paper"},
+           {"description",
+            "the paper's printed decayed concatenation" +
+                (info.monoid_formula.empty() ? std::string() : " (" + std::string(info.monoid_formula) + ")")},
+           {"claim", std::string(info.monoid_claim)},
+           {"cases", combine_compared_}});
+    }
+  }
+
+  // Report: the whole report (combine.hpp), and its summary.
+  json report() const {
+    json jchecks = json::object();
+    for (const Check& c : checks_) {
+      if (c.name == "operator" && !mapped_fully_) {
+        jchecks[c.name] = {{"checked", false},
+                           {"why", "the parts do not map onto every one of SPEC's (" + listed(spec_) +
+                                       "; declare them with --parts)"}};
+        continue;
+      }
+      jchecks[c.name] = {{"checked", true},    {"what", c.what},       {"cases", c.cases},
+                         {"failed", c.failed}, {"over_bound", c.over}, {"worst_ratio", c.worst}};
+    }
+    json parts = json::object();
+    for (const auto& [user, target] : map_) parts[user] = target.empty() ? json(nullptr) : json(target);
+    json report = report_core(verdict_, req_, matches_, counterexample_, findings_);
+    report["mode"] = "combine";
+    report["options"] = {{"gamma", format_rational(req_.opt.gamma)}};
+    report["parts"] = parts;
+    report["checks"] = jchecks;
+    rounds_.write(report);
+    report["summary"] = combine_summary_text(report);
+    return report;
+  }
+
+  CombineImplementation& impl_;
+  const Request& req_;
+  const PartMap& given_map_;
+  Rounds rounds_;
+  std::vector<std::string> spec_;  // SPEC's segment part names
+  PartMap map_;                    // --parts, or the command's parts that bear SPEC's names
+  std::vector<Triple> triples_;
+  std::vector<CombineOutcome> o1_, o2_, o3_;  // the answers of the rounds
+  json findings_ = json::array();
+  bool mapped_fully_ = false;
+  std::array<Check, 4> checks_;
+  std::map<std::string, int> combine_equals_;  // variant → combine cases it equals
+  int combine_compared_ = 0;
+  Verdict verdict_ = Verdict::computes;
+  json counterexample_ = nullptr;
+  json matches_ = json::array();
+};
+
+std::string combine_summary_text(const json& r) {
   std::ostringstream s;
-  s << "hla verify --combine: " << req.op << " (gamma=" << format_rational(req.opt.gamma) << "), "
-    << dtype_name(req.dtype) << "\n";
-  s << "verdict: " << verdict << "\n";
-  for (auto& [name, c] : jchecks.items()) {
+  s << "hla verify --combine: " << r["op"].get<std::string>() << " (gamma=" << r["options"]["gamma"].get<std::string>()
+    << "), " << r["dtype"].get<std::string>() << "\n";
+  s << "verdict: " << r["verdict"].get<std::string>() << "\n";
+  for (auto& [name, c] : r["checks"].items()) {
     if (!c["checked"].get<bool>()) {
       s << "  " << name << ": not checked — " << c["why"].get<std::string>() << "\n";
       continue;
@@ -703,9 +734,8 @@ json run_combine_battery(CombineImplementation& impl, const Request& req, const 
                      name, c["cases"].get<int>(), c["failed"].get<int>(), c["over_bound"].get<int>(),
                      c["worst_ratio"].get<double>(), c["what"].get<std::string>());
   }
-  for (const auto& m : matches)
-    s << "  combine matches " << m["key"].get<std::string>() << ": " << m["description"].get<std::string>()
-      << (m["claim"].get<std::string>().empty() ? "" : " (see claim " + m["claim"].get<std::string>() + ")") << "\n";
+  for (const auto& m : r["matches"]) s << match_text("  combine matches ", m);
+  const json& counterexample = r["counterexample"];
   if (!counterexample.is_null()) {
     auto len = [](const json& t) { return t["q"].size(); };
     const std::string check = counterexample["check"];
@@ -719,14 +749,16 @@ json run_combine_battery(CombineImplementation& impl, const Request& req, const 
                      counterexample["gamma"].get<std::string>(), segments,
                      counterexample["difference"].get<std::string>());
   }
-  for (const auto& f : findings)
-    s << "  error in " << f["case"].get<std::string>()
-      << (f["cases"].get<int>() > 1 ? fmt::format(" (and {} more cases)", f["cases"].get<int>() - 1) : "") << ": "
-      << f["error"].get<std::string>() << "\n";
-  s << fmt::format("  time: {:.3g} s in the implementation ({} round{}), {:.3g} s in the harness\n", impl_seconds,
-                   rounds.size(), rounds.size() == 1 ? "" : "s", total - impl_seconds);
-  report["summary"] = s.str();
-  return report;
+  s << findings_text(r["findings"]);
+  s << timings_text(r);
+  return s.str();
+}
+
+}  // namespace
+
+json run_combine_battery(CombineImplementation& impl, const Request& req, const PartMap& given_map,
+                         std::ostream* progress) {
+  return CombineBattery(impl, req, given_map, progress).run();
 }
 
 }  // namespace hla::verify::ext

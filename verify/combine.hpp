@@ -41,8 +41,14 @@ struct Part {
 };
 using Summary = std::vector<Part>;
 
+// What a case asks the command for (case.json's "kind"): a segment's summary, or the combine of two summaries.
+enum class CombineKind { segment, combine };
+std::string to_string(CombineKind k);                     // "segment" | "combine"
+CombineKind parse_combine_kind(const std::string& text);  // InputError for anything else
+
 struct CombineCase {
-  std::string name, kind;  // kind: segment | combine
+  std::string name;
+  CombineKind kind = CombineKind::segment;
   std::string group;       // base | decay | decay-half | user
   Options opt;             // only γ enters a summary
   Problem<double> tokens;  // segment: its tokens (n may be 0)

@@ -287,7 +287,7 @@ void write_case(const fs::path& dir, const Case& c, const Request& req) {
   auto value = [&](const rational& r) { return round_to(req.dtype, from_rational<double>(r)); };
   json j = {{"op", req.op},
             {"case", c.name},
-            {"kind", c.kind},
+            {"kind", to_string(c.kind)},
             {"n", c.n()},
             {"d", c.in.Q.cols()},
             {"dv", c.in.V.cols()},

@@ -116,7 +116,7 @@ inline std::pair<verify::ext::Request, verify::ext::Case> small_case(unsigned ch
   req.grad = (flags & 4) != 0;
   verify::ext::Case c;
   c.name = "case";
-  c.kind = "random";
+  c.kind = verify::ext::CaseKind::random;
   c.in = gaussian_problem({3, 2, 2}, 1);
   c.want_state = req.state;
   c.dO = c.in.V;
