@@ -1090,7 +1090,7 @@ bool mentions_shape(std::string error) {
 // With per-token gates (--gates) the decay is theirs: "gates" in place of gamma=1.
 std::string options_text(const json& o, bool gated) {
   return fmt::format(
-      "{}, {}, lambda={}", gated ? "gates" : "gamma=" + o["gamma"].get<std::string>(),
+      "{}, {}, ridge={}", gated ? "gates" : "gamma=" + o["gamma"].get<std::string>(),
       o["normalized"].get<bool>() ? "normalized eps=" + o["eps"].get<std::string>() : std::string("unnormalized"),
       o["ridge"].get<std::string>());
 }
@@ -1112,7 +1112,7 @@ std::string summary_text(const json& r) {
   s << "hla verify: " << r["op"].get<std::string>() << " ("
     << (gated ? "gates" : "gamma=" + o["gamma"].get<std::string>())
     << (o["normalized"].get<bool>() ? ", normalized eps=" + o["eps"].get<std::string>() : "")
-    << (o["ridge"].get<std::string>() != "0" ? ", lambda=" + o["ridge"].get<std::string>() : "") << "), "
+    << (o["ridge"].get<std::string>() != "0" ? ", ridge=" + o["ridge"].get<std::string>() : "") << "), "
     << r["dtype"].get<std::string>()
     << (r.contains("precision") && r["precision"] != (r["dtype"] == "float64" ? "fp64" : "fp32")
             ? " (declared " + r["precision"].get<std::string>() + " arithmetic)"

@@ -368,12 +368,12 @@ void validate_request(const Request& r) {
   const Entry<double>& ref = registry<double>().reference(r.op);
   if (r.opt.gamma <= 0 || r.opt.gamma > 1) throw InputError("--gamma must lie in (0, 1]");
   if (r.opt.eps < 0) throw InputError("--eps must be >= 0");
-  if (r.opt.ridge < 0) throw InputError("--lambda must be >= 0");
+  if (r.opt.ridge < 0) throw InputError("--ridge must be >= 0");
   // The options travel to the implementation as the dtype's values, and its sums multiply them: a value the
   // dtype cannot hold (1e400) or whose products overflow it (λ = 1e38 in float32) is refused, not judged.
   const double largest = std::sqrt(r.dtype == DType::float32 ? double(std::numeric_limits<float>::max())
                                                              : std::numeric_limits<double>::max());
-  for (const auto& [value, name] : {std::pair{&r.opt.eps, "--eps"}, std::pair{&r.opt.ridge, "--lambda"}})
+  for (const auto& [value, name] : {std::pair{&r.opt.eps, "--eps"}, std::pair{&r.opt.ridge, "--ridge"}})
     if (*value > rational(largest)) {
       const std::string text = format_rational(*value);
       throw InputError(
@@ -385,7 +385,7 @@ void validate_request(const Request& r) {
     std::string which;
     if (r.opt.gamma != 1 && !ref.caps.decay) which += ", decay (--gamma must be 1)";
     if (r.opt.normalized && !ref.caps.normalized) which += ", normalization (no --normalized)";
-    if (r.opt.ridge != 0 && !ref.caps.ridge) which += ", ridge (--lambda must be 0)";
+    if (r.opt.ridge != 0 && !ref.caps.ridge) which += ", ridge (--ridge must be 0)";
     throw InputError("operator '" + r.op + "' does not define " + which.substr(2));
   }
   if (r.max_n < 1 || r.max_n > 8192) throw InputError("--max-n must lie in [1, 8192]");

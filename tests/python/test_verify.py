@@ -362,7 +362,7 @@ class NamedChunkMistakes(unittest.TestCase):
                 self.assertIn(key, keys(r), out)
                 # the counterexample line says every option, the unnormalized one too
                 self.assertRegex(out, r"counterexample \(n=\d+, d=\d+, dv=\d+, gamma=[^,]+, "
-                                      r"(unnormalized|normalized eps=[^,]+), lambda=")
+                                      r"(unnormalized|normalized eps=[^,]+), ridge=")
 
     def test_counterexample_from_the_simplest_group_at_a_chunk_boundary(self):
         # the mask bug fails every group: the counterexample comes from gamma = 1, unnormalized
