@@ -12,95 +12,46 @@
 
 namespace hla::sweep {
 
+namespace {
+// The CSV's columns in order, each marked numeric (N) or text (T): numeric ones are checked to parse as numbers.
+enum Kind : bool { T = false, N = true };
+struct Column {
+  const char* name;
+  Kind kind;
+};
+// clang-format off
+constexpr Column kColumns[] = {
+    {"index", N}, {"key", T}, {"config", T}, {"operator", T}, {"form", T}, {"variant", T}, {"scalar", T}, {"n", N},
+    {"d", N}, {"dv", N}, {"gamma", T}, {"gates", T}, {"eps", T}, {"ridge", T}, {"normalized", N}, {"chunk", N},
+    {"threads", N}, {"seed", N}, {"repeats", N}, {"backward", T},
+    {"status", T}, {"note", T},
+    {"time_median_s", N}, {"time_min_s", N}, {"time_max_s", N}, {"time_iqr_s", N}, {"tokens_per_s", N},
+    {"cpu_time_median_s", N}, {"peak_rss_delta_bytes", N}, {"state_numbers", N}, {"state_bytes", N},
+    {"checkpoints", N}, {"stored_states", N}, {"stored_bytes", N},
+    {"exact_fp61", T}, {"ref_method", T},
+    {"err_max_abs", N}, {"err_max_rel", N}, {"err_normwise_rel", N}, {"err_units_u", N},
+    {"bound_h", N}, {"bound_normwise_rel", N}, {"bound_units_u", N}, {"err_over_bound", N},
+    {"commit", T}, {"source_tree", T}, {"compiler", T}, {"flags", T}, {"cpu", T}, {"host", T}, {"rank", N},
+    {"ranks_on_host", N}, {"date", T}};
+// clang-format on
+}  // namespace
+
 const std::vector<std::string>& columns() {
-  static const std::vector<std::string> c{"index",
-                                          "key",
-                                          "config",
-                                          "operator",
-                                          "form",
-                                          "variant",
-                                          "scalar",
-                                          "n",
-                                          "d",
-                                          "dv",
-                                          "gamma",
-                                          "gates",
-                                          "eps",
-                                          "ridge",
-                                          "normalized",
-                                          "chunk",
-                                          "threads",
-                                          "seed",
-                                          "repeats",
-                                          "backward",
-                                          "status",
-                                          "note",
-                                          "time_median_s",
-                                          "time_min_s",
-                                          "time_max_s",
-                                          "time_iqr_s",
-                                          "tokens_per_s",
-                                          "cpu_time_median_s",
-                                          "peak_rss_delta_bytes",
-                                          "state_numbers",
-                                          "state_bytes",
-                                          "checkpoints",
-                                          "stored_states",
-                                          "stored_bytes",
-                                          "exact_fp61",
-                                          "ref_method",
-                                          "err_max_abs",
-                                          "err_max_rel",
-                                          "err_normwise_rel",
-                                          "err_units_u",
-                                          "bound_h",
-                                          "bound_normwise_rel",
-                                          "bound_units_u",
-                                          "err_over_bound",
-                                          "commit",
-                                          "source_tree",
-                                          "compiler",
-                                          "flags",
-                                          "cpu",
-                                          "host",
-                                          "rank",
-                                          "ranks_on_host",
-                                          "date"};
+  static const std::vector<std::string> c = [] {
+    std::vector<std::string> names;
+    for (const Column& col : kColumns) names.emplace_back(col.name);
+    return names;
+  }();
   return c;
 }
 
 static bool numeric_column(const std::string& name) {
-  static const std::set<std::string> s{"index",
-                                       "n",
-                                       "d",
-                                       "dv",
-                                       "normalized",
-                                       "chunk",
-                                       "threads",
-                                       "seed",
-                                       "repeats",
-                                       "time_median_s",
-                                       "time_min_s",
-                                       "time_max_s",
-                                       "time_iqr_s",
-                                       "tokens_per_s",
-                                       "cpu_time_median_s",
-                                       "peak_rss_delta_bytes",
-                                       "state_numbers",
-                                       "state_bytes",
-                                       "checkpoints",
-                                       "stored_states",
-                                       "stored_bytes",
-                                       "err_max_abs",
-                                       "err_max_rel",
-                                       "err_normwise_rel",
-                                       "err_units_u",
-                                       "bound_h",
-                                       "bound_normwise_rel",
-                                       "bound_units_u",
-                                       "err_over_bound",
-                                       "rank",
-                                       "ranks_on_host"};
+  static const std::set<std::string> s = [] {
+    std::set<std::string> numeric;
+    for (const Column& col : kColumns)
+      if (col.kind == N) numeric.emplace(col.name);
+    return numeric;
+  }();
   return s.count(name) > 0;
 }
 
