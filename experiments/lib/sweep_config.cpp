@@ -460,7 +460,7 @@ Enumeration enumerate(const Config& c) {
           skip("backward passes are swept in float and double");
           return;
         }
-        if (*pass == backward::Pass::scan && e->variant == "paper" && gamma != 1) {
+        if (*pass == backward::Pass::scan && e->target == Target::paper_formula && gamma != 1) {
           skip("scan backward needs the corrected rule when gamma < 1");
           return;
         }
