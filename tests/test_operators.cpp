@@ -223,6 +223,45 @@ TEST_CASE("Registry::add fills target and claim from the variant and the table, 
   CHECK(r.find("ahla", "chunked", "corrected").claim == "ahla.chunk-form.corrected");
 }
 
+TEST_CASE("the registered backward passes are the table's backward and scan_backward flags", "[operators]") {
+  auto keys = [](const auto& reg) {
+    std::set<std::string> out;
+    for (const auto& e : reg.entries()) {
+      INFO(e.key());
+      CHECK(find_operator(e.op) != nullptr);
+      CHECK_FALSE(e.cite.empty());
+      CHECK(e.caps.chunk == (e.pass != backward::Pass::serial));
+      CHECK(out.insert(e.key()).second);
+    }
+    return out;
+  };
+  const std::set<std::string> registered = keys(backward::backward_registry<rational>());
+  CHECK(keys(backward::backward_registry<double>()) == registered);  // every scalar registers the same passes
+  CHECK(keys(backward::backward_registry<fp61>()) == registered);
+  std::set<std::string> table;
+  for (const OperatorInfo& o : kOperators) {
+    const std::string op(o.name);
+    if (o.backward) table.insert({op + "/serial", op + "/checkpointed"});
+    if (o.scan_backward) table.insert(op + "/scan");
+  }
+  CHECK(registered == table);
+  // The scan folds the corrected decay rule only: it says so, and the sweep and the gradient checks read it.
+  CHECK(backward::backward_registry<double>().find("hla2", backward::Pass::scan).caps.corrected_decay);
+  CHECK_THROWS_WITH(backward::backward_registry<double>().find("ahla", backward::Pass::scan),
+                    Catch::Contains("no scan backward for operator 'ahla'") && Catch::Contains("scan: hla2") &&
+                        Catch::Contains("checkpointed: hla2, ahla and linear"));
+  CHECK_THROWS_AS(backward::backward_registry<double>().find("hla4", backward::Pass::serial), InputError);
+  const Problem<rational> p{Mat<rational>::Constant(3, 2, rational(1)), Mat<rational>::Constant(3, 2, rational(1)),
+                            Mat<rational>::Constant(3, 1, rational(1))};
+  const Mat<rational> dO = Mat<rational>::Constant(3, 1, rational(1));
+  CHECK_THROWS_AS(backward::run_pass<rational>("hla3", backward::Pass::serial, p, Options{}, nullptr, dO,
+                                               fast::DecayRule::corrected, 1),
+                  InputError);
+  CHECK_THROWS_WITH(backward::run_pass<rational>("hla2", backward::Pass::checkpointed, p, Options{}, nullptr, dO,
+                                                 fast::DecayRule::corrected, 0),
+                    Catch::Contains("chunk width must be >= 1"));
+}
+
 #ifdef HLA_CLI
 namespace {
 std::pair<int, std::string> run_cli(const std::string& args, bool with_stderr) {
