@@ -148,4 +148,11 @@ inline std::string paper_form_claim(std::string_view op, std::string_view form) 
   return "";
 }
 
+// The ledger claim the harness's correction of that paper formula (op, form, "corrected") stands for, or "": the
+// ledger names it after the claim it corrects, "<claim>.corrected" (claims/list.cpp; [operators] checks each exists).
+inline std::string corrected_form_claim(std::string_view op, std::string_view form) {
+  const std::string corrects = paper_form_claim(op, form);
+  return corrects.empty() ? "" : corrects + ".corrected";
+}
+
 }  // namespace hla

@@ -27,12 +27,21 @@ struct Caps {
   bool gates = false;       // per-token gates (Problem::gates): set by Registry::add_gates, never by hand
 };
 
+// What a registered form computes, and so what the tests hold it to.
+//   definition     the operator itself: equal to its reference (op/reference/spec) on every input its Caps accept
+//                  (exactly, in the exact scalars). The references, the harness's corrections (variant
+//                  "corrected") and the harness's own forms (e.g. chunked-naive-cumprod) compute the definition.
+//   paper_formula  the formula as the paper prints it (variant "paper"): it equals the definition exactly when its
+//                  claim (Entry::claim) holds in the ledger (results/claims.md); where the claim fails the form still
+//                  computes the printed formula, and is held to that.
+enum class Target { definition, paper_formula };
+
 template <class T> using FormFn = std::function<Run<T>(const Problem<T>&, const Options&, const NamedState<T>*)>;
 
 template <class T> struct Entry {
   std::string op;       // operator id (SPEC table)
   std::string form;     // reference | serial | scan-fold | scan-blelloch | scan-twolevel | chunked | ...
-  std::string variant;  // "spec" for references, "paper" for a formula as printed, "corrected" for ours
+  std::string variant;  // "spec" for references, "paper" for a formula as printed, "corrected" for ours (see target)
   std::string cite;     // where the formula is, e.g. "§3.1 online updates; Alg. 1"
   Caps caps;
   FormFn<T> fn;
@@ -40,6 +49,13 @@ template <class T> struct Entry {
   // computation: run when the problem has gates. Empty for forms that do not take gates (they refuse them).
   FormFn<T> gated = {};
   std::string gated_cite = {};
+  // Filled by Registry::add when not given: variant "paper" is a paper_formula, every other variant the definition.
+  Target target = Target::definition;
+  // The ledger claim (claims/list.cpp, results/claims.md) the entry stands for, "" if none. Registry::add fills an
+  // empty one from the operator table: a paper formula's claim is paper_form_claim(op, form), a correction's is
+  // corrected_form_claim(op, form) (that claim's ".corrected" entry); a form no table row names stands for none
+  // unless its registration names its claim.
+  std::string claim = {};
 
   std::string key() const { return op + "/" + form + "/" + variant; }
   // Validates the inputs against the form's capabilities, runs it, and refuses a non-finite result.
@@ -48,6 +64,7 @@ template <class T> struct Entry {
 
 template <class T> class Registry {
  public:
+  // Registers a form; fills its target and, if empty, its claim (Entry::target, Entry::claim).
   void add(Entry<T> e);
   // Gives the registered (op, form, variant) its gated computation; a form is given gates once.
   void add_gates(const std::string& op, const std::string& form, const std::string& variant, std::string cite,

@@ -62,6 +62,11 @@ template <class T> void Registry<T>::add(Entry<T> e) {
       (e.caps.ridge && !op->options.ridge))
     throw std::logic_error(e.key() + ": takes an option its operator does not define (core/operators.hpp)");
   if (e.caps.gates || e.gated) throw std::logic_error(e.key() + ": gates are given by add_gates");
+  if (e.variant == "paper") e.target = Target::paper_formula;
+  if (e.claim.empty())
+    e.claim = e.variant == "paper"       ? paper_form_claim(e.op, e.form)
+              : e.variant == "corrected" ? corrected_form_claim(e.op, e.form)
+                                         : "";
   entries_.push_back(std::move(e));
 }
 

@@ -62,8 +62,8 @@ class ExactnessOracle {
     return verdict;
   }
 
-  // The first streaming form of `op` (corrected variant first) that is exact for (γ, λ) unnormalized, and
-  // with per-token gates when `gated`.
+  // The first streaming form of `op` (the definition's before the paper's formula) that is exact for (γ, λ)
+  // unnormalized, and with per-token gates when `gated`.
   std::optional<std::pair<std::string, std::string>> proxy(const std::string& op, const rational& gamma,
                                                            const rational& lambda, bool gated = false) {
     const Options o = base_options(gamma, lambda);
@@ -73,7 +73,7 @@ class ExactnessOracle {
         cands.push_back(&e);
     std::stable_sort(cands.begin(), cands.end(), [](auto* a, auto* b) {
       auto rank = [](const Entry<double>* e) {
-        return (e->form == "serial" ? 0 : 2) + (e->variant == "corrected" ? 0 : 1);
+        return (e->form == "serial" ? 0 : 2) + (e->target == Target::definition ? 0 : 1);
       };
       return rank(a) < rank(b);
     });

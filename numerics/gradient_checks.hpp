@@ -259,7 +259,8 @@ template <class T> GradientCheck<T> check_gradients(const std::string& op, const
   c.rule = rule;
   c.chunk = chunk;
   c.has_reference = init == nullptr;
-  c.has_scan = operator_info(op).scan_backward && (rule == fast::DecayRule::corrected || opt.gamma == 1);
+  const backward::BackwardEntry<T>* scan_pass = backward::backward_registry<T>().try_find(op, backward::Pass::scan);
+  c.has_scan = scan_pass && (!scan_pass->caps.corrected_decay || rule == fast::DecayRule::corrected || opt.gamma == 1);
   // References (in T if exact, else in MPFR-256 from the same inputs).
   Problem<R> pr;
   Mat<R> dOr;
@@ -283,7 +284,7 @@ template <class T> GradientCheck<T> check_gradients(const std::string& op, const
   c.forward_mode = serial_forward_mode_gradients<R>(op, pr, opt, &*init_r, dOr, rule);
   c.serial = backward_gradients(op, p, opt, init, dO, rule, 0);
   c.chunked = backward_gradients(op, p, opt, init, dO, rule, chunk);
-  if (c.has_scan) c.scan = backward::hla2_scan_backward(p, opt, init, dO, rule, chunk);
+  if (c.has_scan) c.scan = backward::run_pass(op, backward::Pass::scan, p, opt, init, dO, rule, chunk);
   if (c.has_reference) c.serial_vs_reference = compare_gradients(c.serial, c.reference, false);
   c.serial_vs_forward_mode = compare_gradients(c.serial, c.forward_mode, true);
   c.chunked_vs_serial = compare_gradients(c.chunked, c.serial, true);
@@ -304,8 +305,8 @@ template <class T> GradientCheck<T> check_gradients(const std::string& op, const
       c.serial_bound = check_bounds(c.serial, c.forward_mode, backward_gradients(op, pm, opt, im, dOm, rule, 0));
       c.chunked_bound = check_bounds(c.chunked, c.forward_mode, backward_gradients(op, pm, opt, im, dOm, rule, chunk));
       if (c.has_scan)
-        c.scan_bound =
-            check_bounds(c.scan, c.forward_mode, backward::hla2_scan_backward(pm, opt, im, dOm, rule, chunk));
+        c.scan_bound = check_bounds(c.scan, c.forward_mode,
+                                    backward::run_pass(op, backward::Pass::scan, pm, opt, im, dOm, rule, chunk));
     }
   }
   return c;
@@ -317,10 +318,10 @@ template <class T> GradientCheck<T> check_gradients(const std::string& op, const
 // tests each paid for the same instantiations). generated/gradients_<scalar>.cpp (CMakeLists.txt) holds the one
 // definition per scalar (after these declarations, as the standard allows); every other unit sees only the
 // declarations (docs/build.md has the measurements).
+// The reverse passes: their registry (fast/backward/register.hpp, which only the generated units include; run_pass
+// looks an entry up and calls it), and hla2's reverse scan, which the tests also call directly.
 #define HLA_GRADIENT_PASSES(EXTERN, T)                                                                               \
-  EXTERN template backward::Gradients<T> backward::run_pass<T>(                                                      \
-      const std::string&, backward::Pass, const Problem<T>&, const Options&,                                         \
-      const std::type_identity_t<NamedState<T>>*, const Mat<T>&, fast::DecayRule, Eigen::Index, BackwardStats*);     \
+  EXTERN template const backward::BackwardRegistry<T>& backward::backward_registry<T>();                             \
   EXTERN template backward::Gradients<T> backward::hla2_scan_backward<T>(                                            \
       const Problem<T>&, const Options&, const std::type_identity_t<NamedState<T>>*, const Mat<T>&, fast::DecayRule, \
       Eigen::Index, BackwardStats*);

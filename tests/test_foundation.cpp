@@ -105,7 +105,7 @@ Mat<rational> paper_hla3_section71(const Problem<rational>& p, const Options& o)
   return out;
 }
 
-using Target = std::function<Mat<rational>(const Problem<rational>&, const Options&)>;
+using Expected = std::function<Mat<rational>(const Problem<rational>&, const Options&)>;
 
 // Streaming forms: the serial recurrences and their decoding kernels (fast/serial/decode.hpp).
 template <class T> bool streaming(const Entry<T>& e) {
@@ -114,13 +114,13 @@ template <class T> bool streaming(const Entry<T>& e) {
 
 // What each serial form claims to compute, by (key, decays?). Every serial entry must be listed: a new
 // serial form fails the coverage test until its target is stated here.
-Target target_of(const Entry<rational>& e, const Options& o) {
+Expected target_of(const Entry<rational>& e, const Options& o) {
   const auto& reg = registry<rational>();
   auto reference = [&reg, op = e.op](const Problem<rational>& p, const Options& oo) {
     return reg.reference(op)(p, oo).O;
   };
   const std::string key = e.key();
-  if (key == "hla2/serial/paper") return o.gamma == 1 ? Target(reference) : Target(paper_hla2_decayed);
+  if (key == "hla2/serial/paper") return o.gamma == 1 ? Expected(reference) : Expected(paper_hla2_decayed);
   if (key == "hla3/serial/paper" || key == "hla3/serial-eq75/paper") return paper_hla3_section71;
   static const std::set<std::string> spec_forms{
       "hla2/serial/corrected", "hla2/serial-packed/corrected", "hla2-unmasked/serial/paper",
@@ -169,7 +169,7 @@ TEST_CASE("serial and decode forms equal their targets exactly in rationals", "[
     if (!streaming(e)) continue;
     for (const Shape& s : shapes) {
       // The hla3 transcription is O(n⁴); keep it to the smaller shapes.
-      if (e.op == "hla3" && e.variant == "paper" && s.n > 7) continue;
+      if (e.op == "hla3" && e.target == Target::paper_formula && s.n > 7) continue;
       for (const Options& o : option_grid(e.caps)) {
         for (std::uint64_t seed : {1u, 2u}) {
           Problem<rational> p = convert_problem<rational>(integer_problem(s, seed * 97 + s.n, 2));
@@ -203,7 +203,7 @@ TEMPLATE_TEST_CASE("split-and-carry: a sequence split in two gives identical out
     // non-associative (hla2.monoid.masked-decay.assoc, ahla.monoid-decay.assoc): their result depends on
     // the combine tree, which a split changes.
     if (e.form.rfind("chunk-figure", 0) == 0) continue;
-    const bool paper_decayed_tree_scan = e.variant == "paper" && (e.op == "hla2" || e.op == "ahla") &&
+    const bool paper_decayed_tree_scan = e.target == Target::paper_formula && (e.op == "hla2" || e.op == "ahla") &&
                                          (e.form == "scan-blelloch" || e.form == "scan-twolevel");
     for (const Options& o : option_grid(e.caps)) {
       if (paper_decayed_tree_scan && o.gamma != 1) continue;
@@ -250,7 +250,7 @@ TEST_CASE("double serial and decode forms stay within a Higham bound of the MPFR
       Options o = opts(g);
       // Only forms that claim SPEC's operator at these options are held to the reference.
       if (e.key() == "hla2/serial/paper" && g != 1) continue;
-      if (e.op == "hla3" && e.variant == "paper") continue;
+      if (e.op == "hla3" && e.target == Target::paper_formula) continue;
       INFO(e.key() << " gamma=" << g);
       Mat<double> got = e(convert_problem<double>(in), o).O;
       Mat<mpfr256> ref = registry<mpfr256>().reference(e.op)(convert_problem<mpfr256>(in), o).O;

@@ -157,10 +157,109 @@ TEST_CASE("the claims the table names are claims of the ledger, and every paper 
   // A paper formula with a registered correction beside it is wrong somewhere: the table must say which claim
   // decides it (hla verify's diagnosis names it beside the verdict).
   for (const Entry<rational>& e : registry<rational>().entries()) {
-    if (e.variant != "paper" || !registry<rational>().try_find(e.op, e.form, "corrected")) continue;
+    if (e.target != Target::paper_formula || !registry<rational>().try_find(e.op, e.form, "corrected")) continue;
     INFO(e.key());
-    CHECK_FALSE(paper_form_claim(e.op, e.form).empty());
+    CHECK_FALSE(e.claim.empty());
   }
+}
+
+TEST_CASE("registry entries carry their target and the ledger claim they stand for", "[operators][registry]") {
+  auto check_entries = [](const auto& reg) {
+    for (const auto& e : reg.entries()) {
+      INFO(e.key());
+      CHECK((e.target == Target::paper_formula) == (e.variant == "paper"));
+      if (e.variant == "paper") CHECK(e.claim == paper_form_claim(e.op, e.form));
+      if (e.variant == "spec") CHECK(e.claim.empty());
+      if (!e.claim.empty()) CHECK(has_claim(e.claim));
+      // A correction of a paper formula the table names stands for a claim; the table's correction claim where its
+      // registration names none of its own.
+      if (e.variant == "corrected" && reg.try_find(e.op, e.form, "paper") && !paper_form_claim(e.op, e.form).empty())
+        CHECK_FALSE(e.claim.empty());
+    }
+  };
+  check_entries(registry<rational>());
+  check_entries(registry<double>());
+  // Every paper claim of the table has its correction in the ledger, named after it.
+  for (const OperatorInfo& o : kOperators)
+    for (const PaperFormClaim& c : o.paper_forms)
+      if (!c.form_prefix.empty()) {
+        INFO(o.name << " " << c.form_prefix);
+        CHECK(corrected_form_claim(o.name, c.form_prefix) == std::string(c.claim) + ".corrected");
+        CHECK(has_claim(corrected_form_claim(o.name, c.form_prefix)));
+      }
+  const auto& reg = registry<rational>();
+  CHECK(reg.find("hla2", "serial", "paper").claim == "hla2.serial.masked-decay");
+  CHECK(reg.find("hla2", "serial", "corrected").claim == "hla2.serial.masked-decay.corrected");
+  CHECK(reg.find("hla2", "scan-fold", "corrected").claim == "hla2.scan.masked-decay.corrected");
+  CHECK(reg.find("hla2", "chunked", "corrected").claim == "hla2.chunk-form.corrected");  // named at registration
+  CHECK(reg.find("hla2", "serial-packed", "corrected").claim == "hla2.packed-symmetric");
+  CHECK(reg.find("hla3", "serial", "corrected").claim == "hla3.masked.streaming.corrected");
+  CHECK(reg.reference("hla2").target == Target::definition);
+}
+
+TEST_CASE("Registry::add fills target and claim from the variant and the table, and keeps a given claim",
+          "[operators][registry]") {
+  const FormFn<rational> fn = [](const Problem<rational>& p, const Options&, const NamedState<rational>*) {
+    return Run<rational>{Mat<rational>::Zero(p.n(), p.dv()), {}};
+  };
+  Registry<rational> r;
+  r.add({"hla2", "serial", "paper", "", {}, fn});
+  r.add({"hla2", "serial", "corrected", "", {}, fn});
+  r.add({"hla2", "decode", "corrected", "", {}, fn});
+  r.add({"hla2", "reference", "spec", "", {}, fn});
+  r.add({"linear", "serial", "naive", "", {}, fn});
+  r.add({.op = "ahla", .form = "chunked", .variant = "corrected", .fn = fn, .claim = "ahla.chunk-form.corrected"});
+  const Entry<rational>& paper = r.find("hla2", "serial", "paper");
+  CHECK(paper.target == Target::paper_formula);
+  CHECK(paper.claim == "hla2.serial.masked-decay");
+  const Entry<rational>& corrected = r.find("hla2", "serial", "corrected");
+  CHECK(corrected.target == Target::definition);
+  CHECK(corrected.claim == "hla2.serial.masked-decay.corrected");
+  CHECK(r.find("hla2", "decode", "corrected").claim.empty());  // no table row names a decode formula
+  CHECK(r.find("hla2", "reference", "spec").target == Target::definition);
+  CHECK(r.find("hla2", "reference", "spec").claim.empty());
+  CHECK(r.find("linear", "serial", "naive").target == Target::definition);
+  CHECK(r.find("linear", "serial", "naive").claim.empty());
+  CHECK(r.find("ahla", "chunked", "corrected").claim == "ahla.chunk-form.corrected");
+}
+
+TEST_CASE("the registered backward passes are the table's backward and scan_backward flags", "[operators]") {
+  auto keys = [](const auto& reg) {
+    std::set<std::string> out;
+    for (const auto& e : reg.entries()) {
+      INFO(e.key());
+      CHECK(find_operator(e.op) != nullptr);
+      CHECK_FALSE(e.cite.empty());
+      CHECK(e.caps.chunk == (e.pass != backward::Pass::serial));
+      CHECK(out.insert(e.key()).second);
+    }
+    return out;
+  };
+  const std::set<std::string> registered = keys(backward::backward_registry<rational>());
+  CHECK(keys(backward::backward_registry<double>()) == registered);  // every scalar registers the same passes
+  CHECK(keys(backward::backward_registry<fp61>()) == registered);
+  std::set<std::string> table;
+  for (const OperatorInfo& o : kOperators) {
+    const std::string op(o.name);
+    if (o.backward) table.insert({op + "/serial", op + "/checkpointed"});
+    if (o.scan_backward) table.insert(op + "/scan");
+  }
+  CHECK(registered == table);
+  // The scan folds the corrected decay rule only: it says so, and the sweep and the gradient checks read it.
+  CHECK(backward::backward_registry<double>().find("hla2", backward::Pass::scan).caps.corrected_decay);
+  CHECK_THROWS_WITH(backward::backward_registry<double>().find("ahla", backward::Pass::scan),
+                    Catch::Contains("no scan backward for operator 'ahla'") && Catch::Contains("scan: hla2") &&
+                        Catch::Contains("checkpointed: hla2, ahla and linear"));
+  CHECK_THROWS_AS(backward::backward_registry<double>().find("hla4", backward::Pass::serial), InputError);
+  const Problem<rational> p{Mat<rational>::Constant(3, 2, rational(1)), Mat<rational>::Constant(3, 2, rational(1)),
+                            Mat<rational>::Constant(3, 1, rational(1))};
+  const Mat<rational> dO = Mat<rational>::Constant(3, 1, rational(1));
+  CHECK_THROWS_AS(backward::run_pass<rational>("hla3", backward::Pass::serial, p, Options{}, nullptr, dO,
+                                               fast::DecayRule::corrected, 1),
+                  InputError);
+  CHECK_THROWS_WITH(backward::run_pass<rational>("hla2", backward::Pass::checkpointed, p, Options{}, nullptr, dO,
+                                                 fast::DecayRule::corrected, 0),
+                    Catch::Contains("chunk width must be >= 1"));
 }
 
 #ifdef HLA_CLI

@@ -1,4 +1,4 @@
-// Google Benchmark entries for the backward passes (fast/backward/passes.hpp), in float and double,
+// Google Benchmark entries for the registered backward passes (fast/backward/passes.hpp), in float and double,
 // against the forward serial form on the same inputs: time and stored-state memory vs n at d = dv = 16.
 //
 //   backward/<op>/<path>/<scalar>/n:<n>/d:<d>/dv:<dv>[/w:<w>]
@@ -12,7 +12,7 @@
 //
 // The sweep engine measures the same passes with peak RSS and gradient errors: configs/backward.toml.
 // Registered at static initialization; the main is experiments/bench/bench_main.cpp.
-#include "numerics/gradient_checks.hpp"  // first (dual.hpp, magnitude.hpp); declares run_pass<float, double> compiled once
+#include "numerics/gradient_checks.hpp"  // first (dual.hpp, magnitude.hpp); the passes' registry, compiled once per scalar
 
 #include <benchmark/benchmark.h>
 #include <fmt/core.h>
@@ -77,7 +77,7 @@ template <class T> void register_scalar(const char* scalar) {
       for (Eigen::Index n = 1024; n <= (path == Pass::scan ? 4096 : 16384); n *= 4) {
         std::string name = fmt::format("backward/{}/{}/{}/n:{}/d:{}/dv:{}", op,
                                        path ? backward::pass_name(*path) : "forward", scalar, n, d, d);
-        if (path && *path != Pass::serial) name += fmt::format("/w:{}", w);
+        if (path && backward::backward_registry<T>().find(op, *path).caps.chunk) name += fmt::format("/w:{}", w);
         benchmark::RegisterBenchmark(name.c_str(),
                                      [=](benchmark::State& s) { bench_backward<T>(s, op, path, n, d, w); })
             ->UseRealTime()

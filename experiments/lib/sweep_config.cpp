@@ -464,7 +464,9 @@ Enumeration enumerate(const Config& c) {
           skip("backward passes are swept in float and double");
           return;
         }
-        if (*pass == backward::Pass::scan && e->variant == "paper" && gamma != 1) {
+        // A pass that differentiates only the corrected decay rule, of a serial form computing the paper's rule.
+        if (backward::backward_registry<double>().find(op, *pass).caps.corrected_decay &&
+            e->target == Target::paper_formula && gamma != 1) {
           skip("scan backward needs the corrected rule when gamma < 1");
           return;
         }

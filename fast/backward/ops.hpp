@@ -1,5 +1,6 @@
 // The reverse-mode step operations of each operator with a backward (core/operators.hpp `backward`), chosen by
-// name in one place: the serial, checkpointed and gated passes all run them through recurrence_backward.
+// name in one place for the gated passes (gated.hpp); the serial and checkpointed passes are registered with the
+// same Ops types (register.hpp). All of them run through recurrence_backward.
 #pragma once
 
 #include <string>

@@ -27,19 +27,29 @@ template <class T> void register_chunked(Registry<T>& r) {
   const Caps decayed{.decay = true, .normalized = true, .state = true, .chunk = true, .threads = true};
   const Caps third{.normalized = true, .state = true, .chunk = true, .threads = true};
   const Caps figure{.state = true, .chunk = true};
-  r.add({"hla2", "chunked", "corrected",
-         "derived from SPEC hla2: linear attention over keys u_j = S_j q_j with decay γ² (C' = S C − G), chunk matrix "
-         "form (γ, λ, normalize)",
-         second, c::hla2_chunked<T>});
-  r.add({"hla2", "chunked-fused", "corrected",
-         "the u-form of hla2/chunked in one pass per block of chunks: one contiguous block per thread, its S summary, "
-         "a scan over the blocks, each block's outputs corrected by its prefix; each chunk's inputs copied once, "
-         "small-GEMM kernels (LIBXSMM for float/double) (γ, λ, normalize)",
-         second, c::hla2_chunked_fused<T>});
-  r.add({"hla2", "chunked-monoid", "corrected",
-         "Fig. 1(C) chunk form re-derived from SPEC hla2, carrying the eq. 4.1 state (S, C, G) with the corrected "
-         "decay (γ, λ, normalize)",
-         second, c::hla2_chunked_monoid<T>});
+  // hla2's chunk forms correct Figure 1(C) (chunk-figure1c) under names of their own: their claim is named here.
+  auto hla2_chunk_form = [&r, &second](std::string form, std::string cite, FormFn<T> fn) {
+    r.add({.op = "hla2",
+           .form = std::move(form),
+           .variant = "corrected",
+           .cite = std::move(cite),
+           .caps = second,
+           .fn = std::move(fn),
+           .claim = "hla2.chunk-form.corrected"});
+  };
+  hla2_chunk_form("chunked",
+                  "derived from SPEC hla2: linear attention over keys u_j = S_j q_j with decay γ² (C' = S C − G), "
+                  "chunk matrix form (γ, λ, normalize)",
+                  c::hla2_chunked<T>);
+  hla2_chunk_form("chunked-fused",
+                  "the u-form of hla2/chunked in one pass per block of chunks: one contiguous block per thread, its S "
+                  "summary, a scan over the blocks, each block's outputs corrected by its prefix; each chunk's inputs "
+                  "copied once, small-GEMM kernels (LIBXSMM for float/double) (γ, λ, normalize)",
+                  c::hla2_chunked_fused<T>);
+  hla2_chunk_form("chunked-monoid",
+                  "Fig. 1(C) chunk form re-derived from SPEC hla2, carrying the eq. 4.1 state (S, C, G) with the "
+                  "corrected decay (γ, λ, normalize)",
+                  c::hla2_chunked_monoid<T>);
   r.add({"ahla", "chunked", "paper", "Fig. 2(C) with R^{KQ}_{≤t}, eq. 6.2 carry, §6.1 decay (derived matrix form)",
          decayed, c::ahla_chunked<T>});
   r.add({"hla3", "chunked", "corrected", "F_t = F_{t−1} + S^K_t q_t q_tᵀ P_t in chunk matrix form (derived)", third,

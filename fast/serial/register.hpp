@@ -25,11 +25,15 @@ template <class T> void register_serial(Registry<T>& r) {
          [](const P& p, const Options& o, const S* s) {
            return f::hla2_serial<T, true>(p, o, s, f::DecayRule::corrected);
          }});
-  r.add({"hla2", "serial-packed", "corrected",
-         "§5.2 packed symmetric S (upper triangle) over the corrected serial form", second,
-         [](const P& p, const Options& o, const S* s) {
-           return f::hla2_packed_serial<T>(p, o, s, f::DecayRule::corrected);
-         }});
+  // The ledger holds it to hla2/serial/corrected (hla2.packed-symmetric), not the "serial" prefix's claim.
+  r.add({.op = "hla2",
+         .form = "serial-packed",
+         .variant = "corrected",
+         .cite = "§5.2 packed symmetric S (upper triangle) over the corrected serial form",
+         .caps = second,
+         .fn = [](const P& p, const Options& o,
+                  const S* s) { return f::hla2_packed_serial<T>(p, o, s, f::DecayRule::corrected); },
+         .claim = "hla2.packed-symmetric"});
   r.add({"hla2-unmasked", "serial", "paper", "eq. 3.1; eq. 3.2; §4.3 decayed S, C, m", second,
          [](const P& p, const Options& o, const S* s) {
            return f::hla2_serial<T, false>(p, o, s, f::DecayRule::paper);
