@@ -208,7 +208,9 @@ TEST_CASE("Registry::add fills target and claim from the variant and the table, 
   r.add({"hla2", "decode", "corrected", "", {}, fn});
   r.add({"hla2", "reference", "spec", "", {}, fn});
   r.add({"linear", "serial", "naive", "", {}, fn});
-  r.add({.op = "ahla", .form = "chunked", .variant = "corrected", .fn = fn, .claim = "ahla.chunk-form.corrected"});
+  Entry<rational> given{"ahla", "chunked", "corrected", "", {}, fn};
+  given.claim = "ahla.chunk-form.corrected";
+  r.add(given);
   const Entry<rational>& paper = r.find("hla2", "serial", "paper");
   CHECK(paper.target == Target::paper_formula);
   CHECK(paper.claim == "hla2.serial.masked-decay");

@@ -23,11 +23,6 @@ template <class T> using P = Problem<T>;
 // powers of two kernels use.
 const std::vector<int> kChunkWidths{1, 2, 3, 4, 5, 6, 7, 8, 16, 32, 64, 128, 256};
 
-// The ledger claim that decides a paper formula against the operator (results/claims.md; core/operators.hpp).
-std::string claim_of(const std::string& op, const std::string& form, const std::string& variant) {
-  return variant == "paper" ? paper_form_claim(op, form) : "";
-}
-
 // Q, K, [V 1]: numerator columns and the denominator column in one evaluation.
 template <class T> P<T> with_ones(const P<T>& p) {
   P<T> a{p.Q, p.K, Mat<T>(p.V.rows(), p.V.cols() + 1)};
@@ -164,14 +159,15 @@ template <class T> void add_registered(std::vector<Candidate<T>>& out, const std
     // Only forms every scalar has (not the floating-only ones, e.g. chunked-naive-cumprod): the battery pairs the
     // rational and float64 candidate lists index by index.
     if (!registry<rational>().try_find(e.op, e.form, e.variant)) continue;
-    const bool by_width = e.caps.chunk && e.variant == "paper";
+    const bool by_width = e.caps.chunk && e.target == Target::paper_formula;
     const std::vector<int> widths = by_width ? kChunkWidths : std::vector<int>{16};
     for (int w : widths) {
       const Entry<T>* entry = &e;
       Candidate<T> c;
       c.key = e.key() + (by_width ? fmt::format("@w={}", w) : "");
       c.description = e.cite + (by_width ? fmt::format(" (chunk width {})", w) : "");
-      c.claim = claim_of(e.op, e.form, e.variant);
+      // the ledger claim that decides a paper formula against the operator (the registry entry's; results/claims.md)
+      c.claim = e.target == Target::paper_formula ? e.claim : "";
       c.eval = [entry, w](const P<T>& p, const Options& o) -> Out<T> {
         if (!caps_allow(entry->caps, o)) return std::nullopt;
         if (entry->caps.chunk && w > 1 && p.Q.rows() <= w && w != 16) return std::nullopt;  // one chunk: nothing new

@@ -217,10 +217,10 @@ std::vector<GradientCandidate> gradient_candidates(const std::string& op) {
     out.push_back({"backward:" + std::move(key), std::move(what), std::move(claim), std::move(f)});
   };
   // The paper's serial formula where the harness registers a correction of it (hla2's Algorithm 1).
-  if (registry<rational>().find_exact(op, "serial").variant == "corrected")
+  const Entry<rational>& printed = registry<rational>().find(op, "serial");
+  if (printed.target == Target::paper_formula && registry<rational>().try_find(op, "serial", "corrected"))
     add("paper-decay-rule", "the gradients of Algorithm 1's decayed recurrence as printed (G_t = γG + k kᵀ C_{t−1})",
-        paper_form_claim(op, "serial"),
-        [op](const auto& p, const Options& o, const auto& dO) -> std::optional<ExactGradients> {
+        printed.claim, [op](const auto& p, const Options& o, const auto& dO) -> std::optional<ExactGradients> {
           if (o.gamma == 1) return std::nullopt;
           return serial_backward(op, p, o, dO, fast::DecayRule::paper);
         });
