@@ -162,12 +162,11 @@ template <class T> std::string distributed_cell(const Entry<T>& mpi, const Entry
     const bool inexact = opt.gamma != 1 && to_mpfr(from_rational<T>(opt.gamma)) != from_rational<mpfr256>(opt.gamma);
     const bool gated = full.gates.size() > 0;
     // Gated blocks are finished by the gated chunked form, whose gate factors come from log-gates within each chunk
-    // (bounds::log_gate_depth counts their roundings, per prefix-sum level).
-    double log_mass = 0;
-    for (Eigen::Index t = 0; t < full.gates.size(); ++t) log_mass += std::fabs(std::log(full.gates(t)));
-    const long h = bounds::rounding_depth(mpi.op, bounds::accumulation_depth(mpi.form, N, opt.chunk),
-                                          opt.gamma != 1 || gated, inexact, N, main.d()) +
-                   (gated ? bounds::order_of(mpi.op) * bounds::log_gate_depth(N, opt.chunk, log_mass) : 0);
+    // (bounds::gate_factor_depth counts their roundings, per prefix-sum level).
+    const long h =
+        bounds::rounding_depth(mpi.op, bounds::accumulation_depth(mpi.form, N, opt.chunk), opt.gamma != 1 || gated,
+                               inexact, N, main.d()) +
+        bounds::order_of(mpi.op) * bounds::gate_factor_depth(mpi.form, N, opt.chunk, bounds::log_mass(full.gates));
     const Mat<double> B =
         bounds::output_bounds(R, A, opt.normalized, den, from_rational<double>(opt.eps), unit_roundoff<T>(), h);
     double worst = 0;

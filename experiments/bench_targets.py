@@ -40,6 +40,8 @@ LIBRARIES = ("eigen", "openblas", "blis", "libxsmm")
 WIDTHS = (32, 48, 64, 96, 128)
 D = 64
 GATED_OPS = ("hla2", "ahla", "linear")
+# The gating rows: each operator's chunked form (row key: the operator), and hla2's one-pass form (key op/form).
+GATED_FORMS = tuple((op, "chunked") for op in GATED_OPS) + (("hla2", "chunked-fused"),)
 GATES = "gates:range:0.8,1"  # experiments/bench/bench_main.cpp register_gated: kGates, kGamma
 FIXED_GAMMA = "gamma:0.9"
 
@@ -155,18 +157,20 @@ def compute(m):
 
 
 def compute_gating(entry):
-    return {op: {s: gating(entry, op, s) for s in SCALARS} for op in GATED_OPS}
+    return {(op if form == "chunked" else f"{op}/{form}"): {s: gating(entry, op, s, form) for s in SCALARS}
+            for op, form in GATED_FORMS}
 
 
-def gating(entry, op, s):
-    """The cost of gating for one operator and scalar: times in ms and their ratios, per thread count."""
+def gating(entry, op, s, form="chunked"):
+    """The cost of gating for one form and scalar: times in ms and their ratios, per thread count (the naive
+    cumulative-product formulation beside the chunked form at one thread)."""
     out = {}
     for th in (1, 2):
-        base = f"{op}/chunked/{s}/{SHAPE}/threads:{th}"
+        base = f"{op}/{form}/{s}/{SHAPE}/threads:{th}"
         plain, fixed, gated = (seconds(entry(name)) for name in (base, f"{base}/{FIXED_GAMMA}", f"{base}/{GATES}"))
         c = {"gated_ms": gated * 1e3, "fixed_ms": fixed * 1e3, "plain_ms": plain * 1e3,
              "gated_over_fixed": gated / fixed, "fixed_over_plain": fixed / plain, "gated_over_plain": gated / plain}
-        if th == 1:
+        if th == 1 and form == "chunked":
             naive = seconds(entry(f"{op}/chunked-naive-cumprod/{s}/{SHAPE}/threads:1/{GATES}"))
             c.update({"naive_ms": naive * 1e3, "naive_over_gated": naive / gated})
         out[th] = c
@@ -217,8 +221,8 @@ def report_gating(gating_rows, s):
         cells = "  ".join(f"{th}T {c['gated_over_fixed']:.2f} ({c['gated_ms']:.0f} / {c['fixed_ms']:.0f} ms;"
                           f" gated ÷ γ=1 {c['gated_over_plain']:.2f}, γ=0.9 ÷ γ=1 {c['fixed_over_plain']:.2f})"
                           for th, c in g.items())
-        print(f"  gating {op:6} gated ÷ fixed γ=0.9 time: {cells}"
-              f"  | naive cumprod ÷ gated 1T {g[1]['naive_over_gated']:.2f}")
+        naive = f"  | naive cumprod ÷ gated 1T {g[1]['naive_over_gated']:.2f}" if "naive_over_gated" in g[1] else ""
+        print(f"  gating {op:6} gated ÷ fixed γ=0.9 time: {cells}{naive}")
 
 
 def main():

@@ -22,6 +22,7 @@ const std::vector<FormRef>& forms() {
       f.push_back({op, "chunked"});
       f.push_back({op, "decode"});
     }
+    f.push_back({"hla2", "chunked-fused"});  // hla2's chunk form in one pass per block of chunks
     for (const char* v : {"algorithm1-rule", "proposal", "proposal-corrected"}) f.push_back({"hla2", "serial", v});
     return f;
   }();

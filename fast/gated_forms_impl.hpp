@@ -65,7 +65,8 @@ template <class T> const Entry<T>* registered(const FormRef& f) {
     return registry<T>().try_find(f.op, f.form, scan::gated_scan_variant(f.op));
   if (f.form == "decode" && f.variant == "spec")  // fast/serial/decode.hpp, each token's γ_t handed to the decoder
     return registry<T>().try_find_exact(f.op, f.form);
-  if (f.form == "chunked" && f.variant == "spec")  // fast/chunked/gated.hpp with its stable gate factors
+  // fast/chunked/gated.hpp with its stable gate factors; hla2's one-pass form, fast/chunked/hla2_fused.hpp
+  if ((f.form == "chunked" || f.form == "chunked-fused") && f.variant == "spec")
     return registry<T>().try_find_exact(f.op, f.form);
   if (f.form == "chunked-naive-cumprod" && f.variant == "spec") {
     if (const Entry<T>* e = registry<T>().try_find(f.op, "chunked-naive-cumprod", "naive")) return e;

@@ -76,6 +76,28 @@ inline long log_gate_depth(long n, long w, double log_mass) {
   return 2 * (static_cast<long>(std::ceil(1.01 * static_cast<double>(2 * w + 5) * log_mass)) + 2 * (chunks + 2) + 1);
 }
 
+// The log mass Λ = Σ_t |log γ_t| of a problem's gates (0 without gates): how strong they are in all, the quantity
+// log_gate_depth's count grows with.
+inline double log_mass(const ColVec<double>& gates) {
+  double m = 0;
+  for (Eigen::Index t = 0; t < gates.size(); ++t) m += std::fabs(std::log(gates(t)));
+  return m;
+}
+
+// The roundings per prefix-sum level that a gated form's gate factors add beyond one per decay step
+// (rounding_depth's `decays`), for n tokens in chunks of w:
+//   chunked, mpi-*   log-domain factors within each chunk (the MPI forms finish with the chunked form): log_gate_depth
+//   chunked-fused    those, plus running products of gates across its blocks (fast/chunked/hla2_fused.hpp: each
+//                    block's ρ, the weights from a block's start and to its end, each a product of at most n gates,
+//                    one rounding each): a term passes through the ρ of every block between its source and its
+//                    output and one weight at each end, at most 2n gates, squared for C' (2·2n + 2)
+//   anything else    0 (serial, decode and the scans multiply by each gate once per step; exact gate products)
+inline long gate_factor_depth(const std::string& form, long n, long w, double log_mass) {
+  if (form == "chunked-fused") return log_gate_depth(n, w, log_mass) + 4 * n + 2;
+  if (form == "chunked" || form.rfind("mpi-", 0) == 0) return log_gate_depth(n, w, log_mass);
+  return 0;
+}
+
 // γ_h = h u / (1 − h u) (Higham's Lemma 3.1), +∞ when h u ≥ 1/2 (the arithmetic has too few bits for h).
 inline double gamma_h(long h, double u) {
   const double hu = static_cast<double>(h) * u;

@@ -16,15 +16,15 @@
 
 namespace hla::gated {
 
-// The rounding depth h of a stable chunked gated form (fast/chunked/gated.hpp): that of a decaying chunked form
-// (accumulation_depth "chunked": w + ⌈n/w⌉ per level, one more rounding per step for the decay) plus, per level
-// (order_of), the log-domain gate factors' own error (bounds::log_gate_depth says why).
-inline long stable_chunked_depth(const std::string& op, const ColVec<double>& gamma, long w, long d) {
+// The rounding depth h of a gated form with its stable gate factors (fast/chunked/gated.hpp, hla2_fused.hpp):
+// that of a decaying form of its kind (accumulation_depth: w + ⌈n/w⌉ per level for the chunk forms, one more
+// rounding per step for the decay) plus, per level (order_of), its gate factors' own error
+// (bounds::gate_factor_depth says why).
+inline long gated_form_depth(const std::string& op, const std::string& form, const ColVec<double>& gamma, long w,
+                             long d) {
   const long n = static_cast<long>(gamma.size());
-  double log_mass = 0;
-  for (Eigen::Index t = 0; t < gamma.size(); ++t) log_mass -= std::log(gamma(t));
-  return bounds::rounding_depth(op, bounds::accumulation_depth("chunked", n, w), true, false, n, d) +
-         bounds::order_of(op) * bounds::log_gate_depth(n, w, log_mass);
+  return bounds::rounding_depth(op, bounds::accumulation_depth(form, n, w), true, false, n, d) +
+         bounds::order_of(op) * bounds::gate_factor_depth(form, n, w, bounds::log_mass(gamma));
 }
 
 // The MPFR-256 outputs, the exact denominators den_t + ε, and the abs operator A (numerics/bounds.hpp) of a gated

@@ -24,7 +24,7 @@ using gated::check_within_bound;
 using gated::floating_reference;
 using gated::FloatingCheck;
 using gated::FloatingReference;
-using gated::stable_chunked_depth;
+using gated::gated_form_depth;
 
 // Small integer inputs with the perfect-square rational gates of core/gates.hpp (they vary per token).
 inline GatedProblem<rational> rational_case(const Shape& s, std::uint64_t seed) {

@@ -168,7 +168,7 @@ TEST_CASE("gated: bad gates and options are input errors", "[gated]") {
   GatedProblem<rational> not_square = g;
   not_square.gamma(1) = rational(1, 2);
   CHECK_THROWS_AS(gated::run(FormRef{"hla2", "serial", "proposal"}, not_square, Options{}), InputError);
-  CHECK_THROWS_AS(gated::run(FormRef{"hla2", "chunked-fused"}, g, Options{}), InputError);  // no such gated form
+  CHECK_THROWS_AS(gated::run(FormRef{"hla2", "chunked-monoid"}, g, Options{}), InputError);  // no such gated form
   // The naive cumulative-product formulation exists only to measure its floating-point failure.
   CHECK_THROWS_AS(gated::run(FormRef{"hla2", "chunked-naive-cumprod"}, g, Options{}), InputError);
   const Run<rational> r = gated::run(FormRef{"linear", "serial"}, g, Options{});
@@ -284,6 +284,7 @@ TEST_CASE("gated registry: exactly the forms with a gated computation take gates
                                    "linear/scan-blelloch/paper",
                                    "linear/scan-twolevel/paper",
                                    "hla2/chunked/corrected",
+                                   "hla2/chunked-fused/corrected",
                                    "ahla/chunked/paper",
                                    "linear/chunked/paper",
                                    "hla2/decode/corrected",
@@ -370,7 +371,7 @@ TEST_CASE("gated registry: gates are refused where they mean nothing", "[gated]"
   // A form without a gated computation.
   CHECK_THROWS_WITH(registry<double>().find("hla3", "serial", "corrected")(p, Options{}),
                     Catch::Contains("does not take per-token gates"));
-  CHECK_THROWS_WITH(registry<double>().find("hla2", "chunked-fused", "corrected")(p, Options{}),
+  CHECK_THROWS_WITH(registry<double>().find("hla2", "chunked-monoid", "corrected")(p, Options{}),
                     Catch::Contains("does not take per-token gates"));
   const Entry<double>& e = registry<double>().find("linear", "serial", "paper");
   // Gates and a scalar decay together.

@@ -1,7 +1,8 @@
-// The chunked gated forms (fast/chunked/gated.hpp; docs/operators.md "Gated (data-dependent) decay", "Chunk
-// forms"): exactly the gated serial forms in rationals and F_p (outputs and every state part), split-and-carry,
-// the fixed-γ chunk forms with constant gates; in float and double within a proven rounding-error bound of
-// MPFR-256; and the naive cumulative-product formulation failing where the stable one stays within its bound.
+// The chunked gated forms (fast/chunked/gated.hpp, and hla2's one-pass form fast/chunked/hla2_fused.hpp;
+// docs/operators.md "Gated (data-dependent) decay", "Chunk forms"): exactly the gated serial forms in rationals and F_p
+// (outputs and every state part), split-and-carry, the fixed-γ chunk forms with constant gates; in float and double
+// within a proven rounding-error bound of MPFR-256; and the naive cumulative-product formulation failing where the
+// stable one stays within its bound.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -23,6 +24,10 @@ using gated::FormRef;
 namespace {
 
 const std::vector<std::string> kOps{"linear", "hla2", "ahla"};
+// Every gated chunk form: each operator's chunked form, and hla2's one-pass chunked-fused (its blocks of chunks,
+// one per thread, joined by running products of gates: threads 3 gives it a middle block).
+const std::vector<FormRef> kChunkForms{
+    {"linear", "chunked"}, {"hla2", "chunked"}, {"hla2", "chunked-fused"}, {"ahla", "chunked"}};
 const std::vector<int> kWidths{1, 2, 3, 5, 16};
 
 template <class T> void require_same_state(const NamedState<T>& a, const NamedState<T>& b) {
@@ -37,17 +42,17 @@ template <class T> void require_same_state(const NamedState<T>& a, const NamedSt
 // Every op × option set × width × threads: chunked = serial, outputs and state. n is a multiple of none of the
 // widths but 1 (the last chunk is short).
 template <class T> void check_chunked_equals_serial(const GatedProblem<T>& g) {
-  for (const std::string& op : kOps)
-    for (const Options& base : option_sets(op))
+  for (const FormRef& f : kChunkForms)
+    for (const Options& base : option_sets(f.op))
       for (int w : kWidths)
-        for (int threads : {1, 2}) {
+        for (int threads : {1, 2, 3}) {
           Options o = base;
           o.chunk = w;
           o.threads = threads;
-          INFO(op << " n=" << g.n() << " w=" << w << " threads=" << threads << " normalized=" << o.normalized
-                  << " ridge=" << o.ridge);
-          const Run<T> chunked = gated::run(FormRef{op, "chunked"}, g, o);
-          const Run<T> serial = gated::run(FormRef{op, "serial"}, g, o);
+          INFO(f.name() << " n=" << g.n() << " w=" << w << " threads=" << threads << " normalized=" << o.normalized
+                        << " ridge=" << o.ridge);
+          const Run<T> chunked = gated::run(f, g, o);
+          const Run<T> serial = gated::run(FormRef{f.op, "serial"}, g, o);
           CHECK(chunked.O == serial.O);
           require_same_state(chunked.state, serial.state);
         }
@@ -68,14 +73,15 @@ TEST_CASE("gated chunked: equals the gated serial form exactly, outputs and stat
 
 TEST_CASE("gated chunked: split-and-carry gives the outputs and final state of one call", "[gated][chunked]") {
   const GatedProblem<rational> g = rational_case({13, 2, 2}, 6);
-  for (const std::string& op : kOps)
-    for (const Options& base : option_sets(op))
+  for (const FormRef& f : kChunkForms)
+    for (const Options& base : option_sets(f.op))
       for (int w : {2, 5})
         for (Eigen::Index split : {1, 6, 12}) {
-          INFO(op << " w=" << w << " split at " << split << " normalized=" << base.normalized);
+          INFO(f.name() << " w=" << w << " split at " << split << " normalized=" << base.normalized);
           Options o = base;
           o.chunk = w;
-          const FormRef f{op, "chunked"};
+          o.threads = 2;
+          const std::string& op = f.op;
           const Run<rational> whole = gated::run(f, g, o);
           const Run<rational> first = gated::run(f, slice_gated(g, 0, split), o);
           const Run<rational> second = gated::run(f, slice_gated(g, split, g.n()), o, &first.state);
@@ -93,16 +99,17 @@ TEST_CASE("gated chunked: constant gates give the fixed-gamma chunk forms exactl
   const auto check = [](const auto& p, const auto& gamma, const rational& gamma_rational) {
     using T = typename std::decay_t<decltype(p.Q)>::Scalar;
     const GatedProblem<T> g = with_constant_gates(p, gamma);
-    for (const std::string& op : kOps)
-      for (const Options& base : option_sets(op))
+    for (const FormRef& f : kChunkForms)
+      for (const Options& base : option_sets(f.op))
         for (int w : {1, 3, 16}) {
-          INFO(scalar_name<T>() << " " << op << " w=" << w << " normalized=" << base.normalized);
+          INFO(scalar_name<T>() << " " << f.name() << " w=" << w << " normalized=" << base.normalized);
           Options o = base;
           o.chunk = w;
+          o.threads = 2;
           Options fixed = o;
           fixed.gamma = gamma_rational;
-          const Run<T> gated_run = gated::run(FormRef{op, "chunked"}, g, o);
-          const Run<T> fixed_run = registry<T>().find(op, "chunked", op == "hla2" ? "corrected" : "paper")(p, fixed);
+          const Run<T> gated_run = gated::run(f, g, o);
+          const Run<T> fixed_run = registry<T>().find_exact(f.op, f.form)(p, fixed);
           CHECK(gated_run.O == fixed_run.O);
           require_same_state(gated_run.state, fixed_run.state);
         }
@@ -116,11 +123,11 @@ TEST_CASE("gated chunked: constant gates give the fixed-gamma chunk forms exactl
 
 namespace {
 
-template <class T> FloatingCheck check_floating(const std::string& op, const GatedProblem<double>& g,
-                                                const Options& opt, const FloatingReference& ref) {
+template <class T> FloatingCheck check_floating(const FormRef& f, const GatedProblem<double>& g, const Options& opt,
+                                                const FloatingReference& ref) {
   const GatedProblem<T> gt{convert_problem<T>(g.qkv), g.gamma.cast<T>()};
-  const FloatingCheck c = check_within_bound(gated::run(FormRef{op, "chunked"}, gt, opt).O, ref, opt,
-                                             stable_chunked_depth(op, g.gamma, opt.chunk, g.qkv.d()));
+  const FloatingCheck c = check_within_bound(gated::run(f, gt, opt).O, ref, opt,
+                                             gated_form_depth(f.op, f.form, g.gamma, opt.chunk, g.qkv.d()));
   CHECK(c.vacuous_rows == 0);
   return c;
 }
@@ -128,25 +135,26 @@ template <class T> FloatingCheck check_floating(const std::string& op, const Gat
 }  // namespace
 
 TEST_CASE("gated chunked: float and double within the proven rounding bound of MPFR-256", "[gated][chunked]") {
-  for (const std::string& op : kOps)
+  for (const FormRef& f : kChunkForms)
     for (double strength : {0.01, 0.5, 3.0})
-      for (const Options& base : option_sets(op)) {
+      for (const Options& base : option_sets(f.op)) {
         GatedProblem<double> g{gaussian_problem({61, 4, 3}, 17), gates_of_strength(61, strength, 3)};
         if (base.normalized) {  // non-negative q·k: no den_t near 0, so no row's bound is vacuous
           g.qkv.Q = g.qkv.Q.cwiseAbs();
           g.qkv.K = g.qkv.K.cwiseAbs();
         }
-        const FloatingReference ref = floating_reference(op, g, base);
+        const FloatingReference ref = floating_reference(f.op, g, base);
         for (int w : kWidths) {
           Options o = base;
           o.chunk = w;
           o.threads = 2;
-          INFO(op << " strength=" << strength << " w=" << w << " normalized=" << o.normalized << " ridge=" << o.ridge);
-          const FloatingCheck f = check_floating<float>(op, g, o, ref);
-          const FloatingCheck d = check_floating<double>(op, g, o, ref);
-          INFO("float err " << f.normwise_rel << " (bound " << f.bound_normwise << "), double err " << d.normwise_rel
+          INFO(f.name() << " strength=" << strength << " w=" << w << " normalized=" << o.normalized
+                        << " ridge=" << o.ridge);
+          const FloatingCheck fl = check_floating<float>(f, g, o, ref);
+          const FloatingCheck d = check_floating<double>(f, g, o, ref);
+          INFO("float err " << fl.normwise_rel << " (bound " << fl.bound_normwise << "), double err " << d.normwise_rel
                             << " (bound " << d.bound_normwise << ")");
-          CHECK(f.err_over_bound <= 1);
+          CHECK(fl.err_over_bound <= 1);
           CHECK(d.err_over_bound <= 1);
         }
       }
@@ -155,14 +163,14 @@ TEST_CASE("gated chunked: float and double within the proven rounding bound of M
 TEST_CASE("gated chunked: MPFR-256 agrees with the gated serial form to MPFR's own precision", "[gated][chunked]") {
   const GatedProblem<double> g{gaussian_problem({29, 3, 2}, 31), gates_of_strength(29, 1.0, 4)};
   const GatedProblem<mpfr256> gm{convert_problem<mpfr256>(g.qkv), g.gamma.cast<mpfr256>()};
-  for (const std::string& op : kOps)
-    for (const Options& base : option_sets(op)) {
+  for (const FormRef& f : kChunkForms)
+    for (const Options& base : option_sets(f.op)) {
       Options o = base;
       o.chunk = 5;
-      INFO(op << " normalized=" << o.normalized << " ridge=" << o.ridge);
+      o.threads = 2;
+      INFO(f.name() << " normalized=" << o.normalized << " ridge=" << o.ridge);
       // log/exp at 259 bits: the chunked factors differ from the serial products by rounding only.
-      CHECK(compare_to(gated::run(FormRef{op, "chunked"}, gm, o).O, gated::run(FormRef{op, "serial"}, gm, o).O)
-                .normwise_rel < 1e-70);
+      CHECK(compare_to(gated::run(f, gm, o).O, gated::run(FormRef{f.op, "serial"}, gm, o).O).normwise_rel < 1e-70);
     }
 }
 
@@ -177,14 +185,20 @@ TEST_CASE(
   const GatedProblem<double> g{gaussian_problem({n, 8, 4}, 23),
                                ColVec<double>::Constant(n, static_cast<double>(static_cast<float>(std::exp(-1.0))))};
   const GatedProblem<float> gf{convert_problem<float>(g.qkv), g.gamma.cast<float>()};
+  for (const FormRef& f : kChunkForms) {
+    INFO(f.name());
+    Options o;
+    o.chunk = 16;
+    o.threads = 2;  // chunked-fused: two blocks, the second's carry weighted by running products that underflow
+    const FloatingReference ref = floating_reference(f.op, g, o);
+    const FloatingCheck stable = check_floating<float>(f, g, o, ref);
+    CHECK(stable.err_over_bound <= 1);
+    CHECK(stable.normwise_rel < 1e-6);  // measured ~1-2e-7 (2-3 u): the bound above is loose, not the error
+  }
   for (const std::string& op : kOps) {
     INFO(op);
     Options o;
     o.chunk = 16;
-    const FloatingReference ref = floating_reference(op, g, o);
-    const FloatingCheck stable = check_floating<float>(op, g, o, ref);
-    CHECK(stable.err_over_bound <= 1);
-    CHECK(stable.normwise_rel < 1e-6);  // measured ~1-2e-7 (2-3 u): the bound above is loose, not the error
     // The registry-style refusal: a non-finite output is a NumericalError, never returned.
     CHECK_THROWS_AS(gated::run(FormRef{op, "chunked-naive-cumprod"}, gf, o), NumericalError);
   }
@@ -217,7 +231,7 @@ TEST_CASE("gated chunked: the naive form loses accuracy silently in float's subn
   Options o;
   o.chunk = 16;
   const FloatingReference ref = floating_reference("linear", g, o);
-  const FloatingCheck stable = check_floating<float>("linear", g, o, ref);
+  const FloatingCheck stable = check_floating<float>(FormRef{"linear", "chunked"}, g, o, ref);
   CHECK(stable.err_over_bound <= 1);
   CHECK(stable.normwise_rel < 1e-6);
   const Run<float> naive = gated::run(FormRef{"linear", "chunked-naive-cumprod"}, gf, o);  // finite: not refused

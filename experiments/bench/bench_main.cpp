@@ -257,8 +257,9 @@ template <class T> void register_multihead(int chunk) {
 // forms"): every chunked form with a gated computation, on gates from kGates, at the threads its fixed-γ entries
 // run — the naive cumulative-product formulation at one thread only, its time read beside the stable form's (at
 // this length its gate products underflow and its outputs are wrong: it is timed, not checked) —
-// and each <op>/chunked at the fixed γ = kGamma, the gates' mean. That entry, not γ = 1, is what a gated entry's
-// time is divided by (experiments/bench_targets.py): at γ = 1 the fixed-γ forms skip every decay weight.
+// and each stable one (<op>/chunked, hla2/chunked-fused) at the fixed γ = kGamma, the gates' mean. That entry, not γ =
+// 1, is what a gated entry's time is divided by (experiments/bench_targets.py): at γ = 1 the fixed-γ forms skip every
+// decay weight.
 constexpr const char* kGates = "range:0.8,1";
 constexpr const char* kGamma = "0.9";
 
@@ -268,7 +269,7 @@ template <class T> void register_gated(int chunk) {
     if (!e.gated || !e.form.starts_with("chunked")) continue;
     const bool naive = e.form == "chunked-naive-cumprod";
     std::vector<DecayCase> cases{{.gates = kGates}};
-    if (e.form == "chunked") cases.push_back({.gamma = kGamma});
+    if (!naive) cases.push_back({.gamma = kGamma});
     for (const DecayCase& decay : cases)
       for (int t : e.caps.threads && !naive ? std::vector<int>{1, 2} : std::vector<int>{1}) {
         const std::string name = fmt::format("{}/{}/{}/n:{}/d:{}/dv:{}/threads:{}{}", e.op, e.form, scalar_name<T>(), n,

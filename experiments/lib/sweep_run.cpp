@@ -189,14 +189,14 @@ class ReferenceStore {
 
 // ---- the rounding-error bound --------------------------------------------------------------------------------
 // The bound's depth h for a registered form (numerics/bounds.hpp): its own accumulation depth.
-// `log_mass` = Σ_t |log γ_t| of the point's gates: the stable gated chunk forms compute their gate factors from
-// within-chunk log-gates, whose own roundings bounds::log_gate_depth counts (per prefix-sum level).
+// `log_mass` = Σ_t |log γ_t| of the point's gates (bounds::log_mass): the stable gated chunk forms compute their
+// gate factors from within-chunk log-gates, whose own roundings bounds::gate_factor_depth counts (per prefix-sum
+// level).
 template <class T> long bound_depth(const Point& pt, double log_mass) {
   // Gates are drawn float-representable (core/gates.hpp): exact in every swept scalar, but they decay like γ.
   const bool inexact = pt.gamma != 1 && to_mpfr(from_rational<T>(pt.gamma)) != from_rational<mpfr256>(pt.gamma);
-  const long log_factors = pt.is_gated() && pt.form == "chunked"
-                               ? bounds::order_of(pt.op) * bounds::log_gate_depth(pt.n, pt.chunk, log_mass)
-                               : 0;
+  const long log_factors =
+      pt.is_gated() ? bounds::order_of(pt.op) * bounds::gate_factor_depth(pt.form, pt.n, pt.chunk, log_mass) : 0;
   return log_factors + bounds::rounding_depth(pt.op, bounds::accumulation_depth(pt.form, pt.n, pt.chunk),
                                               pt.gamma != 1 || pt.is_gated(), inexact, pt.n, pt.d);
 }
@@ -243,9 +243,7 @@ template <class T> void evaluate_point(const Point& pt, const Problem<double>& i
   if (ref.abs.size() == 0 || !streaming) {
     f["note"] = "no error bound for this operator";
   } else {
-    double log_mass = 0;
-    for (Eigen::Index t = 0; t < inputs.gates.size(); ++t) log_mass += std::abs(std::log(inputs.gates(t)));
-    const long h = bound_depth<T>(pt, log_mass);
+    const long h = bound_depth<T>(pt, bounds::log_mass(inputs.gates));
     f["bound_h"] = std::to_string(h);
     const double hu = static_cast<double>(h) * u;
     if (hu >= 0.5) {

@@ -45,6 +45,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "fast/chunked/gated.hpp"
 #include "fast/chunked/hla2.hpp"
 #include "fast/gemm/small_gemm.hpp"
 
@@ -96,8 +97,8 @@ template <class T> struct ChunkProducts {
 
 // Per-thread buffers of one chunk (w rows), allocated once per thread per call.
 template <class T> struct Buffers {
-  Mat<T> Q, K, V, Kt, Vt2, Vt1, Q1, Q2, Qr, W, P, R, U, Y;
-  explicit Buffers(Eigen::Index w, Eigen::Index d, Eigen::Index va, bool decays, bool ridge)
+  Mat<T> Q, K, V, Kt, Vt2, Vt1, Q1, Q2, Qr, W, P, R, U, Y, F;
+  explicit Buffers(Eigen::Index w, Eigen::Index d, Eigen::Index va, bool decays, bool ridge, bool gated)
       : Q(w, d),
         K(w, d),
         V(w, va),
@@ -111,7 +112,8 @@ template <class T> struct Buffers {
         P(w, w),
         R(ridge ? w : 0, w),
         U(w, d),
-        Y(w, va) {}
+        Y(w, va),
+        F(gated ? w : 0, gated ? w : 0) {}
 };
 
 // The states carried through a block of chunks: S, C'ᵀ (va×d), m' (d×1, unnormalized only; normalized it is
@@ -128,7 +130,6 @@ struct BlockPlan {
       rows[t] = std::min(plan.n, plan.begin(first[t]));
     }
   }
-  Eigen::Index tokens(int t) const { return rows[t + 1] - rows[t]; }
 };
 
 // x(i) = base^{i + offset}, i < count, each by repeated squaring (no error accumulating along a block).
@@ -138,20 +139,53 @@ template <class T> ColVec<T> powers(const T& base, Eigen::Index count, Eigen::In
   return x;
 }
 
-// The S entering a block after a block of `len` tokens entered with S and summed ΔS: γ^len S + ΔS.
-template <class T> Mat<T> s_after(const Mat<T>& S, const Mat<T>& dS, const T& gamma, Eigen::Index len) {
+// The S entering a block after a block that decays a carried state by `rho` (γ^len, or the product of its
+// gates: FusedPass::block_factor) entered with S and summed ΔS: ρ S + ΔS.
+template <class T> Mat<T> s_after(const Mat<T>& S, const Mat<T>& dS, const T& rho) {
   Mat<T> out = dS;
-  if (gamma != T(1))
-    out.noalias() += power(gamma, len) * S;
+  if (rho != T(1))
+    out.noalias() += rho * S;
   else
     out += S;
   return out;
 }
 
-// A block of `len` tokens that ran from zero C', m', C: its states become the true ones, given the true
-// states `before` it (C' and m' decay with γ², C with γ). S is left alone (the block ran from the true S).
-template <class T> void join_after(Carried<T>& block, const Carried<T>& before, const T& gamma, Eigen::Index len) {
-  const T g = power(gamma, len), g2 = g * g;
+// M ← M ⊙ F (s = 1) or M ⊙ F ⊙ F (s = 2) over the L×L top-left corner: the gated causal masks, F the chunk's
+// Γ(c+a, c+b) (zero above the diagonal, ChunkGates::decay_mask).
+template <class T> void gate_mask(Mat<T>& M, const Mat<T>& F, Eigen::Index L, int s) {
+  auto m = M.topLeftCorner(L, L);
+  const auto f = F.topLeftCorner(L, L);
+  if (s == 1)
+    m = m.cwiseProduct(f);
+  else
+    m = m.cwiseProduct(f).cwiseProduct(f);
+}
+
+// x(i) = Γ(r0+i, r0−1) (forward) or x(j) = Γ(r1−1, r0+j) (backward) over rows [r0, r1) of the gates: running
+// products of gates ≤ 1 (no quotient). Floating products below the smallest normal number are 0, as in
+// hla2_u_final_state: those weights carry no significant digit, and subnormal arithmetic is the CPU's slow path.
+template <class T> ColVec<T> gate_products(const ColVec<T>& gamma, Eigen::Index r0, Eigen::Index r1, bool forward) {
+  const Eigen::Index len = r1 - r0;
+  ColVec<T> x(len);
+  auto flush = [](T& v) {
+    if constexpr (std::is_floating_point_v<T>)
+      if (v < std::numeric_limits<T>::min()) v = T(0);
+  };
+  if (len == 0) return x;
+  if (forward) {
+    x(0) = gamma(r0);
+    for (Eigen::Index i = 1; i < len; ++i) flush(x(i) = x(i - 1) * gamma(r0 + i));
+  } else {
+    x(len - 1) = T(1);
+    for (Eigen::Index j = len - 1; j > 0; --j) flush(x(j - 1) = x(j) * gamma(r0 + j));
+  }
+  return x;
+}
+
+// A block that ran from zero C', m', C: its states become the true ones, given the true states `before` it and
+// the block's decay ρ (C' and m' decay with ρ², C with ρ). S is left alone (the block ran from the true S).
+template <class T> void join_after(Carried<T>& block, const Carried<T>& before, const T& rho) {
+  const T g = rho, g2 = g * g;
   block.CpT.noalias() += g2 * before.CpT;
   if (block.Mp.size()) block.Mp.noalias() += g2 * before.Mp;
   block.CT.noalias() += g * before.CT;
@@ -167,6 +201,12 @@ template <class T> class FusedPass {
   using Carried = fused_detail::Carried<T>;
   // augment: carry the normalizer's column ([V 1], so C has m and C' has m') even unnormalized — a rank's
   // block needs the true C and m entering it for the final state.
+  //
+  // With per-token gates (p.gates non-empty; Options::gamma must then be 1) every γ-power above becomes the Γ of
+  // the same ages, as in gated_hla2_chunked (fast/chunked/gated.hpp): per chunk, ChunkGates' st, en, g and the
+  // mask F (log-domain differences in floating point, products of gates in the exact scalars); across blocks,
+  // running products of the block's gates. The pass then always carries [V 1] (C's normalizer column is carried,
+  // not summed with γ-powers at the end).
   FusedPass(const Problem<T>& p, const Options& opt, bool augment = false)
       : p_(p),
         plan_(p.n(), opt.chunk),
@@ -176,15 +216,23 @@ template <class T> class FusedPass {
         gamma2_(gamma_ * gamma_),
         eps_(from_rational<T>(opt.eps)),
         lambda_(from_rational<T>(opt.ridge)),
-        decays_(gamma_ != T(1)),
+        gated_(p.gates.size() != 0),
+        decays_(gamma_ != T(1) || gated_),
         ridge_(opt.ridge != 0),
         divide_(opt.normalized),
-        aug_(divide_ || augment),
+        aug_(divide_ || augment || gated_),
         va_(aug_ ? dv_ + 1 : dv_),
         dec_(gamma_, plan_.w),
         dec2_(gamma2_, plan_.w),
         full_(plan_.w, plan_.w, d_, va_),
-        last_(plan_.len(plan_.count - 1), plan_.w, d_, va_) {}
+        last_(plan_.len(plan_.count - 1), plan_.w, d_, va_) {
+    if (gated_) {
+      reference::require_no_scalar_decay(opt);
+      gates_.emplace(p_.gates, plan_, stable_gate_factors<T>());
+    }
+  }
+  FusedPass(const FusedPass&) = delete;  // gates_ refers to plan_ and to the problem's gates
+  FusedPass& operator=(const FusedPass&) = delete;
 
   const ChunkPlan& plan() const { return plan_; }
   Eigen::Index va() const { return va_; }  // the columns of the outputs before normalizing ([V 1] when normalized)
@@ -198,13 +246,23 @@ template <class T> class FusedPass {
     return {Mat<T>::Zero(d_, d_), Mat<T>::Zero(va_, d_), Mat<T>::Zero(aug_ ? 0 : d_, 1), Mat<T>::Zero(va_, d_)};
   }
 
-  // (A) ΔS of rows [r0, r1): Kᵀ diag(γ^{r1−1−j}) K, one product.
+  // (A) ΔS of rows [r0, r1): Kᵀ diag(Γ(r1−1, j)) K (γ^{r1−1−j} without gates), one product.
   Mat<T> s_summary(Eigen::Index r0, Eigen::Index r1) const {
     const auto Kb = p_.K.middleRows(r0, r1 - r0);
-    return weighted_gram<T>(Kb, decays_ ? ColVec<T>(fused_detail::powers(gamma_, r1 - r0, 0).reverse()) : ColVec<T>(),
-                            Kb, 1);
+    ColVec<T> x;  // empty: no weights
+    if (gated_)
+      x = fused_detail::gate_products(p_.gates, r0, r1, false);
+    else if (decays_)
+      x = fused_detail::powers(gamma_, r1 - r0, 0).reverse();
+    return weighted_gram<T>(Kb, x, Kb, 1);
   }
-  const T& gamma() const { return gamma_; }
+  // What rows [r0, r1) do to a state carried through them: γ^{r1−r0}, or the product of their gates.
+  T block_factor(Eigen::Index r0, Eigen::Index r1) const {
+    if (!gated_) return power(gamma_, r1 - r0);
+    T rho(1);
+    for (Eigen::Index t = r0; t < r1; ++t) rho *= p_.gates(t);
+    return rho;
+  }
 
   // (B) The fused chunk loop over chunks [k0, k1), from the states X (updated in place to the states leaving
   // the block); the block's rows of Y (n × va) get its outputs, divided by their normalizer when `final_rows`
@@ -213,21 +271,25 @@ template <class T> class FusedPass {
            std::atomic<Eigen::Index>& zero_den) const;
 
   // (C) Rows [r0, r1) of Y, from a block that ran from zero C' (and C), gain the carry of the entering ones,
-  // γ^{2(i+1)} Q C'ᵀ [+ λ γ^{i+1} Q Cᵀ] for row i of the block; then normalized if `normalize_rows`.
+  // x_i² Q C'ᵀ [+ λ x_i Q Cᵀ] for row i of the block, x_i = γ^{i+1} (Γ(r0+i, r0−1) with gates); then
+  // normalized if `normalize_rows`.
   void add_entering_carry(Eigen::Index r0, Eigen::Index r1, const Carried& entering, Mat<T>& Y, bool normalize_rows,
                           std::atomic<Eigen::Index>& zero_den) const {
     const Eigen::Index nt = r1 - r0;
     const auto Qb = p_.Q.middleRows(r0, nt);
-    auto add_carry = [&](const Mat<T>& stateT, const T& base, const T& scale) {
+    const ColVec<T> x = gated_ ? fused_detail::gate_products(p_.gates, r0, r1, true) : ColVec<T>();
+    auto add_carry = [&](const Mat<T>& stateT, const T& base, const T& scale, int s) {
       Mat<T> Z = Qb * stateT.transpose();
-      if (decays_)
+      if (gated_)
+        Z = (scale * (s == 2 ? ColVec<T>(x.cwiseProduct(x)) : x)).asDiagonal() * Z;
+      else if (decays_)
         Z = (scale * fused_detail::powers(base, nt, 1)).asDiagonal() * Z;
       else if (scale != T(1))
         Z *= scale;
       Y.middleRows(r0, nt) += Z;
     };
-    add_carry(entering.CpT, gamma2_, T(1));
-    if (ridge_) add_carry(entering.CT, gamma_, lambda_);
+    add_carry(entering.CpT, gamma2_, T(1), 2);
+    if (ridge_) add_carry(entering.CT, gamma_, lambda_, 1);
     if (normalize_rows) normalize(Y.middleRows(r0, nt), r0, zero_den);
   }
 
@@ -265,10 +327,13 @@ template <class T> class FusedPass {
   ChunkPlan plan_;
   Eigen::Index d_, dv_;
   T gamma_, gamma2_, eps_, lambda_;
-  bool decays_, ridge_, divide_, aug_;  // divide_: normalized; aug_: [V 1] carried (normalized or augment)
+  // gated_: per-token gates; decays_: any decay (γ < 1 or gates); divide_: normalized; aug_: [V 1] carried
+  // (normalized, augment, or gated)
+  bool gated_, decays_, ridge_, divide_, aug_;
   Eigen::Index va_;
   Decay<T> dec_, dec2_;
   fused_detail::ChunkProducts<T> full_, last_;
+  std::optional<ChunkGates<T>> gates_;  // per-chunk gate factors, with gates
 };
 
 template <class T> void FusedPass<T>::run(Eigen::Index k0, Eigen::Index k1, Carried& X, Mat<T>& Y, bool final_rows,
@@ -279,12 +344,25 @@ template <class T> void FusedPass<T>::run(Eigen::Index k0, Eigen::Index k1, Carr
   const bool decays = decays_, ridge = ridge_, aug = aug_;
   const Decay<T>&dec = dec_, &dec2 = dec2_;
   const T& lambda = lambda_;
-  Buffers<T> b(w, d, va, decays, ridge);
+  const ChunkGates<T>* gates = gated_ ? &*gates_ : nullptr;
+  Buffers<T> b(w, d, va, decays, ridge, gates != nullptr);
+  // The chunk's weights: en(j) = Γ(c+L−1, c+j) (γ^{L−1−j}) and st(a) = Γ(c+a, c−1) (γ^{a+1}), squared for C'.
+  auto en = [&](Eigen::Index c, Eigen::Index L, Eigen::Index j, int s) -> T {
+    if (!gates) return (s == 1 ? dec : dec2).pw(L - 1 - j);
+    const T& x = gates->en(c + j);
+    return s == 1 ? x : T(x * x);
+  };
+  auto st = [&](Eigen::Index c, Eigen::Index a, int s) -> T {
+    if (!gates) return (s == 1 ? dec : dec2).pw(a + 1);
+    const T& x = gates->st(c + a);
+    return s == 1 ? x : T(x * x);
+  };
   for (Eigen::Index k = k0; k < k1; ++k) {
     const Eigen::Index c = plan_.begin(k), L = plan_.len(k);
     const ChunkProducts<T>& mm = L == w ? full_ : last_;
-    const T g = dec.chunk_factor(L), g2 = g * g;
+    const T g = gates ? gates->g[k] : dec.chunk_factor(L), g2 = g * g;
     if (k + 1 < M) prefetch_rows(p, plan_.begin(k + 1), plan_.len(k + 1));
+    if (gates) gates->decay_mask(k, b.F.topLeftCorner(L, L));
     // Copies: the chunk's rows of Q, K, [V 1]; Kᵀ weighted by γ^{L−1−b}, [V 1]ᵀ by γ^{2(L−1−b)} (and by
     // γ^{L−1−b} for C); Q weighted by γ^{a+1}, γ^{2(a+1)} (and λγ^{a+1} with ridge).
     b.Q.topRows(L) = p.Q.middleRows(c, L);
@@ -292,7 +370,7 @@ template <class T> void FusedPass<T>::run(Eigen::Index k0, Eigen::Index k1, Carr
     b.V.topLeftCorner(L, dv) = p.V.middleRows(c, L);
     if (aug) b.V.col(dv).head(L).setOnes();
     for (Eigen::Index j = 0; j < L; ++j) {
-      const T x = dec.pw(L - 1 - j), x2 = dec2.pw(L - 1 - j);
+      const T x = en(c, L, j, 1), x2 = en(c, L, j, 2);
       if (decays) {
         b.Kt.col(j) = x * b.K.row(j).transpose();
         b.Vt2.col(j) = x2 * b.V.row(j).transpose();
@@ -306,19 +384,22 @@ template <class T> void FusedPass<T>::run(Eigen::Index k0, Eigen::Index k1, Carr
     const T* Q2 = b.Q.data();  // diag(γ^{2(a+1)}) Q
     if (decays) {
       for (Eigen::Index a = 0; a < L; ++a) {
-        b.Q1.row(a) = dec.pw(a + 1) * b.Q.row(a);
-        b.Q2.row(a) = dec2.pw(a + 1) * b.Q.row(a);
+        b.Q1.row(a) = st(c, a, 1) * b.Q.row(a);
+        b.Q2.row(a) = st(c, a, 2) * b.Q.row(a);
       }
       Q1 = b.Q1.data();
       Q2 = b.Q2.data();
     }
     if (ridge)
-      for (Eigen::Index a = 0; a < L; ++a) b.Qr.row(a) = (lambda * dec.pw(a + 1)) * b.Q.row(a);
+      for (Eigen::Index a = 0; a < L; ++a) b.Qr.row(a) = (lambda * st(c, a, 1)) * b.Q.row(a);
     const T* Vt1 = decays ? b.Vt1.data() : b.Vt2.data();
 
     // U = ((Q Kᵀ) ⊙ D_γ) K + diag(γ^{a+1}) Q S0;  S1 = γ^L S0 + Kᵀx K.
     mm.W(b.Q.data(), b.K.data(), b.W.data());
-    causal_mask(b.W.data(), w, L, dec.pw, decays);
+    if (gates)
+      gate_mask(b.W, b.F, L, 1);
+    else
+      causal_mask(b.W.data(), w, L, dec.pw, decays);
     mm.U(b.W.data(), b.K.data(), b.U.data());
     mm.U_carry(Q1, X.S.data(), b.U.data());
     if (decays) X.S *= g;
@@ -326,10 +407,16 @@ template <class T> void FusedPass<T>::run(Eigen::Index k0, Eigen::Index k1, Carr
 
     // P = (Q Uᵀ) ⊙ D_γ² [+ λ (Q Qᵀ) ⊙ D_γ];  Y = P [V 1] + diag(γ^{2(a+1)}) Q C'0 [+ λ diag(γ^{a+1}) Q C0].
     mm.P(b.Q.data(), b.U.data(), b.P.data());
-    causal_mask(b.P.data(), w, L, dec2.pw, decays);
+    if (gates)
+      gate_mask(b.P, b.F, L, 2);
+    else
+      causal_mask(b.P.data(), w, L, dec2.pw, decays);
     if (ridge) {
       mm.P(b.Q.data(), b.Q.data(), b.R.data());
-      causal_mask(b.R.data(), w, L, dec.pw, decays);
+      if (gates)
+        gate_mask(b.R, b.F, L, 1);
+      else
+        causal_mask(b.R.data(), w, L, dec.pw, decays);
       b.P.topLeftCorner(L, L) += lambda * b.R.topLeftCorner(L, L);
     }
     mm.Y(b.P.data(), b.V.data(), b.Y.data());
@@ -385,7 +472,7 @@ template <class T> Mat<T> fused_blocks(const FusedPass<T>& pass, fused_detail::C
     for (int t = 0; t < nb - 1; ++t) dS[t] = pass.s_summary(blocks.rows[t], blocks.rows[t + 1]);
 #pragma omp single
     for (int t = 0; t + 1 < nb; ++t)
-      cur[t + 1].S = fused_detail::s_after(cur[t].S, dS[t], pass.gamma(), blocks.tokens(t));
+      cur[t + 1].S = fused_detail::s_after(cur[t].S, dS[t], pass.block_factor(blocks.rows[t], blocks.rows[t + 1]));
       // (B) the chunk loop over each block; then (one thread) the scan over the blocks' C', m', C.
 #pragma omp for schedule(static, 1)
     for (int t = 0; t < nb; ++t)
@@ -393,7 +480,7 @@ template <class T> Mat<T> fused_blocks(const FusedPass<T>& pass, fused_detail::C
 #pragma omp single
     for (int t = 1; t < nb; ++t) {
       entry[t] = cur[t - 1];
-      fused_detail::join_after(cur[t], entry[t], pass.gamma(), blocks.tokens(t));
+      fused_detail::join_after(cur[t], entry[t], pass.block_factor(blocks.rows[t], blocks.rows[t + 1]));
     }
     // (C) the carry every block but the first missed.
 #pragma omp for schedule(static, 1)

@@ -72,6 +72,12 @@ template <class T> void register_chunked(Registry<T>& r) {
               [](const P& p, const Options& o, const S* s) {
                 return c::gated_hla2_chunked<T>(split_gates(p), o, s, c::stable_gate_factors<T>());
               });
+  r.add_gates(
+      "hla2", "chunked-fused", "corrected",
+      "hla2/chunked's gated u-form in one pass per block of chunks: the chunk's gate factors as in hla2/chunked "
+      "with gates, running products of gates across blocks; " +
+          stable,
+      c::hla2_chunked_fused<T>);
   r.add_gates("ahla", "chunked", "paper", stable, [](const P& p, const Options& o, const S* s) {
     return c::gated_ahla_chunked<T>(split_gates(p), o, s, c::stable_gate_factors<T>());
   });

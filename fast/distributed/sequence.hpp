@@ -196,7 +196,7 @@ template <class T> LocalRun<T> hla2_fused_local(const Problem<T>& p, const Optio
   X.S = start->S;
   for (int r = 0; r < me; ++r) {
     ByteReader rd(summaries[r]);
-    X.S = fd::s_after(X.S, get_matrix<T>(rd), gamma, tokens(r));
+    X.S = fd::s_after(X.S, get_matrix<T>(rd), power(gamma, tokens(r)));
   }
   if (me == 0) {  // the initial state's C' and C (with m', m in their last columns: the pass is augmented)
     X.CpT = start->Cp.transpose();
@@ -220,7 +220,7 @@ template <class T> LocalRun<T> hla2_fused_local(const Problem<T>& p, const Optio
     Carried after = nothing;
     after.CpT = get_matrix<T>(rd);
     after.CT = get_matrix<T>(rd);
-    if (r > 0) fd::join_after(after, entering, gamma, tokens(r));
+    if (r > 0) fd::join_after(after, entering, power(gamma, tokens(r)));
     entering = std::move(after);
   }
   stats.scan_seconds = seconds_since(t0);
@@ -231,7 +231,7 @@ template <class T> LocalRun<T> hla2_fused_local(const Problem<T>& p, const Optio
     if (!pass) return;
     if (me > 0) {
       pass->add_entering_carry(0, e - b, entering, Y, true, zero_den);
-      fd::join_after(X, entering, gamma, e - b);
+      fd::join_after(X, entering, power(gamma, e - b));
     }
     out.O = pass->outputs(std::move(Y), b, zero_den);
   });

@@ -36,13 +36,14 @@ def gated_entries():
     """plain 10·k ms, γ = 0.9 12·k, gated 15·k (k = threads' factor), naive 30 ms:
     ratios 1.25, 1.2, 2 (naive ÷ gated at k=1)."""
     out = []
-    for op in bench_targets.GATED_OPS:
+    for op, form in bench_targets.GATED_FORMS:
         for s in bench_targets.SCALARS:
             for th, k in ((1, 1.0), (2, 0.6)):
-                base = f"{op}/chunked/{s}/{SHAPE}/threads:{th}"
+                base = f"{op}/{form}/{s}/{SHAPE}/threads:{th}"
                 out += [median(base, 10 * k), median(f"{base}/{bench_targets.FIXED_GAMMA}", 12 * k),
                         median(f"{base}/{bench_targets.GATES}", 15 * k)]
-            out.append(median(f"{op}/chunked-naive-cumprod/{s}/{SHAPE}/threads:1/{bench_targets.GATES}", 30))
+            if form == "chunked":
+                out.append(median(f"{op}/chunked-naive-cumprod/{s}/{SHAPE}/threads:1/{bench_targets.GATES}", 30))
     return out
 
 
@@ -52,6 +53,9 @@ class Gating(unittest.TestCase):
 
     def test_ratios(self):
         m = self.medians(gated_entries())
+        rows = bench_targets.compute_gating(m.__getitem__)
+        self.assertEqual(set(rows), {"hla2", "ahla", "linear", "hla2/chunked-fused"})
+        self.assertNotIn("naive_over_gated", rows["hla2/chunked-fused"]["float"][1])  # no naive fused form
         for op in bench_targets.GATED_OPS:
             for s in bench_targets.SCALARS:
                 g = bench_targets.gating(m.__getitem__, op, s)
@@ -81,7 +85,7 @@ class Gating(unittest.TestCase):
                                   "--only", "gating"],
                                  capture_output=True, text=True)
             self.assertEqual(run.returncode, 0, run.stderr)
-            self.assertEqual(run.stdout.count("gated ÷ fixed γ=0.9 time: 1T 1.25"), len(bench_targets.GATED_OPS) * 2)
+            self.assertEqual(run.stdout.count("gated ÷ fixed γ=0.9 time: 1T 1.25"), len(bench_targets.GATED_FORMS) * 2)
             with open(path, "w") as f:
                 json.dump({"benchmarks": gated_entries()[1:]}, f)  # hla2 float's plain 1T entry gone
             run = subprocess.run([sys.executable, os.path.join(ROOT, "experiments", "bench_targets.py"), path,
@@ -98,8 +102,9 @@ class Figure(unittest.TestCase):
             kind, f = bench_plot.parse(e["run_name"])
             self.assertEqual(kind, "entry")
             labels.add((f["op"], f["form"], f["decay"], f["threads"]))
-        # per op and scalar: plain, γ = 0.9 and gated at two thread counts, the naive one at one, none merged
-        self.assertEqual(len(labels), len(bench_targets.GATED_OPS) * (3 * 2 + 1))
+        # per form and scalar: plain, γ = 0.9 and gated at two thread counts (the chunked forms: the naive one at
+        # one), none merged
+        self.assertEqual(len(labels), len(bench_targets.GATED_FORMS) * 3 * 2 + len(bench_targets.GATED_OPS))
 
         def decay(suffix):
             return bench_plot.parse(f"hla2/chunked/float/{SHAPE}/threads:2/{suffix}")[1]["decay"]
