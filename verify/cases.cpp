@@ -150,6 +150,25 @@ Options abs_options(const Options& opt, const ColVec<double>& gates) {
   return o;
 }
 
+// With gates (the bound's A below): the abs operator's gated serial form at the gates themselves, which dominates
+// every gated term as tightly as a fixed γ's A does its terms. The fixed γ̄ ≥ every gate (abs_options) also
+// dominates them, but for gates spread over [0.8, 1] it is the undecayed operator: a normalized row's bound on
+// den_t was then thousands of times den_t at n = 512 (measured: A_D = 52357 for den_t = 12.4), so den_t lay
+// "within its bound of 0" and every gradient's bound was infinite (a dq off by 2x passed).
+Mat<double> gated_abs_values(const std::string& op, const Problem<double>& all, const ColVec<double>& gates,
+                             const Options& opt, NamedState<double>* abs_state) {
+  Options o = base_options(rational(1), opt.ridge);
+  Problem<double> a = bounds::augmented(all, true);
+  a.gates = gates;
+  Mat<double> A = registry<double>().find_exact(bounds::abs_operator(op), "serial")(a, o).O * (1 + 1e-9);
+  if (abs_state) {
+    Problem<double> m{all.Q.cwiseAbs(), all.K.cwiseAbs(), all.V.cwiseAbs()};
+    m.gates = gates;
+    *abs_state = registry<double>().find_exact(op, "serial")(m, o).state;
+  }
+  return A;
+}
+
 Mat<double> abs_values(const std::string& op, const Problem<double>& all, const Options& opt,
                        NamedState<double>* abs_state) {
   const std::string aop = bounds::abs_operator(op);
@@ -297,6 +316,21 @@ Problem<double> exact_problem(const Request& r, const Shape& s, const Options& o
 }
 
 Problem<double> rounded_gaussian(const Shape& s, std::uint64_t seed) { return gaussian_problem(s, seed); }
+
+// The random cases' inputs for the request: Gaussian; with gradients of a normalized operator, queries and keys
+// non-negative (a positive feature map's, as normalized linear attention is used). Gradients pass through 1/D_t:
+// with signed inputs some row of a long case has D_t within the forward's rounding bound of 0, where a division can
+// return anything, and its unbounded upstream error reaches the bound of every earlier token's dK and dγ (measured:
+// fp32 random normalized cases from n = 100 had no finite gradient bound, so a dq twice the right one passed). With
+// no term of D_t cancelling another, D_t stays far above its bound and every gradient entry has a finite one.
+Problem<double> random_inputs(const Shape& s, std::uint64_t seed, const Request& r) {
+  Problem<double> p = rounded_gaussian(s, seed);
+  if (r.grad && r.opt.normalized) {
+    p.Q = p.Q.cwiseAbs();
+    p.K = p.K.cwiseAbs();
+  }
+  return p;
+}
 
 // The gates of a random --gates case: uniform in [lo, hi], rounded to the dtype (validate_request keeps the
 // rounded lo > 0, and rounding never takes a value ≤ 1 above 1).
@@ -521,7 +555,7 @@ std::vector<Case> make_cases(const Request& r) {
     c.kind = CaseKind::random;
     c.group = "user";
     c.opt = r.opt;
-    c.in = rounded_gaussian({n, r.d, r.dv}, ++seed);
+    c.in = random_inputs({n, r.d, r.dv}, ++seed, r);
     if (r.grad) c.dO = gaussian_upstream(n, r.dv, ++seed);
     if (r.gates) c.gamma = random_gates(n, r, ++seed);
     add(std::move(c));
@@ -569,7 +603,7 @@ std::vector<Case> make_cases(const Request& r) {
     c.group = "user";
     c.opt = r.opt;
     const Eigen::Index len = r.fit_n(50);
-    const Problem<double> all = rounded_gaussian({37 + len, r.d, r.dv}, ++seed);
+    const Problem<double> all = random_inputs({37 + len, r.d, r.dv}, ++seed, r);
     c.prefix = slice_rows(all, 0, 37);
     c.in = slice_rows(all, 37, 37 + len);
     if (r.grad) c.dO = gaussian_upstream(len, r.dv, ++seed);
@@ -603,7 +637,7 @@ std::vector<Case> make_cases(const Request& r) {
     splits.push_back({groups.back().name, groups.back().opt, std::move(all), at_exact, up,
                       r.gates ? exact_gates(exact_whole.n) : ColVec<double>()});
     const long len = r.fit_n(std::max<long>(90, at_user + r.n_multiple));
-    all = rounded_gaussian({len, r.d, r.dv}, ++seed);
+    all = random_inputs({len, r.d, r.dv}, ++seed, r);
     Mat<double> dO = r.grad ? gaussian_upstream(len, r.dv, ++seed) : Mat<double>();
     splits.push_back(
         {"user", r.opt, std::move(all), at_user, dO, r.gates ? random_gates(len, r, ++seed) : ColVec<double>()});
@@ -687,9 +721,9 @@ void set_bounds(Case& c, const Request& r, const EmulatedFormat& f) {
   // an exact case at γ = 1, unnormalized, is a small dyadic the format holds (exact_magnitude): no operand
   // rounding there.
   //
-  // Gated cases (--gates; opt.gamma is then 1): the proven bound with γ̄^{t−s} in place of every gate product
-  // Γ(t, s), γ̄ ≥ every gate (abs_options): the abs operator A at the fixed γ̄ dominates every term of the gated
-  // sums (each is the γ = 1 term times a product of t − s gates, each ≤ γ̄); the depth is that of a decaying
+  // Gated cases (--gates; opt.gamma is then 1): the proven bound with the abs operator A run at the case's own
+  // gates (gated_abs_values: every term of the gated sums in absolute value, each the γ = 1 term times its gate
+  // products); the depth is that of a decaying
   // operator (each Γ a product of gates, each held exactly by the dtype, as a dyadic γ is), so the same γ_h as a
   // fixed γ < 1. The emulated kernels (precision.hpp) run the gated scan operator's fold over the same gates, so the
   // calibrated levels (fp32 on random cases, tf32/bf16/fp16) and the format bound are set as without gates; an exact
@@ -704,8 +738,9 @@ void set_bounds(Case& c, const Request& r, const EmulatedFormat& f) {
   const long h = bounds::rounding_depth(r.op, total, c.opt.gamma != 1 || gated, gamma_inexact, total, c.in.Q.cols());
   const long h_op = bounds::operand_roundings(r.op);
   NamedState<double> abs_state;
-  const Mat<double> A_all =
-      abs_values(r.op, all, abs_options(c.opt, all_gates(c)), c.want_state ? &abs_state : nullptr);
+  const Mat<double> A_all = gated
+                                ? gated_abs_values(r.op, all, all_gates(c), c.opt, c.want_state ? &abs_state : nullptr)
+                                : abs_values(r.op, all, c.opt, c.want_state ? &abs_state : nullptr);
   const Mat<double> A = A_all.bottomRows(n);
   const double tiny =
       (r.dtype == DType::float64 ? std::numeric_limits<double>::min() : std::numeric_limits<float>::min()) *
@@ -803,6 +838,10 @@ void set_bounds(Case& c, const Request& r, const EmulatedFormat& f) {
     c.grad_format_bound =
         c.sharp ? c.grad_bound
                 : gradient_bounds(r.op, c.in, c.opt, init, c.dO, u_coarse, h, &c.forward, &forward_bound, gates, &A);
+    // The same underflow floor as the outputs': below the format's smallest normal number a rounding errs by the
+    // subnormal spacing, not by u relative (an exact case's gradient of 1e-44 in fp32 is a few subnormal steps).
+    add_underflow_floor(c.grad_bound, tiny);
+    add_underflow_floor(c.grad_format_bound, tiny);
   }
   if (c.want_state) {
     c.state_bound = abs_state;

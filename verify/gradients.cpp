@@ -108,6 +108,9 @@ Mat<double> entry_bounds(const Mat<Magnitude>& m, double u, long h_min, const Ma
     for (Eigen::Index j = 0; j < cols; ++j) {
       const long h = std::max<long>(h_min, m(i, j).k);
       b(i, j) = 2 * bounds::gamma_h(h, u) * m(i, j).v + (extra ? (*extra)(i, j).v : 0.0);
+      // 0 · ∞ in the magnitude run (a zero magnitude times an unbounded upstream error): no finite bound, never a
+      // NaN that a comparison would read as 0.
+      if (std::isnan(b(i, j))) b(i, j) = INFINITY;
     }
   return b;
 }
@@ -193,6 +196,11 @@ GradientBounds gradient_bounds(const std::string& op, const Problem<double>& in,
     log_gate_bound(g, &dg);
   }
   return b;
+}
+
+void add_underflow_floor(GradientBounds& b, double floor) {
+  for (Mat<double>* m : {&b.dQ, &b.dK, &b.dV, &b.dgamma}) m->array() += floor;
+  for (auto& part : b.dstate.parts) part.second.array() += floor;
 }
 
 namespace {

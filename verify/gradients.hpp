@@ -59,6 +59,10 @@ GradientBounds gradient_bounds(const std::string& op, const Problem<double>& in,
                                const Mat<mpfr256>* forward, const Mat<double>* forward_bound,
                                const ColVec<double>* gates = nullptr, const Mat<double>* abs_terms = nullptr);
 
+// Adds an absolute `floor` to every bound (the format's underflow: a rounding below its smallest normal number errs
+// by up to the subnormal spacing whatever u says).
+void add_underflow_floor(GradientBounds& b, double floor);
+
 // What a wrong backward pass computes instead: candidates evaluated exactly on the small exact cases, each
 // giving all three gradients, compared per returned matrix (dq, dk, dv).
 //   the gradients of another forward: Algorithm 1's decay rule as printed, no decay, decay squared, the unmasked

@@ -222,6 +222,25 @@ class GatedGrad(unittest.TestCase):
                     self.assertEqual(report["outputs"][part], "computes", report["outputs"])
                 self.assertEqual(report["counterexample"]["gradient"]["output"], "dgamma", out)
 
+    def test_fp32_normalized_long_cases(self):
+        # fp32, normalized, the random cases up to n = 512 (not QUICK). Each gradient entry has a finite bound (the
+        # abs operator at the case's own gates; queries and keys non-negative for normalized gradients), and exact
+        # gradients in float32's subnormal range are judged with the format's underflow floor: right
+        # implementations compute, and a dq off by 2x on the long random cases only is not accepted (all three
+        # were wrong: the audit of 2026-12-04).
+        fp32 = ["--dtype", "float32", "--normalized", "--eps", "1e-3"]
+        for name in ("linear", "hla2"):
+            with self.subTest(name=name):
+                code, report, out = run(["--gates", "--grad", "--exec", f"{PY} {GATED_GRAD} {name}", "--op", name,
+                                         *fp32])
+                self.assertEqual((code, report["verdict"]), (0, "computes"), out)
+        code, report, out = run(["--gates", "--grad", "--exec", f"{PY} {GATED_GRAD} hla2-dq-double-long", "--op",
+                                 "hla2", *fp32])
+        self.assertNotEqual(report["verdict"], "computes", out)
+        self.assertNotEqual(report["outputs"]["dq"], "computes", report["outputs"])
+        for part in ("o", "dk", "dv"):
+            self.assertEqual(report["outputs"][part], "computes", report["outputs"])
+
     def test_state(self):
         # from a state handed in: dstate_in with gates, from a torch loop over tokens
         more = ["--op", "hla2", "--state", "--normalized", "--eps", "1/4", "--ridge", "1/2"]

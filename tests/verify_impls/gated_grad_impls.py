@@ -61,6 +61,8 @@ def gated_grad(op, mistake=""):
         dq, dk, dv, dgamma = (x.grad.numpy() for x in t)
         if mistake == "dloggamma":  # ∂L/∂log γ in place of ∂L/∂γ
             dgamma = dgamma * np.asarray(gamma, dtype=np.float64)
+        if mistake == "dq-double-long" and q.shape[0] >= 257:  # wrong only on long inputs (the random cases)
+            dq = 2 * dq
         return tuple(np.asarray(x, dtype=dtype) for x in (o.detach().numpy(), dq, dk, dv, dgamma))
     return fn
 
@@ -114,6 +116,7 @@ IMPLS = {
     "hla2-no-dgamma": without_dgamma(gated_grad("hla2")),
     "hla2-dloggamma": gated_grad("hla2", "dloggamma"),
     "linear-dloggamma": gated_grad("linear", "dloggamma"),
+    "hla2-dq-double-long": gated_grad("hla2", "dq-double-long"),
     "hla2-serial": hla2_serial,
     # the state handed in treated as a constant: dstate_in zeros (the forward and the other gradients right)
     "hla2-serial-state-detached": lambda *a, **kw: state_detached(hla2_serial(*a, **kw)),
