@@ -514,8 +514,9 @@ json diagnose(const std::string& op, const std::vector<const Case*>& cases, cons
 }
 
 // The gated catalogue (diagnosis.hpp, gated_diagnosis_candidates) on the exact cases, in exact rationals on every case
-// small enough for them (the chunk-width candidates on all of those, the others up to max_n tokens): listed as
-// diagnose() lists the mistakes — equal on every case evaluated, reproducing a failure, distinguishable from SPEC.
+// small enough for them and in float64 on the longer or wider ones where the candidate has a float64 form (the
+// chunk-width candidates on every case, the others up to max_n tokens): listed as diagnose() lists the mistakes —
+// equal on every case evaluated, reproducing a failure, distinguishable from SPEC.
 json diagnose_gated(const std::string& op, const std::vector<const Case*>& cases,
                     const std::vector<const Outcome*>& outs, const std::vector<bool>& spec_fails,
                     Eigen::Index max_n = kDiagnosisMaxN) {
@@ -535,16 +536,23 @@ json diagnose_gated(const std::string& op, const std::vector<const Case*>& cases
     bool equal = true, explains_a_failure = false, distinguishable = false;
     for (std::size_t i = 0; i < cases.size() && equal; ++i) {
       const Case& c = *cases[i];
-      if (!exact[i] || (!by_width && c.n() > max_n)) continue;
-      std::optional<Mat<rational>> r;
+      if ((!exact[i] && !cand.eval_double) || (!by_width && c.n() > max_n)) continue;
+      std::optional<Mat<double>> r;
       try {
-        r = cand.eval(*exact[i], c.opt);
+        if (exact[i]) {
+          if (auto x = cand.eval(*exact[i], c.opt))
+            r = Mat<double>(x->unaryExpr([](const rational& v) { return to_double(v); }));
+        } else {  // too long or wide for rationals: the candidate in float64 (as diagnose's long cases)
+          Problem<double> p = c.in;
+          p.gates = c.gamma;
+          r = cand.eval_double(p, c.opt);
+        }
       } catch (const std::exception&) { r.reset(); }
       if (!r) continue;
       ++applied;
       if (spec_fails[i]) explains_a_failure = true;
-      compare_candidate(c, *outs[i], Mat<double>(r->unaryExpr([](const rational& v) { return to_double(v); })), true,
-                        cand.last_row_undefined ? c.n() - 1 : c.n(), equal, distinguishable);
+      compare_candidate(c, *outs[i], *r, exact[i].has_value(), cand.last_row_undefined ? c.n() - 1 : c.n(), equal,
+                        distinguishable);
     }
     if (equal && applied > 0 && (explains_a_failure || !any_failure) && distinguishable)
       found[ci] = {{"key", cand.key}, {"description", cand.description}, {"claim", cand.claim}, {"cases", applied}};

@@ -796,6 +796,15 @@ void set_bounds(Case& c, const Request& r, const EmulatedFormat& f) {
   if (e_kernel && narrow) {
     c.bound = (out * pm.u_operand).array() + kCalibrationFactor * *e_kernel + tiny;
     c.bound_kind = "calibrated";
+    // Exact inputs (the short cases): the emulated kernel can be exact on them (its gates in fp32, its partial sums
+    // dyadics the format holds), where a correct kernel that rounds another intermediate is not — a chunked gated
+    // bf16 kernel rounds its gate-weighted operands: a gate product 441/1024 is not a bf16 number, and an output
+    // whose terms cancel to 0 came out −2^−10 against a calibrated bound of ~1e−37 (audit, 2026-12-04). Never below
+    // the proven bound there: it holds every kernel whose operands and intermediates are in the format.
+    if (exact) {
+      proven_bound = proven();
+      c.bound = c.bound.cwiseMax(proven_bound);
+    }
   } else {
     proven_bound = proven();
     c.bound = proven_bound;
@@ -846,10 +855,15 @@ void set_bounds(Case& c, const Request& r, const EmulatedFormat& f) {
   if (c.want_state) {
     c.state_bound = abs_state;
     const bool calibrated_state = e_kernel && narrow;
-    for (auto& [name, m] : c.state_bound.parts)
-      m = calibrated_state ? Mat<double>(Mat<double>::Constant(m.rows(), m.cols(),
-                                                               kCalibrationFactor * kernel_state_error[name] + tiny))
-                           : Mat<double>((m * (2 * gam)).array() + tiny);
+    for (auto& [name, m] : c.state_bound.parts) {
+      const Mat<double> proven_state = (m * (2 * gam)).array() + tiny;
+      if (!calibrated_state) {
+        m = proven_state;
+        continue;
+      }
+      m = Mat<double>::Constant(m.rows(), m.cols(), kCalibrationFactor * kernel_state_error[name] + tiny);
+      if (exact) m = m.cwiseMax(proven_state);  // as the outputs' (above): the carry cases hand in exact states
+    }
   }
 }
 

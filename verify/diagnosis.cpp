@@ -375,6 +375,42 @@ Out<rational> with_gates(const std::string& op, const GP& g, ColVec<rational> ga
   return gated_form(op, "spec", {g.qkv, std::move(gates)}, o);
 }
 
+// The float64 form of a registered gated serial form (SPEC's, or hla2's printed `paper` one, Algorithm 1's rule), on
+// inputs whose Problem::gates are given (`gates` replaces them when set).
+Out<double> gated_form_double(const std::string& op, const std::string& variant, const P<double>& p, const Options& o,
+                              std::optional<ColVec<double>> gates = std::nullopt) {
+  try {
+    P<double> q = p;
+    if (gates) q.gates = std::move(*gates);
+    const Entry<double>& e =
+        variant.empty() ? registry<double>().find_exact(op, "serial") : registry<double>().find(op, "serial", variant);
+    return e(q, o).O;
+  } catch (const std::exception&) { return std::nullopt; }
+}
+
+// The gate changes of the catalogue's wrong-gate mistakes, for either scalar: nullopt where a case is too short to
+// show them. late: γ_{t−1} for token t; early: γ_{t+1} (the last row's is any value: not compared); at every chunk
+// start s = w, 2w, …: γ_s taken as 1 (a carry without the chunk's first gate), or γ_s γ_{s−1} (one gate too many).
+template <class T> std::optional<ColVec<T>> late_gates(const ColVec<T>& g) {
+  if (g.size() < 3) return std::nullopt;
+  ColVec<T> late = g;
+  for (Eigen::Index t = 1; t < g.size(); ++t) late(t) = g(t - 1);
+  return late;
+}
+template <class T> std::optional<ColVec<T>> early_gates(const ColVec<T>& g) {
+  if (g.size() < 3) return std::nullopt;
+  ColVec<T> early = g;
+  for (Eigen::Index t = 0; t + 1 < g.size(); ++t) early(t) = g(t + 1);
+  early(g.size() - 1) = T(1);
+  return early;
+}
+template <class T> std::optional<ColVec<T>> boundary_gates(const ColVec<T>& g, long w, bool extra) {
+  if (g.size() <= w) return std::nullopt;
+  ColVec<T> changed = g;
+  for (Eigen::Index s = w; s < g.size(); s += w) changed(s) = extra ? T(g(s) * g(s - 1)) : T(1);
+  return changed;
+}
+
 // The decays a chunk form computes when its carry into row a of a chunk starting at s is decayed by γ_s^(a+1) (the
 // chunk's first gate taken for every token of the chunk) in place of Π_{r=s..s+a} γ_r, and the state it hands on
 // likewise by γ_s^L: D(t, j), the weight of token j at t (the true Γ(t, j) within a chunk). `square`: the gates
@@ -437,6 +473,21 @@ std::vector<GatedCandidate> gated_diagnosis_candidates(const std::string& op) {
                  std::function<Out<rational>(const GP&, const Options&)> f, bool last_row_undefined = false) {
     out.push_back({std::move(key), std::move(what), std::move(claim), last_row_undefined, std::move(f)});
   };
+  // A wrong-gate mistake: SPEC's operator at the gates change(γ) gives, in rationals and in float64.
+  auto add_changed = [&](std::string key, std::string what, auto change, bool last_row_undefined = false) {
+    GatedCandidate c{std::move(key), std::move(what), "", last_row_undefined,
+                     [op, change](const GP& g, const Options& o) -> Out<rational> {
+                       auto gates = change(g.gamma);
+                       if (!gates) return std::nullopt;
+                       return with_gates(op, g, std::move(*gates), o);
+                     }};
+    c.eval_double = [op, change](const P<double>& p, const Options& o) -> Out<double> {
+      auto gates = change(p.gates);
+      if (!gates) return std::nullopt;
+      return gated_form_double(op, "", p, o, std::move(*gates));
+    };
+    out.push_back(std::move(c));
+  };
   if (id == OpId::hla2) {
     add("gated:hla2/serial/algorithm1-rule",
         "Algorithm 1's decay rule with gates: G_t = gamma_t G_{t-1} + k_t k_t^T C_{t-1} (SPEC's keeps gamma_t^2 "
@@ -444,51 +495,34 @@ std::vector<GatedCandidate> gated_diagnosis_candidates(const std::string& op) {
         "gamma_t k_t (k_t^T C_{t-1}))",
         "gated.hla2.algorithm1-rule",
         [](const GP& g, const Options& o) { return gated_form("hla2", "algorithm1-rule", g, o); });
+    out.back().eval_double = [](const P<double>& p, const Options& o) {
+      return gated_form_double("hla2", "paper", p, o);  // hla2's printed serial form runs Algorithm 1's rule
+    };
     add("gated:hla2/serial/proposal",
         "the gated-HLA proposal's recurrence: G <- a_t G + k k^T (gamma_t C), a_t = sqrt(gamma_t) (G must keep "
         "gamma_t^2)",
         "gated.hla2.proposal", [](const GP& g, const Options& o) { return gated_form("hla2", "proposal", g, o); });
   }
-  add("mistake:gates-late", "gates misaligned by one token: gamma_{t-1} used for token t (a shift of the gates by one)",
-      "", [op](const GP& g, const Options& o) -> Out<rational> {
-        if (g.n() < 3) return std::nullopt;
-        ColVec<rational> late = g.gamma;
-        for (Eigen::Index t = 1; t < g.n(); ++t) late(t) = g.gamma(t - 1);
-        return with_gates(op, g, late, o);
-      });
-  add(
+  add_changed("mistake:gates-late",
+              "gates misaligned by one token: gamma_{t-1} used for token t (a shift of the gates by one)",
+              [](const auto& g) { return late_gates(g); });
+  add_changed(
       "mistake:gates-early", "gates misaligned by one token: gamma_{t+1} used for token t (the last row not compared)",
-      "",
-      [op](const GP& g, const Options& o) -> Out<rational> {
-        if (g.n() < 3) return std::nullopt;
-        ColVec<rational> early = g.gamma;
-        for (Eigen::Index t = 0; t + 1 < g.n(); ++t) early(t) = g.gamma(t + 1);
-        early(g.n() - 1) = 1;  // any value: it reaches only the last row, which is not compared
-        return with_gates(op, g, early, o);
-      },
-      true);
+      [](const auto& g) { return early_gates(g); }, true);
   for (int w : kChunkWidths) {
     if (w == 1) continue;
     // Each boundary gate changed: the carry into a chunk starting at s decayed without γ_s, or with γ_{s−1} too.
-    auto at_boundaries = [op, w](const GP& g, const Options& o, bool extra) -> Out<rational> {
-      if (g.n() <= w) return std::nullopt;
-      ColVec<rational> changed = g.gamma;
-      for (Eigen::Index s = w; s < g.n(); s += w)
-        changed(s) = extra ? rational(g.gamma(s) * g.gamma(s - 1)) : rational(1);
-      return with_gates(op, g, changed, o);
-    };
-    add(fmt::format("mistake:carry-without-first-gate@w={}", w),
-        fmt::format(
-            "a chunk form whose carry is decayed by the product without the chunk's first gate (Pi_{{r=s+1..t}} "
-            "for Pi_{{r=s..t}}, chunk width {})",
-            w),
-        "", [at_boundaries](const GP& g, const Options& o) { return at_boundaries(g, o, false); });
-    add(fmt::format("mistake:carry-extra-gate@w={}", w),
-        fmt::format(
-            "a chunk form whose carry is decayed by one gate too many (Pi_{{r=s-1..t}}: the previous chunk's last "
-            "gate too, chunk width {})",
-            w),
-        "", [at_boundaries](const GP& g, const Options& o) { return at_boundaries(g, o, true); });
+    add_changed(fmt::format("mistake:carry-without-first-gate@w={}", w),
+                fmt::format("a chunk form whose carry is decayed by the product without the chunk's first gate "
+                            "(Pi_{{r=s+1..t}} for Pi_{{r=s..t}}, chunk width {})",
+                            w),
+                [w](const auto& g) { return boundary_gates(g, w, false); });
+    add_changed(
+        fmt::format("mistake:carry-extra-gate@w={}", w),
+        fmt::format("a chunk form whose carry is decayed by one gate too many (Pi_{{r=s-1..t}}: the previous chunk's "
+                    "last gate too, chunk width {})",
+                    w),
+        [w](const auto& g) { return boundary_gates(g, w, true); });
     if (id == OpId::linear || id == OpId::hla2)
       add(fmt::format("mistake:carry-first-gate-power@w={}", w),
           fmt::format(

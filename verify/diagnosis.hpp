@@ -48,6 +48,10 @@ struct GatedCandidate {
   std::string key, description, claim;
   bool last_row_undefined = false;  // the candidate needs γ_{t+1}: its last row depends on a gate that does not exist
   std::function<std::optional<Mat<rational>>(const GatedProblem<rational>&, const Options&)> eval;
+  // The same candidate in float64 (empty where it has none), for cases too long or wide for rationals: the inputs
+  // with their gates in Problem::gates. The mistakes that use the wrong gates somewhere and Algorithm 1's rule have
+  // one (the registered gated serial forms in double); those needing exact square roots or cubic literal sums do not.
+  std::function<std::optional<Mat<double>>(const Problem<double>&, const Options&)> eval_double = {};
 };
 std::vector<GatedCandidate> gated_diagnosis_candidates(const std::string& op);
 

@@ -177,6 +177,23 @@ class GatedDiagnosis(unittest.TestCase):
                 self.assertTrue(named(report, key), (key, [m["key"] for m in report["matches"]], out))
                 self.assertIn(key.split("@")[0], out)  # the summary names it too
 
+    def test_long_and_wide_cases_are_diagnosed_in_float64(self):
+        # The cases too long or wide for rationals (n = 150 and 300 at d = 4, every case at d = 16): the wrong-gate
+        # mistakes are evaluated there in float64, so a carry bug at width 64 (shows only past token 64) and a
+        # gate shift under --fixed-d are named (unnamed before: the audit of 2026-12-04).
+        code, report, out = run(["--gates", "--exec", f"{PY} {GATED} linear-chunked-64-carry-extra-gate", "--op",
+                                 "linear"])
+        self.assertEqual((code, report["verdict"]), (1, "differs"), out)
+        self.assertTrue(named(report, "mistake:carry-extra-gate@w=64"), [m["key"] for m in report["matches"]])
+        code, report, out = run(["--gates", "--exec", f"{PY} {GATED} hla2-gates-shifted", "--op", "hla2",
+                                 "--fixed-d", "--d", "16", "--dv", "16", "--n-multiple", "64", "--max-n", "128"])
+        self.assertEqual((code, report["verdict"]), (1, "differs"), out)
+        self.assertTrue(named(report, "mistake:gates-late"), [m["key"] for m in report["matches"]])
+        code, report, out = run(["--gates", "--exec", f"{PY} {GATED} hla2", "--op", "hla2", "--fixed-d", "--d", "16",
+                                 "--dv", "16", "--n-multiple", "64", "--max-n", "128"])
+        self.assertEqual(report["verdict"], "computes", out)
+        self.assertFalse([m for m in report["matches"] if m["key"].startswith(("mistake:", "gated:"))], out)
+
     def test_right_implementations_match_nothing_wrong(self):
         code, report, out = verify_gated("hla2-chunked", "--op", "hla2")
         self.assertEqual(report["verdict"], "computes", out)
@@ -280,6 +297,21 @@ class GatedPrecision(unittest.TestCase):
         # a wrong rule stays wrong in the format
         code, report, out = verify_gated("hla2-algorithm1-rule-bf16", *f32, "--precision", "bf16")
         self.assertEqual((code, report["verdict"]), (1, "differs"), out)
+
+    def test_bf16_chunked_kernel_rounding_its_gate_weighted_operands(self):
+        # A GLA-style chunked bf16 kernel (float32 state): its gate products are not bf16 numbers, where the emulated
+        # kernel's are exact on the exact cases; the exact carry cases' state bound is never below the proven one.
+        # Was lower-precision ("a bf16 state") with --state (audit, 2026-12-04).
+        f32 = ["--op", "linear", "--dtype", "float32"]
+        for more in ([], ["--state"]):
+            with self.subTest(more=more):
+                code, report, out = run(["--gates", "--exec", f"{PY} {GATED} linear-chunked-bf16-operands", *f32,
+                                         "--precision", "bf16", *more])
+                self.assertEqual((code, report["verdict"]), (0, "computes"), out)
+        # declared fp32 it is still a lower precision, and bf16 is named
+        code, report, out = run(["--gates", "--exec", f"{PY} {GATED} linear-chunked-bf16-operands", *f32])
+        self.assertEqual((code, report["verdict"]), (1, "lower-precision"), out)
+        self.assertIn("bf16", report["precision_diagnosis"]["format"], out)
 
 
 class GatedRefusals(unittest.TestCase):

@@ -167,6 +167,33 @@ def in_bf16(f):
     return fn
 
 
+def linear_chunked_bf16_operands(q, k, v, gamma, normalized, eps, ridge, initial_state=None, return_state=False,
+                                 chunk=32):
+    """Gated linear attention as chunked bf16 kernels are written (GLA / fla style): log-gates cumulated within each
+    chunk in float32, every matmul operand rounded to bfloat16 — the gate-weighted ones too (Q Kᵀ ⊙ F, Q weighted
+    from the chunk's start, K weighted to its end) — with float32 accumulation and a float32 carried state (S, z);
+    outputs rounded to bfloat16. A correct kernel of `--precision bf16`, whose gate products (e.g. 441/1024) are not
+    bfloat16 numbers where the emulated kernel's are exact."""
+    f32 = np.float32
+    n, dv = q.shape[0], v.shape[1]
+    Sz = np.zeros((q.shape[1], dv + 1), f32)
+    if initial_state is not None:
+        Sz = np.concatenate([np.asarray(initial_state["S"], f32), np.asarray(initial_state["z"], f32)[:, None]], 1)
+    Q, K = bf16(q), bf16(k)
+    V1 = np.concatenate([bf16(v), np.ones((n, 1), f32)], axis=1)
+    out = np.empty((n, dv + 1), f32)
+    for s in range(0, n, chunk):
+        e = min(n, s + chunk)
+        L = np.cumsum(np.log(np.asarray(gamma[s:e], f32)))
+        a = np.arange(e - s)
+        F = np.where(a[:, None] >= a[None, :], np.exp(np.minimum(L[:, None] - L[None, :], 0)), 0).astype(f32)
+        out[s:e] = bf16((Q[s:e] @ K[s:e].T) * F) @ V1[s:e] + bf16(Q[s:e] * np.exp(L)[:, None]) @ Sz
+        Sz = np.exp(L[-1]) * Sz + bf16(K[s:e] * np.exp(L[-1] - L)[:, None]).T @ V1[s:e]
+    o = out[:, :dv] / (out[:, dv:] + f32(eps)) if normalized else out[:, :dv]
+    o = bf16(o).astype(q.dtype)
+    return (o, {"S": Sz[:, :dv].astype(q.dtype), "z": Sz[:, dv].astype(q.dtype)}) if return_state else o
+
+
 IMPLS = {
     "hla2": hla2,
     "hla2-algorithm1-rule": lambda *a, **kw: hla2(*a, **kw, mistake="algorithm1"),
@@ -183,19 +210,22 @@ IMPLS = {
     "hla2-proposal": lambda *a, **kw: hla2(*a, **kw, mistake="proposal"),
     "linear-gates-early": lambda *a, **kw: linear(*a, **kw, mistake="early"),
     "linear-chunked-carry-extra-gate": lambda *a, **kw: linear_chunked(*a, **kw, mistake="carry-extra-gate"),
+    "linear-chunked-64-carry-extra-gate":
+        lambda *a, **kw: linear_chunked(*a, **kw, chunk=64, mistake="carry-extra-gate"),
     "linear-chunked-carry-first-gate-power": lambda *a, **kw: linear_chunked(*a, **kw,
                                                                              mistake="carry-first-gate-power"),
     "hla2-chunked-carry-extra-gate": lambda *a, **kw: hla2_chunked(*a, **kw, mistake="carry-extra-gate"),
     "hla2-chunked-carry-first-gate-power": lambda *a, **kw: hla2_chunked(*a, **kw, mistake="carry-first-gate-power"),
     "hla2-undecayed-carry": lambda *a, **kw: hla2(*a, **kw, mistake="undecayed-carry"),
     "hla2-bf16": in_bf16(hla2),
+    "linear-chunked-bf16-operands": linear_chunked_bf16_operands,
     "hla2-algorithm1-rule-bf16": in_bf16(lambda *a, **kw: hla2(*a, **kw, mistake="algorithm1")),
     "linear-undecayed-carry": lambda *a, **kw: linear(*a, **kw, mistake="undecayed-carry"),
 }
 # The serial ones, which take an initial state and can return their final state.
 STATEFUL = {"hla2", "hla2-algorithm1-rule", "hla2-gates-shifted", "hla2-mean-gate", "linear", "linear-gates-shifted",
             "linear-mean-gate", "ahla", "hla2-undecayed-carry", "linear-undecayed-carry", "hla2-proposal",
-            "linear-gates-early"}
+            "linear-gates-early", "linear-chunked-bf16-operands"}
 
 
 def with_state(name):
