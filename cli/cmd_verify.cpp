@@ -107,6 +107,16 @@ Problem<double> given_inputs(const VerifyArgs& a, Mat<double>& out, DType& dtype
       throw InputError(fmt::format("gamma must have shape (n,); it has {} dimensions", g.shape.size()));
     gates = Eigen::Map<const ColVec<double>>(g.data.data(), static_cast<Eigen::Index>(g.data.size()));
   }
+  // One dtype for every array: the case's (a float32 q among float64 arrays is a kernel fed other inputs than the
+  // ones judged, or a mix-up; either way not a precision verdict to give).
+  auto dtype_name = [](const npy::Array& x) { return x.dtype == npy::DType::f64 ? "float64" : "float32"; };
+  std::string mixed;
+  for (const auto& [name, x] :
+       {std::pair<const char*, const npy::Array*>{"q", &q}, {"k", &k}, {"v", &v}, {"gamma", &g}})
+    if ((a.gates || name != std::string("gamma")) && x->dtype != o.dtype)
+      mixed += fmt::format("{}{} is {}", mixed.empty() ? "" : ", ", name, dtype_name(*x));
+  if (!mixed.empty())
+    throw InputError(fmt::format("the arrays must share one dtype: o is {}, but {}", dtype_name(o), mixed));
   dtype = o.dtype == npy::DType::f64 ? DType::float64 : DType::float32;
   Problem<double> p{npy::to_matrix(q, "q"), npy::to_matrix(k, "k"), npy::to_matrix(v, "v")};
   out = npy::to_matrix(o, "o");

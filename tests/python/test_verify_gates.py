@@ -357,10 +357,14 @@ class GatedFileMode(unittest.TestCase):
             right = gated_impls.hla2(q, k, v, gamma, False, 0, 0)
             for bad, words in ((gamma[:-1], "gates for"), (np.where(np.arange(n) == 5, 1.5, gamma), "outside (0, 1]"),
                                (np.where(np.arange(n) == 5, np.nan, gamma), "outside (0, 1]"),
-                               (gamma.reshape(n, 1), "shape (n,)")):
+                               (gamma.reshape(n, 1), "shape (n,)"),
+                               (gamma.astype(np.float32), "gamma is float32")):  # one dtype for every array
                 code, _, out = run(files(right, bad))
                 self.assertEqual(code, 2, out)
                 self.assertIn(words, out)
+            code, _, out = run(files(right.astype(np.float32)))  # o float32 among float64 inputs
+            self.assertEqual(code, 2, out)
+            self.assertIn("share one dtype", out)
 
 
 class GatedModule(unittest.TestCase):
