@@ -86,15 +86,16 @@ inline double log_mass(const ColVec<double>& gates) {
 
 // The roundings per prefix-sum level that a gated form's gate factors add beyond one per decay step
 // (rounding_depth's `decays`), for n tokens in chunks of w:
-//   chunked, mpi-*   log-domain factors within each chunk (the MPI forms finish with the chunked form): log_gate_depth
+//   chunked          log-domain factors within each chunk: log_gate_depth
 //   chunked-fused    those, plus running products of gates across its blocks (fast/chunked/hla2_fused.hpp: each
-//                    block's ρ, the weights from a block's start and to its end, each a product of at most n gates,
+//   mpi-*            block's ρ, the weights from a block's start and to its end, each a product of at most n gates,
 //                    one rounding each): a term passes through the ρ of every block between its source and its
-//                    output and one weight at each end, at most 2n gates, squared for C' (2·2n + 2)
+//                    output and one weight at each end, at most 2n gates, squared for C' (2·2n + 2). The MPI forms
+//                    are hla2's fused pass over ranks, or finish with the chunked form: at most that.
 //   anything else    0 (serial, decode and the scans multiply by each gate once per step; exact gate products)
 inline long gate_factor_depth(const std::string& form, long n, long w, double log_mass) {
-  if (form == "chunked-fused") return log_gate_depth(n, w, log_mass) + 4 * n + 2;
-  if (form == "chunked" || form.rfind("mpi-", 0) == 0) return log_gate_depth(n, w, log_mass);
+  if (form == "chunked-fused" || form.rfind("mpi-", 0) == 0) return log_gate_depth(n, w, log_mass) + 4 * n + 2;
+  if (form == "chunked") return log_gate_depth(n, w, log_mass);
   return 0;
 }
 

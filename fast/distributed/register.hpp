@@ -42,10 +42,12 @@ template <class T> void add_distributed_forms(Registry<T>& r, const DistributedP
     r.add({plan.op, form, scan::variant_name(plan.scan_variant), cite, caps, run});
     if (!plan.gated_finish_form.empty())
       r.add_gates(plan.op, form, scan::variant_name(plan.scan_variant),
-                  "blocks per rank: the block's ρ = Π γ_t and state by " + plan.op + "/" + plan.gated_finish_form +
-                      "/" + plan.gated_finish_variant +
-                      " (gated), the gated scan operator across ranks, the same form "
-                      "from the carried state",
+                  plan.one_pass ? "blocks per rank, each passed once by gated hla2/chunked-fused's pieces, each "
+                                  "block's ρ = Π γ_t gathered with its S summary"
+                                : "blocks per rank: the block's ρ = Π γ_t and state by " + plan.op + "/" +
+                                      plan.gated_finish_form + "/" + plan.gated_finish_variant +
+                                      " (gated), the gated scan operator across ranks, the same form "
+                                      "from the carried state",
                   run);
   }
 }

@@ -19,9 +19,10 @@
 // A failure on one rank (a vanishing normalizer in its block) is raised on every rank.
 // Without MPI, or with P = 1, only phase 3 runs, on the whole sequence.
 //
-// With per-token gates every operator (hla2 too) takes the three phases above with its gated scan operator
-// (fast/scan/gated.hpp: a segment carries ρ = Π γ_t over it where the fixed-γ one carries γ^len) and its gated
-// chunked form (DistributedPlan::gated_finish_form): a block's ρ is the product of its own gates.
+// With per-token gates linear and ahla take the three phases above with their gated scan operator
+// (fast/scan/gated.hpp: a segment carries ρ = Π γ_t over it where the fixed-γ one carries γ^len) and their gated
+// chunked form (DistributedPlan::gated_finish_form): a block's ρ is the product of its own gates. hla2 keeps its
+// one pass with gates (below): the fused pass takes the block's gates, and each block's ρ travels with its summary.
 //
 // hla2 passes each block once (hla2_fused_local): the local pass is the fused chunk loop itself, corrected
 // by the scan's prefix instead of run again from it —
@@ -174,29 +175,32 @@ template <class T> LocalRun<T> hla2_fused_local(const Problem<T>& p, const Optio
   const Eigen::Index n = p.n(), d = p.d(), dv = p.dv(), b = block_begin(n, me, P), e = block_begin(n, me + 1, P);
   const T gamma = from_rational<T>(o.gamma);
   Guarded guarded(c);
-  const Problem<T> block = slice_rows(p, b, e);
+  const Problem<T> block = slice_rows(p, b, e);  // with its own gates, if any: the pass is then gated
   LocalRun<T> out{b, Mat<T>(0, dv), {}};
   std::optional<fast::chunked::FusedPass<T>> pass;
   std::optional<fast::chunked::Hla2UStart<T>> start;
-  auto tokens = [&](int r) { return block_begin(n, r + 1, P) - block_begin(n, r, P); };
   // What an empty block (P > n) contributes: nothing.
   const Carried nothing{Mat<T>::Zero(d, d), Mat<T>::Zero(dv + 1, d), Mat<T>(0, 1), Mat<T>::Zero(dv + 1, d)};
 
   // 1. local: ΔS, the S entering this block, the chunk loop from it.
   auto t0 = Clock::now();
-  Mat<T> dS = nothing.S;
+  Mat<T> dS = nothing.S, rho = Mat<T>::Constant(1, 1, T(1));  // rho: what the block does to a carried state
   guarded([&] {
     start.emplace(init, d, dv);
     if (e > b) pass.emplace(block, o, /*augment=*/true);
     if (pass && me + 1 < P) dS = pass->s_summary(0, e - b);
+    if (pass) rho(0, 0) = pass->block_factor(0, e - b);  // γ^len, or the product of the block's gates
   });
-  const std::vector<Bytes> summaries = all_gather(c, encode_matrices<T>({&dS}));
+  const std::vector<Bytes> summaries = all_gather(c, encode_matrices<T>({&dS, &rho}));
   stats.scan_bytes_sent += summaries[me].size();
+  std::vector<T> rhos(P);  // every block's ρ
   Carried X = nothing;
   X.S = start->S;
-  for (int r = 0; r < me; ++r) {
+  for (int r = 0; r < P; ++r) {
     ByteReader rd(summaries[r]);
-    X.S = fd::s_after(X.S, get_matrix<T>(rd), power(gamma, tokens(r)));
+    const Mat<T> dS_r = get_matrix<T>(rd);
+    rhos[r] = get_matrix<T>(rd)(0, 0);
+    if (r < me) X.S = fd::s_after(X.S, dS_r, rhos[r]);
   }
   if (me == 0) {  // the initial state's C' and C (with m', m in their last columns: the pass is augmented)
     X.CpT = start->Cp.transpose();
@@ -220,7 +224,7 @@ template <class T> LocalRun<T> hla2_fused_local(const Problem<T>& p, const Optio
     Carried after = nothing;
     after.CpT = get_matrix<T>(rd);
     after.CT = get_matrix<T>(rd);
-    if (r > 0) fd::join_after(after, entering, power(gamma, tokens(r)));
+    if (r > 0) fd::join_after(after, entering, rhos[r]);
     entering = std::move(after);
   }
   stats.scan_seconds = seconds_since(t0);
@@ -231,7 +235,7 @@ template <class T> LocalRun<T> hla2_fused_local(const Problem<T>& p, const Optio
     if (!pass) return;
     if (me > 0) {
       pass->add_entering_carry(0, e - b, entering, Y, true, zero_den);
-      fd::join_after(X, entering, power(gamma, e - b));
+      fd::join_after(X, entering, rhos[me]);
     }
     out.O = pass->outputs(std::move(Y), b, zero_den);
   });
@@ -288,12 +292,12 @@ template <class T, class Op> LocalRun<T> sequence_parallel_local(const Op& op, c
 // operator takes the latter with its gated scan operator and gated chunked form.
 template <class T> LocalRun<T> run_local(const DistributedPlan& plan, CrossScan how, const Problem<T>& p,
                                          const Options& o, const NamedState<T>* s) {
+  if (plan.one_pass) return hla2_fused_local<T>(p, o, s);  // gated too: the fused pass takes the block's gates
   if (p.gates.size()) {
     const Entry<T>& finisher = registry<T>().find(plan.op, plan.gated_finish_form, plan.gated_finish_variant);
     return scan::with_gated_scan_op<T>(
         plan.op, o, p.gates, [&](const auto& op) { return sequence_parallel_local(op, finisher, p, o, s, how); });
   }
-  if (plan.one_pass) return hla2_fused_local<T>(p, o, s);
   const Entry<T>& finisher = registry<T>().find(plan.op, plan.finish_form, plan.finish_variant);
   return scan::with_scan_op<T>(plan.op, plan.scan_variant, o,
                                [&](const auto& op) { return sequence_parallel_local(op, finisher, p, o, s, how); });
