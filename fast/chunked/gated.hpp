@@ -36,6 +36,15 @@ namespace hla::fast::chunked {
 
 enum class GateFactors { products, log_stable, naive_cumprod };
 
+// What rows [r0, r1) do to a state carried through them (a segment's ρ): γ^{r1−r0} without gates, else the product
+// of their gates (the gated scan operator's segment decay; the ρ of an MPI rank's block and of a fused pass's block).
+template <class T> T segment_decay(const ColVec<T>& gates, const T& gamma, Eigen::Index r0, Eigen::Index r1) {
+  if (gates.size() == 0) return power(gamma, r1 - r0);
+  T rho(1);
+  for (Eigen::Index t = r0; t < r1; ++t) rho *= gates(t);
+  return rho;
+}
+
 // The stable way for scalar T: exact products where there is no log/exp (and none is needed), log-domain
 // differences where there is.
 template <class T> constexpr GateFactors stable_gate_factors() {

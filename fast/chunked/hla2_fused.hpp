@@ -257,12 +257,7 @@ template <class T> class FusedPass {
     return weighted_gram<T>(Kb, x, Kb, 1);
   }
   // What rows [r0, r1) do to a state carried through them: γ^{r1−r0}, or the product of their gates.
-  T block_factor(Eigen::Index r0, Eigen::Index r1) const {
-    if (!gated_) return power(gamma_, r1 - r0);
-    T rho(1);
-    for (Eigen::Index t = r0; t < r1; ++t) rho *= p_.gates(t);
-    return rho;
-  }
+  T block_factor(Eigen::Index r0, Eigen::Index r1) const { return segment_decay(p_.gates, gamma_, r0, r1); }
 
   // (B) The fused chunk loop over chunks [k0, k1), from the states X (updated in place to the states leaving
   // the block); the block's rows of Y (n × va) get its outputs, divided by their normalizer when `final_rows`

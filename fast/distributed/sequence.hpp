@@ -81,14 +81,6 @@ template <class T> scan::AhlaSeg<T> segment_from_state(const scan::AhlaOp<T>& op
   return {std::move(st), Mat<T>(block.K.transpose() * block.Q), rho};  // R = Σ k qᵀ, undecayed (gated too)
 }
 
-// A block's ρ: γ^len, or with gates the product of the block's own (the gated scan operator's segment decay).
-template <class T> T block_decay(const Problem<T>& block, const Options& o) {
-  if (block.gates.size() == 0) return power(from_rational<T>(o.gamma), block.n());
-  T rho(1);
-  for (Eigen::Index t = 0; t < block.gates.size(); ++t) rho *= block.gates(t);
-  return rho;
-}
-
 template <class Op, class T> typename Op::Seg local_summary(const Op& op, const Entry<T>& finisher, const Problem<T>& p,
                                                             Eigen::Index b, Eigen::Index e, const Options& o) {
   using Serial = typename Op::Serial;
@@ -101,7 +93,8 @@ template <class Op, class T> typename Op::Seg local_summary(const Op& op, const 
     unnormalized.normalized = false;
     unnormalized.eps = 0;
     const Run<T> r = finisher(block, unnormalized, nullptr);
-    return segment_from_state(op, load_state<Serial>(&r.state, p.d(), p.dv()), block, block_decay(block, o));
+    return segment_from_state(op, load_state<Serial>(&r.state, p.d(), p.dv()), block,
+                              fast::chunked::segment_decay(block.gates, from_rational<T>(o.gamma), 0, block.n()));
   } else {
     return block_summary(op, p, b, e, o.chunk, o.threads);
   }
