@@ -36,6 +36,14 @@ def _where(r):
         f", {options_label(r)}" if options_label(r) != "plain" else "")
 
 
+# Variants that name a formulation of the harness's own beside the forms (not the paper's or a correction).
+FORMULATION_LABEL = {"naive": "naive: quotients of cumulative products"}
+
+
+def _named_variant(r):
+    return "" if r["variant"] in ("spec", "paper", "corrected") else r["variant"]
+
+
 def error_bound_vs_n(rows, outdir):
     ok = [r for r in _with_error(rows) if r["status"] != DIFFERS and num(r["err_over_bound"]) >= 0]
     if not ok:
@@ -44,30 +52,37 @@ def error_bound_vs_n(rows, outdir):
     for part in range(0, len(ops), 4):
         chunk = ops[part:part + 4]
         fig, axes = style.figure(len(chunk), sharey=True)
-        families = set()
+        families, formulations = set(), set()
         for ax, op in zip(axes, chunk):
             ax.set_xscale("log", base=2)
             ax.set_yscale("log")
             series = defaultdict(lambda: defaultdict(float))
             for r in ok:
                 if r["operator"] == op:
-                    key = (style.family(r["form"]), r["scalar"])
+                    # a named formulation beside the forms (the naive cumulative products) is its own line, not
+                    # folded into its family's worst
+                    key = (style.family(r["form"]), r["scalar"], _named_variant(r))
                     series[key][int(r["n"])] = max(series[key][int(r["n"])], num(r["err_over_bound"]))
             for fam in style.FAMILY_ORDER:
                 for scalar in ("double", "float"):
-                    if (fam, scalar) not in series:
-                        continue
-                    families.add(fam)
-                    s = series[(fam, scalar)]
-                    ns = sorted(s)
-                    ax.plot(ns, [s[n] if s[n] > 0 else np.nan for n in ns], **style.line_kw(fam, scalar))
+                    for named in sorted({k[2] for k in series if k[:2] == (fam, scalar)}):
+                        families.add(fam)
+                        s = series[(fam, scalar, named)]
+                        ns = sorted(s)
+                        kw = style.line_kw(fam, scalar)
+                        if named:
+                            kw["color"] = style.PAPER_COLOR
+                            formulations.add(named)
+                        ax.plot(ns, [s[n] if s[n] > 0 else np.nan for n in ns], **kw)
             ax.axhline(1.0, **style.GUIDE)
             ax.text(0.02, 1.0, "bound", transform=ax.get_yaxis_transform(), va="bottom", fontsize=7, color="#555555")
             ax.set_title(op)
             ax.set_xlabel("n (tokens)")
             ax.set_ylim(top=3)
         style.ylabel(axes, "worst error ÷ rounding bound")
-        style.legend_below(fig, style.family_handles(families) + style.precision_handles(), ncol=4)
+        extra = [Line2D([], [], color=style.PAPER_COLOR, marker="o", label=FORMULATION_LABEL.get(v, v))
+                 for v in sorted(formulations)]
+        style.legend_below(fig, style.family_handles(families) + style.precision_handles() + extra, ncol=4)
         worst = max((r for r in ok if r["operator"] in chunk), key=lambda r: num(r["err_over_bound"]))
         n_points = sum(1 for r in ok if r["operator"] in chunk)
         above = sum(1 for r in ok if r["operator"] in chunk and num(r["err_over_bound"]) > 1)
