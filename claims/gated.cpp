@@ -554,6 +554,11 @@ std::vector<Claim> gated_claims() {
         [=](const LedgerContext& x) {
           return check_gated_equal(chunk_forms(op), serial, GateDraw::uniform, x, {1, 2, 3, 5, 64});
         });
+    add("gated." + op + ".backward",
+        "the gated backward passes of " + op + " (serial, checkpointed" +
+            (operator_info(op).scan_backward ? ", the reverse scan under ⊕*" : "") +
+            ") give the exact ∂L/∂(Q, K, V) and ∂L/∂γ_t of the gated operator",
+        [=](const LedgerContext& x) { return check_gated_backward(op, x); });
   }
   add("gated.chunked.cumprod",
       "measured: the chunk formulation with every gate factor a quotient P_t / P_s of cumulative products over the "

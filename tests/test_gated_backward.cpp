@@ -1,12 +1,9 @@
 // The gated serial backward (fast/backward/gated.hpp), in exact rationals: ∂L/∂(Q, K, V, γ) = the forward-mode
 // dual-number derivatives of the gated literal-sum references (reference/gated.hpp), and ∂L/∂X_0 those of the gated
 // serial form from a state.
-#include "numerics/gradient_checks.hpp"  // first: brings fast/backward/dual.hpp before the forms
+#include "numerics/gated_gradient_checks.hpp"  // first: brings fast/backward/dual.hpp before the forms
 // clang-format off
-#include "fast/backward/gated.hpp"
 #include "fast/gated_forms.hpp"
-#include "fast/serial/gated.hpp"
-#include "reference/gated.hpp"
 // clang-format on
 
 #include <catch2/catch.hpp>
@@ -17,8 +14,6 @@ using namespace hla;
 
 namespace {
 
-using D = Dual<rational>;
-
 // Dyadic gates that vary per token (3/4, 1/2, 7/8, 1, ...; with_one false: 15/16 in place of 1). The serial forms skip
 // the decay at a gate of exactly 1 (a `γ != 1` guard, which Dual numbers compare by value), so forward mode through
 // them loses ∂/∂γ_t there: a gate 1 only where the dual derivatives come from the literal sums.
@@ -27,41 +22,6 @@ ColVec<rational> some_gates(Eigen::Index n, bool with_one = true) {
   ColVec<rational> out(n);
   for (Eigen::Index t = 0; t < n; ++t)
     out(t) = g[(3 * t + 1) % 5] == 1 && !with_one ? rational(15, 16) : g[(3 * t + 1) % 5];
-  return out;
-}
-
-// The gated reference (or, with an initial state, the gated serial form) of op in Dual numbers.
-Mat<D> gated_dual(const std::string& op, const Problem<D>& p, const ColVec<D>& gates, const Options& opt,
-                  const NamedState<D>* init) {
-  const GatedProblem<D> g{p, gates};
-  if (init) {
-    if (op == "hla2") return fast::gated_hla2_serial(g, opt, init, fast::DecayRule::corrected).O;
-    if (op == "ahla") return fast::gated_ahla_serial(g, opt, init).O;
-    return fast::gated_linear_serial(g, opt, init).O;
-  }
-  if (op == "hla2") return reference::gated_hla2(g, opt).O;
-  if (op == "ahla") return reference::gated_ahla(g, opt).O;
-  return reference::gated_linear(g, opt).O;
-}
-
-// ∂L/∂γ by forward mode: one tangent per gate.
-ColVec<rational> dual_dgamma(const std::string& op, const Problem<rational>& p, const ColVec<rational>& gates,
-                             const Options& opt, const NamedState<rational>* init, const Mat<rational>& dO) {
-  const Problem<D> dp{lift(p.Q), lift(p.K), lift(p.V)};
-  std::optional<NamedState<D>> di;
-  if (init) {
-    di.emplace();
-    for (const auto& [name, m] : init->parts) di->parts.emplace_back(name, lift(m));
-  }
-  ColVec<rational> out(p.n());
-  for (Eigen::Index t = 0; t < p.n(); ++t) {
-    ColVec<D> g = gates.unaryExpr([](const rational& x) { return D(x); });
-    g(t).d = rational(1);
-    const Mat<D> O = gated_dual(op, dp, g, opt, di ? &*di : nullptr);
-    rational s(0);
-    for (Eigen::Index i = 0; i < O.size(); ++i) s += dO(i) * O(i).d;
-    out(t) = s;
-  }
   return out;
 }
 
@@ -91,14 +51,12 @@ TEST_CASE("gated backward: dq, dk, dv, dgamma equal the gated reference's forwar
       const ColVec<rational> gates = some_gates(s.n);
       INFO(op << " variant " << variant);
       const backward::GatedGradients<rational> g = backward::gated_backward<rational>(op, {q, gates}, opt, nullptr, dO);
-      const Gradients<rational> want =
-          forward_mode_gradients<rational>(q, nullptr, dO, [&](const Problem<D>& dp, const NamedState<D>*) {
-            return gated_dual(op, dp, gates.unaryExpr([](const rational& x) { return D(x); }), opt, nullptr);
-          });
+      const backward::GatedGradients<rational> want =
+          gated_forward_mode_gradients<rational>(op, {q, gates}, opt, nullptr, dO);
       CHECK(g.dQ == want.dQ);
       CHECK(g.dK == want.dK);
       CHECK(g.dV == want.dV);
-      CHECK(g.dgamma == dual_dgamma(op, q, gates, opt, nullptr, dO));
+      CHECK(g.dgamma == want.dgamma);
       CHECK(g.dgamma != ColVec<rational>::Zero(s.n));
     }
 }
@@ -116,15 +74,13 @@ TEST_CASE("gated backward: from an initial state, dstate_in and dgamma equal the
     INFO(op);
     const backward::GatedGradients<rational> g =
         backward::gated_backward<rational>(op, {p, gates}, Options{}, &init, dO);
-    const Gradients<rational> want =
-        forward_mode_gradients<rational>(p, &init, dO, [&](const Problem<D>& dp, const NamedState<D>* di) {
-          return gated_dual(op, dp, gates.unaryExpr([](const rational& x) { return D(x); }), Options{}, di);
-        });
+    const backward::GatedGradients<rational> want =
+        gated_forward_mode_gradients<rational>(op, {p, gates}, Options{}, &init, dO);
     CHECK(g.dQ == want.dQ);
     CHECK(g.dK == want.dK);
     CHECK(g.dV == want.dV);
     for (const auto& [name, m] : want.dstate.parts) CHECK(g.dstate.at(name) == m);
-    CHECK(g.dgamma == dual_dgamma(op, p, gates, Options{}, &init, dO));
+    CHECK(g.dgamma == want.dgamma);
   }
 }
 
@@ -155,4 +111,82 @@ TEST_CASE("gated backward: checkpointed every w tokens equals the all-states swe
                       "linear", {convert_problem<rational>(integer_problem({3, 2, 2}, 1, 2)), some_gates(3)}, Options{},
                       nullptr, Mat<rational>::Zero(3, 2), -1),
                   InputError);
+}
+
+TEST_CASE("gated reverse scan (hla2): every carry width gives the serial backward's gradients exactly (rational)",
+          "[gradients][gated]") {
+  const Shape s{7, 2, 3};
+  const Problem<rational> p = convert_problem<rational>(integer_problem(s, 25, 2));
+  const Mat<rational> dO = convert_matrix<rational>(integer_problem(s, 26, 2).V);
+  const ColVec<rational> gates = some_gates(s.n);
+  const Problem<rational> pre = convert_problem<rational>(integer_problem({3, 2, 3}, 27, 2));
+  const NamedState<rational> init = gated::run<rational>({"hla2", "serial"}, {pre, some_gates(3)}, Options{}).state;
+  for (int variant = 0; variant < 3; ++variant) {
+    Options opt;
+    Problem<rational> q = p;
+    if (variant >= 1) {  // normalized: non-negative keys and queries with a first coordinate 1, so den_t + ε > 0
+      opt.normalized = true;
+      opt.eps = rational(1, 2);
+      q.Q = p.Q.cwiseAbs();
+      q.K = p.K.cwiseAbs();
+      q.Q.col(0).setOnes();
+      q.K.col(0).setOnes();
+    }
+    if (variant == 2) opt.ridge = rational(1, 3);
+    for (const NamedState<rational>* start : {static_cast<const NamedState<rational>*>(nullptr), &init}) {
+      const backward::GatedGradients<rational> want =
+          backward::gated_backward<rational>("hla2", {q, gates}, opt, start, dO);
+      REQUIRE(want.dgamma != ColVec<rational>::Zero(s.n));
+      for (Eigen::Index w : {1, 2, 3, 7, 9}) {  // one token per chunk, uneven last chunks, one chunk, w > n
+        INFO("variant " << variant << (start ? " from a state" : "") << " w=" << w);
+        const backward::GatedGradients<rational> g =
+            backward::gated_scan_backward<rational>("hla2", {q, gates}, opt, start, dO, w);
+        CHECK(g.dQ == want.dQ);
+        CHECK(g.dK == want.dK);
+        CHECK(g.dV == want.dV);
+        CHECK(g.dgamma == want.dgamma);
+        if (start)
+          for (const auto& [name, m] : want.dstate.parts) CHECK(g.dstate.at(name) == m);
+      }
+    }
+  }
+}
+
+TEST_CASE("gated reverse scan (hla2): constant gates give the fixed-γ reverse scan's dQ, dK, dV, dX_0 exactly",
+          "[gradients][gated]") {
+  const Shape s{6, 2, 2};
+  const Problem<rational> p = convert_problem<rational>(integer_problem(s, 35, 2));
+  const Mat<rational> dO = convert_matrix<rational>(integer_problem(s, 36, 2).V);
+  const NamedState<rational> init =
+      gated::run<rational>({"hla2", "serial"},
+                           {convert_problem<rational>(integer_problem({2, 2, 2}, 37, 2)), some_gates(2)}, Options{})
+          .state;
+  Options fixed;
+  fixed.gamma = rational(3, 4);
+  for (Eigen::Index w : {1, 4, 6}) {
+    INFO("w=" << w);
+    const Gradients<rational> want =
+        backward::hla2_scan_backward<rational>(p, fixed, &init, dO, fast::DecayRule::corrected, w);
+    const backward::GatedGradients<rational> g = backward::gated_scan_backward<rational>(
+        "hla2", {p, ColVec<rational>::Constant(s.n, rational(3, 4))}, Options{}, &init, dO, w);
+    CHECK(g.dQ == want.dQ);
+    CHECK(g.dK == want.dK);
+    CHECK(g.dV == want.dV);
+    for (const auto& [name, m] : want.dstate.parts) CHECK(g.dstate.at(name) == m);
+  }
+}
+
+TEST_CASE("gated reverse scan: refuses what it does not differentiate", "[gradients][gated]") {
+  const Problem<rational> p = convert_problem<rational>(integer_problem({3, 2, 2}, 1, 2));
+  const Mat<rational> dO = Mat<rational>::Zero(3, 2);
+  CHECK_THROWS_AS(backward::gated_scan_backward<rational>("ahla", {p, some_gates(3)}, Options{}, nullptr, dO, 2),
+                  InputError);  // no reverse scan for ahla (the table's scan_backward)
+  CHECK_THROWS_AS(backward::gated_scan_backward<rational>("hla2", {p, some_gates(2)}, Options{}, nullptr, dO, 2),
+                  InputError);  // two gates for three tokens
+  CHECK_THROWS_AS(backward::gated_scan_backward<rational>("hla2", {p, some_gates(3)}, Options{}, nullptr, dO, 0),
+                  InputError);  // no chunk width
+  Options decayed;
+  decayed.gamma = rational(1, 2);
+  CHECK_THROWS_AS(backward::gated_scan_backward<rational>("hla2", {p, some_gates(3)}, decayed, nullptr, dO, 2),
+                  InputError);  // the decay is the gates'
 }

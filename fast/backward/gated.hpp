@@ -22,6 +22,7 @@
 
 #include "core/gates.hpp"
 #include "fast/backward/ops.hpp"
+#include "fast/scan/gated.hpp"
 
 namespace hla::backward {
 
@@ -113,6 +114,34 @@ template <class T> GatedGradients<T> gated_backward(const std::string& op, const
                               [&](const auto& ops) { return gated_recurrence_backward(ops, g, init, dO, chunk); });
 }
 
+// The gated reverse scan (hla2 only, the operator table's scan_backward): §4.2's reverse scan under ⊕* (hla2.hpp,
+// hla2_reverse_scan) over the gated scan operator, whose token segments carry ρ = γ_t (fast/scan/gated.hpp), with
+// the ρs differentiated: ∂L/∂γ_t = ∂L/∂ρ_{T_t}. Carries at every w-th token (w ≥ 1; w ≥ n one chunk). It differentiates
+// the same function as gated_backward (the scan's combines fold to SPEC's gated serial rule: gated.hla2.scan), so it
+// returns the same gradients, exactly in exact arithmetic (tests/test_gated_backward.cpp; ledger gated.hla2.backward).
+template <class T> GatedGradients<T> gated_scan_backward(const std::string& op, const GatedProblem<T>& g,
+                                                         const Options& opt,
+                                                         const std::type_identity_t<NamedState<T>>* init,
+                                                         const Mat<T>& dO, Eigen::Index chunk) {
+  if (!operator_info(op).scan_backward)
+    throw InputError("gated scan backward: no reverse scan for operator '" + op + "' (" +
+                     operator_names([](const OperatorInfo& o) { return o.scan_backward; }) + " only)");
+  if (opt.gamma != 1) throw InputError("gated scan backward: the decay is the gates'; Options::gamma must be 1");
+  if (chunk < 1) throw InputError("gated scan backward: the chunk width must be >= 1");
+  check_upstream(g.qkv, dO);
+  if (g.gamma.size() != g.n())
+    throw InputError("gated scan backward: " + std::to_string(g.gamma.size()) + " gates for " + std::to_string(g.n()) +
+                     " tokens");
+  const scan::GatedOp<scan::Hla2Op<T, true>> gop({opt, scan::Variant::corrected}, g.gamma);
+  GatedGradients<T> out;
+  Gradients<T> r = hla2_reverse_scan(gop, g.qkv, opt, init, dO, chunk, &out.dgamma, nullptr);
+  out.dQ = std::move(r.dQ);
+  out.dK = std::move(r.dK);
+  out.dV = std::move(r.dV);
+  out.dstate = std::move(r.dstate);
+  return out;
+}
+
 }  // namespace hla::backward
 
 // The scalars gated_backward is compiled for, once (verify/gated_backward.cpp): HLA_GATED_BACKWARD_SCALARS()
@@ -121,7 +150,14 @@ template <class T> GatedGradients<T> gated_backward(const std::string& op, const
   EXTERN template hla::backward::GatedGradients<T> hla::backward::gated_backward<T>(                   \
       const std::string&, const hla::GatedProblem<T>&, const hla::Options&, const hla::NamedState<T>*, \
       const hla::Mat<T>&, Eigen::Index);
-#define HLA_GATED_BACKWARD_SCALARS(EXTERN)      \
-  HLA_GATED_BACKWARD_ONE(EXTERN, hla::rational) \
-  HLA_GATED_BACKWARD_ONE(EXTERN, hla::mpfr256)  \
-  HLA_GATED_BACKWARD_ONE(EXTERN, hla::Magnitude)
+#define HLA_GATED_SCAN_BACKWARD_ONE(EXTERN, T)                                                         \
+  EXTERN template hla::backward::GatedGradients<T> hla::backward::gated_scan_backward<T>(              \
+      const std::string&, const hla::GatedProblem<T>&, const hla::Options&, const hla::NamedState<T>*, \
+      const hla::Mat<T>&, Eigen::Index);
+#define HLA_GATED_BACKWARD_SCALARS(EXTERN)           \
+  HLA_GATED_BACKWARD_ONE(EXTERN, hla::rational)      \
+  HLA_GATED_BACKWARD_ONE(EXTERN, hla::mpfr256)       \
+  HLA_GATED_BACKWARD_ONE(EXTERN, hla::Magnitude)     \
+  HLA_GATED_SCAN_BACKWARD_ONE(EXTERN, hla::rational) \
+  HLA_GATED_SCAN_BACKWARD_ONE(EXTERN, hla::mpfr256)  \
+  HLA_GATED_SCAN_BACKWARD_ONE(EXTERN, hla::Magnitude)

@@ -158,39 +158,60 @@ template <class T> Gradients<T> hla2_backward(const Problem<T>& p, const Options
 // differentiates exactly the combine the forward scans apply.
 template <class T> using Hla2Segment = scan::Hla2Seg<T, true>;
 
-// ⊕*: accumulates into abar, bbar the adjoints of A and B given rbar = ∂L/∂(A ⊕ B) (see above).
-template <class T> void hla2_combine_vjp(const Hla2Segment<T>& a, const Hla2Segment<T>& b, const Hla2X<T>& rbar,
-                                         Hla2X<T>& abar, Hla2X<T>& bbar) {
+// A segment's adjoint: of its parts, and of its ρ. The fixed-γ scan backward leaves ρ̄ at 0 (γ is not
+// differentiated); the gated one (fast/backward/gated.hpp) differentiates it, a token's ρ being its gate γ_t.
+template <class T> struct Hla2SegmentBar {
+  Hla2X<T> st;
+  T rho{0};
+  static Hla2SegmentBar zero(Eigen::Index d, Eigen::Index dv) { return {Hla2X<T>::zero(d, dv), T(0)}; }
+};
+
+// ⊕*: accumulates into abar, bbar the adjoints of A and B given rbar = ∂L/∂(A ⊕ B) (see above). With `rho`, also
+// the adjoints of the ρs, from the combine's ρ_B S_A, ρ_B C_A, ρ_B m_A, ρ_B² G_A, ρ_B² h_A, ρ_B S_B C_A, ρ_B S_B m_A
+// and ρ_A ρ_B:
+//   ρ̄_B += ⟨S̄, S_A⟩ + ⟨C̄ + S_Bᵀ Ḡ, C_A⟩ + ⟨m̄ + S_Bᵀ h̄, m_A⟩ + 2ρ_B (⟨Ḡ, G_A⟩ + ⟨h̄, h_A⟩) + ρ_A ρ̄
+//   ρ̄_A += ρ_B ρ̄
+template <class T> void hla2_combine_vjp(const Hla2Segment<T>& a, const Hla2Segment<T>& b,
+                                         const Hla2SegmentBar<T>& rbar, Hla2SegmentBar<T>& abar,
+                                         Hla2SegmentBar<T>& bbar, bool rho = false) {
   const T rb = b.rho, rb2 = b.rho * b.rho;
-  abar.S += rb * rbar.S;
-  bbar.S += rbar.S;
-  bbar.S.noalias() += rb * (rbar.G * a.st.C.transpose() + rbar.h * a.st.m.transpose());
-  abar.C += rb * rbar.C;
-  abar.C.noalias() += rb * (b.st.S.transpose() * rbar.G);
-  bbar.C += rbar.C;
-  abar.m += rb * rbar.m;
-  abar.m.noalias() += rb * (b.st.S.transpose() * rbar.h);
-  bbar.m += rbar.m;
-  abar.G += rb2 * rbar.G;
-  bbar.G += rbar.G;
-  abar.h += rb2 * rbar.h;
-  bbar.h += rbar.h;
+  const Hla2X<T>& r = rbar.st;
+  const Mat<T> SG = b.st.S.transpose() * r.G, Sh = b.st.S.transpose() * r.h;  // S_Bᵀ Ḡ, S_Bᵀ h̄
+  abar.st.S += rb * r.S;
+  bbar.st.S += r.S;
+  bbar.st.S.noalias() += rb * (r.G * a.st.C.transpose() + r.h * a.st.m.transpose());
+  abar.st.C += rb * r.C;
+  abar.st.C += rb * SG;
+  bbar.st.C += r.C;
+  abar.st.m += rb * r.m;
+  abar.st.m += rb * Sh;
+  bbar.st.m += r.m;
+  abar.st.G += rb2 * r.G;
+  bbar.st.G += r.G;
+  abar.st.h += rb2 * r.h;
+  bbar.st.h += r.h;
+  if (!rho) return;
+  const T two_rb = rb + rb;
+  bbar.rho +=
+      T(r.S.cwiseProduct(a.st.S).sum() + (r.C + SG).cwiseProduct(a.st.C).sum() + (r.m + Sh).cwiseProduct(a.st.m).sum() +
+        two_rb * T(r.G.cwiseProduct(a.st.G).sum() + r.h.cwiseProduct(a.st.h).sum()) + a.rho * rbar.rho);
+  abar.rho += rb * rbar.rho;
 }
 
-template <class T> Gradients<T> hla2_scan_backward(const Problem<T>& p, const Options& opt,
-                                                   const std::type_identity_t<NamedState<T>>* init, const Mat<T>& dO,
-                                                   fast::DecayRule rule, Eigen::Index chunk,
-                                                   BackwardStats* stats = nullptr) {
-  check_upstream(p, dO);
-  if (rule == fast::DecayRule::paper && opt.gamma != 1)
-    throw InputError(
-        "hla2 scan backward: the paper's decayed serial rule (§4.3) is not a fold of a (S, C, m, G, h) "
-        "concatenation; use the corrected rule for gamma < 1");
+// The reverse scan (the algorithm above) over an hla2 segment operator `op`: the fixed-γ operator, or a gated one
+// whose token segments carry their gates (fast/scan/gated.hpp). With drho, each token's ρ is differentiated too:
+// (*drho)(t) = ∂L/∂ρ_{T_t}, which for the gated operator is ∂L/∂γ_t.
+template <class Op, class T>
+Gradients<T> hla2_reverse_scan(const Op& op, const Problem<T>& p, const Options& opt,
+                               const std::type_identity_t<NamedState<T>>* init, const Mat<T>& dO, Eigen::Index chunk,
+                               std::type_identity_t<ColVec<T>>* drho, BackwardStats* stats) {
+  using Bar = Hla2SegmentBar<T>;
   const Eigen::Index n = p.n(), d = p.d(), dv = p.dv();
   const Eigen::Index w = (chunk <= 0 || chunk > n) ? std::max<Eigen::Index>(n, 1) : chunk;
   const T lambda = from_rational<T>(opt.ridge), eps = from_rational<T>(opt.eps);
-  const scan::Hla2Op<T, true> op(opt, scan::Variant::corrected);
-  const Hla2X<T> zero = Hla2X<T>::zero(d, dv);
+  const bool rho = drho != nullptr;
+  if (rho) *drho = ColVec<T>::Zero(n);
+  const Bar zero = Bar::zero(d, dv);
   // Forward across chunks: the carries P_c (checkpoints).
   std::vector<Hla2Segment<T>> carry{op.prefix(load_state<Hla2X<T>>(init, d, dv))};
   auto local_prefixes = [&](Eigen::Index begin, Eigen::Index end) {
@@ -206,28 +227,30 @@ template <class T> Gradients<T> hla2_scan_backward(const Problem<T>& p, const Op
     carry.push_back(op.combine(carry.back(), local_prefixes(c * w, std::min(n, c * w + w)).back()));
   // Reverse scan.
   Gradients<T> g = zero_gradients(p);
-  Hla2X<T> pbar_next = zero;   // P̄_{c+1}
+  Bar pbar_next = zero;        // P̄_{c+1}
   std::size_t peak_local = 0;  // a chunk's prefixes L and their adjoints L̄
   for (Eigen::Index c = chunks - 1; c >= 0; --c) {
     const Eigen::Index begin = c * w, end = std::min(n, begin + w);
     const std::vector<Hla2Segment<T>> L = local_prefixes(begin, end);
-    std::vector<Hla2X<T>> Lbar(L.size(), zero);
+    std::vector<Bar> Lbar(L.size(), zero);
     peak_local = std::max(peak_local, L.size() + Lbar.size());
-    Hla2X<T> pbar = zero;
-    if (c + 1 < chunks) hla2_combine_vjp(carry[c], L.back(), pbar_next, pbar, Lbar.back());
+    Bar pbar = zero;
+    if (c + 1 < chunks) hla2_combine_vjp(carry[c], L.back(), pbar_next, pbar, Lbar.back(), rho);
     for (Eigen::Index t = end - 1; t >= begin; --t) {
       const std::size_t s = static_cast<std::size_t>(t - begin);
       const Token<T> tok(p, t);
       TokenGrad<T> tg(d, dv);
-      Hla2X<T> ibar = zero;
-      hla2_out_vjp(op.combine(carry[c], L[s]).st, tok, RowVec<T>(dO.row(t)), lambda, opt.normalized, eps, t, ibar, tg);
-      hla2_combine_vjp(carry[c], L[s], ibar, pbar, Lbar[s]);
-      Hla2X<T> tbar = zero;
+      Bar ibar = zero;
+      hla2_out_vjp(op.combine(carry[c], L[s]).st, tok, RowVec<T>(dO.row(t)), lambda, opt.normalized, eps, t, ibar.st,
+                   tg);
+      hla2_combine_vjp(carry[c], L[s], ibar, pbar, Lbar[s], rho);
+      Bar tbar = zero;
       if (s > 0)
-        hla2_combine_vjp(L[s - 1], op.token(tok), Lbar[s], Lbar[s - 1], tbar);
+        hla2_combine_vjp(L[s - 1], op.token(tok), Lbar[s], Lbar[s - 1], tbar, rho);
       else
         tbar = Lbar[s];
-      hla2_delta_vjp(tbar, tok, tg);
+      hla2_delta_vjp(tbar.st, tok, tg);
+      if (rho) (*drho)(t) = tbar.rho;
       g.dQ.row(t) += tg.dq.transpose();
       g.dK.row(t) += tg.dk.transpose();
       g.dV.row(t) += tg.dv;
@@ -235,9 +258,22 @@ template <class T> Gradients<T> hla2_scan_backward(const Problem<T>& p, const Op
     pbar_next = pbar;
   }
   if (n == 0) pbar_next = zero;
-  g.dstate = export_state<Hla2X<T>, T>(pbar_next);
-  if (stats) *stats = {carry.size(), carry.size() + peak_local, numbers_in(zero)};
+  g.dstate = export_state<Hla2X<T>, T>(pbar_next.st);
+  if (stats) *stats = {carry.size(), carry.size() + peak_local, numbers_in(zero.st) + (rho ? 1 : 0)};
   return g;
+}
+
+template <class T> Gradients<T> hla2_scan_backward(const Problem<T>& p, const Options& opt,
+                                                   const std::type_identity_t<NamedState<T>>* init, const Mat<T>& dO,
+                                                   fast::DecayRule rule, Eigen::Index chunk,
+                                                   BackwardStats* stats = nullptr) {
+  check_upstream(p, dO);
+  if (rule == fast::DecayRule::paper && opt.gamma != 1)
+    throw InputError(
+        "hla2 scan backward: the paper's decayed serial rule (§4.3) is not a fold of a (S, C, m, G, h) "
+        "concatenation; use the corrected rule for gamma < 1");
+  return hla2_reverse_scan(scan::Hla2Op<T, true>(opt, scan::Variant::corrected), p, opt, init, dO, chunk, nullptr,
+                           stats);
 }
 
 }  // namespace hla::backward
