@@ -188,9 +188,10 @@ template <class T> struct Hla2UStart {
 // Cp_full = [C' m'] after the last token. C is not carried chunk by chunk unless an output reads it (ridge):
 // otherwise it is one weighted sum over the whole sequence, C = γ^n C_init + Qᵀ diag(γ^{n−1−j}) [V 1].
 // `carried`: C's carried columns (d×dv, or d×(dv+1) with m), or null; what it lacks is summed here.
-template <class T> NamedState<T> hla2_u_final_state(const Mat<T>& Q, const Mat<T>& V, const Mat<T>& S,
-                                                    const Mat<T>& C_init, const Mat<T>* carried, const Mat<T>& Cp_full,
-                                                    const T& gamma, int threads) {
+// Q and V: the sequence's rows (matrices, or blocks of a longer sequence's).
+template <class T, class QRows, class VRows>
+NamedState<T> hla2_u_final_state(const QRows& Q, const VRows& V, const Mat<T>& S, const Mat<T>& C_init,
+                                 const Mat<T>* carried, const Mat<T>& Cp_full, const T& gamma, int threads) {
   const Eigen::Index n = Q.rows(), d = Q.cols(), dv = V.cols();
   Mat<T> C(d, dv + 1);
   if (carried && carried->cols() == dv + 1) {

@@ -207,9 +207,16 @@ template <class T> class FusedPass {
   // mask F (log-domain differences in floating point, products of gates in the exact scalars); across blocks,
   // running products of the block's gates. The pass then always carries [V 1] (C's normalizer column is carried,
   // not summed with γ-powers at the end).
-  FusedPass(const Problem<T>& p, const Options& opt, bool augment = false)
+  //
+  // row0, rows: the pass covers rows [row0, row0 + rows) of p (rows < 0: to the end), read in place — a rank's block
+  // of a sequence-parallel run, without a copy of its rows; row indices below are the block's.
+  FusedPass(const Problem<T>& p, const Options& opt, bool augment = false, Eigen::Index row0 = 0,
+            Eigen::Index rows = -1)
       : p_(p),
-        plan_(p.n(), opt.chunk),
+        row0_(row0),
+        block_gates_(p.gates.size() != 0 ? ColVec<T>(p.gates.segment(row0, rows < 0 ? p.n() - row0 : rows))
+                                         : ColVec<T>()),
+        plan_(rows < 0 ? p.n() - row0 : rows, opt.chunk),
         d_(p.d()),
         dv_(p.dv()),
         gamma_(from_rational<T>(opt.gamma)),
@@ -228,7 +235,7 @@ template <class T> class FusedPass {
         last_(plan_.len(plan_.count - 1), plan_.w, d_, va_) {
     if (gated_) {
       reference::require_no_scalar_decay(opt);
-      gates_.emplace(p_.gates, plan_, stable_gate_factors<T>());
+      gates_.emplace(block_gates_, plan_, stable_gate_factors<T>());
     }
   }
   FusedPass(const FusedPass&) = delete;  // gates_ refers to plan_ and to the problem's gates
@@ -248,16 +255,16 @@ template <class T> class FusedPass {
 
   // (A) ΔS of rows [r0, r1): Kᵀ diag(Γ(r1−1, j)) K (γ^{r1−1−j} without gates), one product.
   Mat<T> s_summary(Eigen::Index r0, Eigen::Index r1) const {
-    const auto Kb = p_.K.middleRows(r0, r1 - r0);
+    const auto Kb = rows_of(p_.K, r0, r1 - r0);
     ColVec<T> x;  // empty: no weights
     if (gated_)
-      x = fused_detail::gate_products(p_.gates, r0, r1, false);
+      x = fused_detail::gate_products(block_gates_, r0, r1, false);
     else if (decays_)
       x = fused_detail::powers(gamma_, r1 - r0, 0).reverse();
     return weighted_gram<T>(Kb, x, Kb, 1);
   }
   // What rows [r0, r1) do to a state carried through them: γ^{r1−r0}, or the product of their gates.
-  T block_factor(Eigen::Index r0, Eigen::Index r1) const { return segment_decay(p_.gates, gamma_, r0, r1); }
+  T block_factor(Eigen::Index r0, Eigen::Index r1) const { return segment_decay(block_gates_, gamma_, r0, r1); }
 
   // (B) The fused chunk loop over chunks [k0, k1), from the states X (updated in place to the states leaving
   // the block); the block's rows of Y (n × va) get its outputs, divided by their normalizer when `final_rows`
@@ -271,20 +278,32 @@ template <class T> class FusedPass {
   void add_entering_carry(Eigen::Index r0, Eigen::Index r1, const Carried& entering, Mat<T>& Y, bool normalize_rows,
                           std::atomic<Eigen::Index>& zero_den) const {
     const Eigen::Index nt = r1 - r0;
-    const auto Qb = p_.Q.middleRows(r0, nt);
-    const ColVec<T> x = gated_ ? fused_detail::gate_products(p_.gates, r0, r1, true) : ColVec<T>();
-    auto add_carry = [&](const Mat<T>& stateT, const T& base, const T& scale, int s) {
-      Mat<T> Z = Qb * stateT.transpose();
-      if (gated_)
-        Z = (scale * (s == 2 ? ColVec<T>(x.cwiseProduct(x)) : x)).asDiagonal() * Z;
-      else if (decays_)
-        Z = (scale * fused_detail::powers(base, nt, 1)).asDiagonal() * Z;
-      else if (scale != T(1))
+    const ColVec<T> x = gated_ ? fused_detail::gate_products(block_gates_, r0, r1, true) : ColVec<T>();
+    const ColVec<T> g1 = !gated_ && decays_ ? fused_detail::powers(gamma_, nt, 1) : ColVec<T>();
+    const ColVec<T> g2 = !gated_ && decays_ ? fused_detail::powers(gamma2_, nt, 1) : ColVec<T>();
+    // In tiles of rows, so that the product's result stays in cache and no n × va temporary is allocated (the
+    // block's rows are most of a rank's or thread's rows: a fresh temporary of that size costs its page faults).
+    constexpr Eigen::Index tile = 256;
+    Mat<T> Z;
+    auto add_carry = [&](Eigen::Index a, Eigen::Index m, const Mat<T>& stateT, const T& scale, int s) {
+      Z.noalias() = rows_of(p_.Q, r0 + a, m) * stateT.transpose();
+      if (gated_) {
+        for (Eigen::Index i = 0; i < m; ++i) {
+          const T xi = x(a + i);
+          Z.row(i) *= T(scale * (s == 2 ? T(xi * xi) : xi));
+        }
+      } else if (decays_) {
+        Z = (scale * (s == 2 ? g2 : g1).segment(a, m)).asDiagonal() * Z;
+      } else if (scale != T(1)) {
         Z *= scale;
-      Y.middleRows(r0, nt) += Z;
+      }
+      Y.middleRows(r0 + a, m) += Z;
     };
-    add_carry(entering.CpT, gamma2_, T(1), 2);
-    if (ridge_) add_carry(entering.CT, gamma_, lambda_, 1);
+    for (Eigen::Index a = 0; a < nt; a += tile) {
+      const Eigen::Index m = std::min(tile, nt - a);
+      add_carry(a, m, entering.CpT, T(1), 2);
+      if (ridge_) add_carry(a, m, entering.CT, lambda_, 1);
+    }
     if (normalize_rows) normalize(Y.middleRows(r0, nt), r0, zero_den);
   }
 
@@ -301,7 +320,8 @@ template <class T> class FusedPass {
     const Mat<T> Cp_final = fin.CpT.transpose();
     const Mat<T> Cp_full = aug_ ? Cp_final : join(Cp_final, fin.Mp);
     const Mat<T> C_carried = fin.CT.transpose();
-    return hla2_u_final_state<T>(p_.Q, p_.V, fin.S, start.C, &C_carried, Cp_full, gamma_, threads);
+    return hla2_u_final_state<T>(rows_of(p_.Q, 0, plan_.n), rows_of(p_.V, 0, plan_.n), fin.S, start.C, &C_carried,
+                                 Cp_full, gamma_, threads);
   }
 
  private:
@@ -318,7 +338,12 @@ template <class T> class FusedPass {
     }
   }
 
+  // Rows [r, r + len) of the block, in p's rows.
+  auto rows_of(const Mat<T>& M, Eigen::Index r, Eigen::Index len) const { return M.middleRows(row0_ + r, len); }
+
   const Problem<T>& p_;
+  Eigen::Index row0_;      // the block's first row in p
+  ColVec<T> block_gates_;  // the block's gates (empty without)
   ChunkPlan plan_;
   Eigen::Index d_, dv_;
   T gamma_, gamma2_, eps_, lambda_;
@@ -356,13 +381,13 @@ template <class T> void FusedPass<T>::run(Eigen::Index k0, Eigen::Index k1, Carr
     const Eigen::Index c = plan_.begin(k), L = plan_.len(k);
     const ChunkProducts<T>& mm = L == w ? full_ : last_;
     const T g = gates ? gates->g[k] : dec.chunk_factor(L), g2 = g * g;
-    if (k + 1 < M) prefetch_rows(p, plan_.begin(k + 1), plan_.len(k + 1));
+    if (k + 1 < M) prefetch_rows(p, row0_ + plan_.begin(k + 1), plan_.len(k + 1));
     if (gates) gates->decay_mask(k, b.F.topLeftCorner(L, L));
     // Copies: the chunk's rows of Q, K, [V 1]; Kᵀ weighted by γ^{L−1−b}, [V 1]ᵀ by γ^{2(L−1−b)} (and by
     // γ^{L−1−b} for C); Q weighted by γ^{a+1}, γ^{2(a+1)} (and λγ^{a+1} with ridge).
-    b.Q.topRows(L) = p.Q.middleRows(c, L);
-    b.K.topRows(L) = p.K.middleRows(c, L);
-    b.V.topLeftCorner(L, dv) = p.V.middleRows(c, L);
+    b.Q.topRows(L) = rows_of(p.Q, c, L);
+    b.K.topRows(L) = rows_of(p.K, c, L);
+    b.V.topLeftCorner(L, dv) = rows_of(p.V, c, L);
     if (aug) b.V.col(dv).head(L).setOnes();
     for (Eigen::Index j = 0; j < L; ++j) {
       const T x = en(c, L, j, 1), x2 = en(c, L, j, 2);

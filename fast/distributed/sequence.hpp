@@ -168,7 +168,6 @@ template <class T> LocalRun<T> hla2_fused_local(const Problem<T>& p, const Optio
   const Eigen::Index n = p.n(), d = p.d(), dv = p.dv(), b = block_begin(n, me, P), e = block_begin(n, me + 1, P);
   const T gamma = from_rational<T>(o.gamma);
   Guarded guarded(c);
-  const Problem<T> block = slice_rows(p, b, e);  // with its own gates, if any: the pass is then gated
   LocalRun<T> out{b, Mat<T>(0, dv), {}};
   std::optional<fast::chunked::FusedPass<T>> pass;
   std::optional<fast::chunked::Hla2UStart<T>> start;
@@ -180,7 +179,8 @@ template <class T> LocalRun<T> hla2_fused_local(const Problem<T>& p, const Optio
   Mat<T> dS = nothing.S, rho = Mat<T>::Constant(1, 1, T(1));  // rho: what the block does to a carried state
   guarded([&] {
     start.emplace(init, d, dv);
-    if (e > b) pass.emplace(block, o, /*augment=*/true);
+    // The block's rows read in place (a rank of a real run holds only these), with its own gates, if any.
+    if (e > b) pass.emplace(p, o, /*augment=*/true, b, e - b);
     if (pass && me + 1 < P) dS = pass->s_summary(0, e - b);
     if (pass) rho(0, 0) = pass->block_factor(0, e - b);  // γ^len, or the product of the block's gates
   });
@@ -238,8 +238,8 @@ template <class T> LocalRun<T> hla2_fused_local(const Problem<T>& p, const Optio
       X.CT = entering.CT;
     }
     const Mat<T> Cp_full = X.CpT.transpose(), C_full = X.CT.transpose();
-    out.state =
-        fast::chunked::hla2_u_final_state<T>(block.Q, block.V, X.S, start->C, &C_full, Cp_full, gamma, o.threads);
+    out.state = fast::chunked::hla2_u_final_state<T>(p.Q.middleRows(b, e - b), p.V.middleRows(b, e - b), X.S, start->C,
+                                                     &C_full, Cp_full, gamma, o.threads);
   }
   stats.finish_seconds = seconds_since(t0);
   return out;
