@@ -6,19 +6,22 @@
 // Within a thread, chunks run in order and update the carried states in place (β = 1 products): the
 // per-chunk fusion below. Across P threads, the paper's two-level scan (§5.2), one OpenMP region, two
 // barriers, no hand-off from chunk to chunk between threads:
-//   (A) thread t takes a contiguous block of chunks (tokens [r_t, r_{t+1})) and sums its block's ΔS_t =
-//       Kᵀ diag(γ^{r_{t+1}−1−j}) K — one product over the block; the last block's is never needed.
-//       One thread then scans the P summaries: S entering block t+1 = γ^{len_t} S_t + ΔS_t.
+//   (A) block t is a contiguous range of chunks (tokens [r_t, r_{t+1})), one per thread; its ΔS_t =
+//       Kᵀ diag(γ^{r_{t+1}−1−j}) K is one product over the block (the last block's is never needed), which
+//       all P threads share (each sums 1/P of the block's rows). One thread then scans the P summaries:
+//       S entering block t+1 = γ^{len_t} S_t + ΔS_t.
 //   (B) each thread runs the fused chunk loop over its block from the true S (so U = S q is final) and
 //       from C' = m' = C = 0 (block 0: the initial state), writing its rows' unnormalized outputs.
 //       One thread scans the blocks' C', m', C the same way (decay γ^{2 len_t}, γ^{len_t}).
-//   (C) each block t > 0 adds what its zero start left out — the carry of the C' (and, with ridge, C)
-//       entering it to every row i of the block: γ^{2(i+1)} q_iᵀ C'_t [+ λ γ^{i+1} q_iᵀ C_t] — as one
-//       product over the block, then normalizes its rows.
+//   (C) each block t > 0 gains what its zero start left out — the carry of the C' (and, with ridge, C)
+//       entering it to every row i of the block: γ^{2(i+1)} q_iᵀ C'_t [+ λ γ^{i+1} q_iᵀ C_t] — one product
+//       over the block's rows, in tiles, again shared by all P threads; then its rows are normalized.
 // The outputs are linear in C' and C given U, so (B) + (C) is exact, not an approximation: the tests hold
 // every thread count to the serial form in rationals and the prime field. Per token, (A) and (C) add one
-// product each to the chunk loop's nine (eleven with ridge); block 0 does no (C) and the last no (A), so at
-// P = 2 each thread does one extra product, and the middle blocks of P > 2 two (experiments/model/).
+// product each to the chunk loop's nine (eleven with ridge) over all rows but one block's: (P − 1)/P of the
+// rows each, spread over all P threads, so no thread waits while another does them (before 2026-12-04 each
+// block's thread did its own, and at P = 2 one thread idled through (A) and the other through (C);
+// experiments/model/).
 //
 // Per chunk, in the loop:
 //   - Each chunk's rows of Q, K, V are copied once into contiguous w-row buffers (the n-row column-major
@@ -132,10 +135,18 @@ struct BlockPlan {
   }
 };
 
-// x(i) = base^{i + offset}, i < count, each by repeated squaring (no error accumulating along a block).
+// x(i) = base^{i + offset}, i < count, each by repeated squaring (no error accumulating along a block). Floating
+// powers below the smallest normal number are 0, as in gate_products and hla2_u_final_state: a block's weights
+// γ^{len−1−j} pass through the subnormal range (γ = 0.9, double: about 370 of 32768 rows), and a product over rows
+// scaled by subnormals runs on the CPU's slow path (measured: hla2/chunked-fused, double, γ = 0.9, 2 threads, slower
+// than 1 thread before this) for terms that carry no significant digit.
 template <class T> ColVec<T> powers(const T& base, Eigen::Index count, Eigen::Index offset) {
   ColVec<T> x(count);
-  for (Eigen::Index i = 0; i < count; ++i) x(i) = power(base, i + offset);
+  for (Eigen::Index i = 0; i < count; ++i) {
+    x(i) = power(base, i + offset);
+    if constexpr (std::is_floating_point_v<T>)
+      if (x(i) < std::numeric_limits<T>::min()) x(i) = T(0);
+  }
   return x;
 }
 
@@ -253,14 +264,17 @@ template <class T> class FusedPass {
     return {Mat<T>::Zero(d_, d_), Mat<T>::Zero(va_, d_), Mat<T>::Zero(aug_ ? 0 : d_, 1), Mat<T>::Zero(va_, d_)};
   }
 
-  // (A) ΔS of rows [r0, r1): Kᵀ diag(Γ(r1−1, j)) K (γ^{r1−1−j} without gates), one product.
-  Mat<T> s_summary(Eigen::Index r0, Eigen::Index r1) const {
-    const auto Kb = rows_of(p_.K, r0, r1 - r0);
+  // (A) ΔS of rows [r0, r1): Kᵀ diag(Γ(r1−1, j)) K (γ^{r1−1−j} without gates), one product — or its part over rows
+  // [a0, a1) ⊆ [r0, r1), with the same weights (so that several threads can share one block's ΔS).
+  Mat<T> s_summary(Eigen::Index r0, Eigen::Index r1) const { return s_summary(r0, r1, r0, r1); }
+  Mat<T> s_summary(Eigen::Index r0, Eigen::Index r1, Eigen::Index a0, Eigen::Index a1) const {
+    (void)r0;
+    const auto Kb = rows_of(p_.K, a0, a1 - a0);
     ColVec<T> x;  // empty: no weights
     if (gated_)
-      x = fused_detail::gate_products(block_gates_, r0, r1, false);
+      x = fused_detail::gate_products(block_gates_, a0, r1, false).head(a1 - a0);  // Γ(r1−1, j), from r1 back
     else if (decays_)
-      x = fused_detail::powers(gamma_, r1 - r0, 0).reverse();
+      x = fused_detail::powers(gamma_, a1 - a0, r1 - a1).reverse();  // γ^{r1−1−j}
     return weighted_gram<T>(Kb, x, Kb, 1);
   }
   // What rows [r0, r1) do to a state carried through them: γ^{r1−r0}, or the product of their gates.
@@ -272,21 +286,22 @@ template <class T> class FusedPass {
   void run(Eigen::Index k0, Eigen::Index k1, Carried& X, Mat<T>& Y, bool final_rows,
            std::atomic<Eigen::Index>& zero_den) const;
 
-  // (C) Rows [r0, r1) of Y, from a block that ran from zero C' (and C), gain the carry of the entering ones,
-  // x_i² Q C'ᵀ [+ λ x_i Q Cᵀ] for row i of the block, x_i = γ^{i+1} (Γ(r0+i, r0−1) with gates); then
-  // normalized if `normalize_rows`.
-  void add_entering_carry(Eigen::Index r0, Eigen::Index r1, const Carried& entering, Mat<T>& Y, bool normalize_rows,
-                          std::atomic<Eigen::Index>& zero_den) const {
-    const Eigen::Index nt = r1 - r0;
-    const ColVec<T> x = gated_ ? fused_detail::gate_products(block_gates_, r0, r1, true) : ColVec<T>();
-    const ColVec<T> g1 = !gated_ && decays_ ? fused_detail::powers(gamma_, nt, 1) : ColVec<T>();
-    const ColVec<T> g2 = !gated_ && decays_ ? fused_detail::powers(gamma2_, nt, 1) : ColVec<T>();
+  // (C) Rows [a0, a1) of Y, in a block starting at row r0 that ran from zero C' (and C), gain the carry of the
+  // entering ones, x_i² Q C'ᵀ [+ λ x_i Q Cᵀ] for row i of the block, x_i = γ^{i+1} (Γ(r0+i, r0−1) with gates); then
+  // normalized if `normalize_rows`. Any split of a block's rows gives the same rows.
+  void add_entering_carry(Eigen::Index r0, Eigen::Index a0, Eigen::Index a1, const Carried& entering, Mat<T>& Y,
+                          bool normalize_rows, std::atomic<Eigen::Index>& zero_den) const {
+    const Eigen::Index nt = a1 - a0;
+    const ColVec<T> x =
+        gated_ ? ColVec<T>(fused_detail::gate_products(block_gates_, r0, a1, true).tail(nt)) : ColVec<T>();
+    const ColVec<T> g1 = !gated_ && decays_ ? fused_detail::powers(gamma_, nt, a0 - r0 + 1) : ColVec<T>();
+    const ColVec<T> g2 = !gated_ && decays_ ? fused_detail::powers(gamma2_, nt, a0 - r0 + 1) : ColVec<T>();
     // In tiles of rows, so that the product's result stays in cache and no n × va temporary is allocated (the
     // block's rows are most of a rank's or thread's rows: a fresh temporary of that size costs its page faults).
     constexpr Eigen::Index tile = 256;
     Mat<T> Z;
     auto add_carry = [&](Eigen::Index a, Eigen::Index m, const Mat<T>& stateT, const T& scale, int s) {
-      Z.noalias() = rows_of(p_.Q, r0 + a, m) * stateT.transpose();
+      Z.noalias() = rows_of(p_.Q, a0 + a, m) * stateT.transpose();
       if (gated_) {
         for (Eigen::Index i = 0; i < m; ++i) {
           const T xi = x(a + i);
@@ -297,14 +312,14 @@ template <class T> class FusedPass {
       } else if (scale != T(1)) {
         Z *= scale;
       }
-      Y.middleRows(r0 + a, m) += Z;
+      Y.middleRows(a0 + a, m) += Z;
     };
     for (Eigen::Index a = 0; a < nt; a += tile) {
       const Eigen::Index m = std::min(tile, nt - a);
       add_carry(a, m, entering.CpT, T(1), 2);
       if (ridge_) add_carry(a, m, entering.CT, lambda_, 1);
     }
-    if (normalize_rows) normalize(Y.middleRows(r0, nt), r0, zero_den);
+    if (normalize_rows) normalize(Y.middleRows(a0, nt), a0, zero_den);
   }
 
   // The outputs from Y (n × va, normalized rows): a vanished normalizer raised, the normalizer's column dropped.
@@ -481,19 +496,35 @@ template <class T> Mat<T> fused_blocks(const FusedPass<T>& pass, fused_detail::C
   std::vector<Carried> cur(nb), entry(nb);
   cur[0] = std::move(X);
   for (int t = 1; t < nb; ++t) cur[t] = pass.zero();
-  std::vector<Mat<T>> dS(nb);
+  std::vector<Mat<T>> dS(static_cast<std::size_t>(std::max(nb - 1, 0) * threads));
   Mat<T> Y(plan.n, pass.va());
+  // Part s of block t's rows: [a0, a1) of [r0, r1).
+  struct Span {
+    Eigen::Index r0, r1, a0, a1;
+  };
+  auto part = [&](int t, int s) {
+    const Eigen::Index r0 = blocks.rows[t], r1 = blocks.rows[t + 1];
+    return Span{r0, r1, r0 + (r1 - r0) * s / threads, r0 + (r1 - r0) * (s + 1) / threads};
+  };
 
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
     omp_set_num_threads(1);  // the blocks are the parallelism: no nested GEMM threads (the Eigen path)
-                             // (A) ΔS of every block but the last, then (one thread) S entering every block.
-#pragma omp for schedule(static, 1)
-    for (int t = 0; t < nb - 1; ++t) dS[t] = pass.s_summary(blocks.rows[t], blocks.rows[t + 1]);
+    // (A) ΔS of every block but the last, then (one thread) S entering every block. Each block's ΔS is split into
+    // `threads` row ranges, so that all threads share (A) instead of the last block's thread waiting for it; the
+    // parts are added in order.
+#pragma omp for schedule(static)
+    for (int i = 0; i < (nb - 1) * threads; ++i) {
+      const Span sp = part(i / threads, i % threads);
+      dS[i] = pass.s_summary(sp.r0, sp.r1, sp.a0, sp.a1);
+    }
 #pragma omp single
-    for (int t = 0; t + 1 < nb; ++t)
-      cur[t + 1].S = fused_detail::s_after(cur[t].S, dS[t], pass.block_factor(blocks.rows[t], blocks.rows[t + 1]));
-      // (B) the chunk loop over each block; then (one thread) the scan over the blocks' C', m', C.
+    for (int t = 0; t + 1 < nb; ++t) {
+      Mat<T> sum = std::move(dS[t * threads]);
+      for (int s = 1; s < threads; ++s) sum += dS[t * threads + s];
+      cur[t + 1].S = fused_detail::s_after(cur[t].S, sum, pass.block_factor(blocks.rows[t], blocks.rows[t + 1]));
+    }
+    // (B) the chunk loop over each block; then (one thread) the scan over the blocks' C', m', C.
 #pragma omp for schedule(static, 1)
     for (int t = 0; t < nb; ++t)
       pass.run(blocks.first[t], blocks.first[t + 1], cur[t], Y, final_rows && t == 0, zero_den);
@@ -502,10 +533,13 @@ template <class T> Mat<T> fused_blocks(const FusedPass<T>& pass, fused_detail::C
       entry[t] = cur[t - 1];
       fused_detail::join_after(cur[t], entry[t], pass.block_factor(blocks.rows[t], blocks.rows[t + 1]));
     }
-    // (C) the carry every block but the first missed.
-#pragma omp for schedule(static, 1)
-    for (int t = 1; t < nb; ++t)
-      pass.add_entering_carry(blocks.rows[t], blocks.rows[t + 1], entry[t], Y, final_rows, zero_den);
+    // (C) the carry every block but the first missed, split like (A): every thread takes a share of every later
+    // block's rows.
+#pragma omp for schedule(static)
+    for (int i = threads; i < nb * threads; ++i) {
+      const Span sp = part(i / threads, i % threads);
+      pass.add_entering_carry(sp.r0, sp.a0, sp.a1, entry[i / threads], Y, final_rows, zero_den);
+    }
   }
   X = std::move(cur[nb - 1]);
   return Y;

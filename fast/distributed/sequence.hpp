@@ -227,7 +227,7 @@ template <class T> LocalRun<T> hla2_fused_local(const Problem<T>& p, const Optio
   guarded([&] {
     if (!pass) return;
     if (me > 0) {
-      pass->add_entering_carry(0, e - b, entering, Y, true, zero_den);
+      pass->add_entering_carry(0, 0, e - b, entering, Y, true, zero_den);
       fd::join_after(X, entering, rhos[me]);
     }
     out.O = pass->outputs(std::move(Y), b, zero_den);
