@@ -20,9 +20,12 @@ one machine at one thread (or calibrated where a term cannot be measured at one 
   blocked           the two-level block schedule (issue 28; chunked-fused now): P contiguous blocks, (A) each
                     block's S summary — one product of 2 d^2 flops per token — for all blocks but the last,
                     one scan, (B) the fused chunk loop over the block, one scan, (C) each block but the first
-                    adds its carry — one product of 2 d (dv+1) flops per token (normalized; dv unnormalized):
+                    adds its carry — one product of 2 d (dv+1) flops per token (normalized; dv unnormalized).
+                    Threads share (A) and (C) by rows (since 2026-12-04):
+                        T(P) = ((Σ_t<P-1 n_t a + Σ_t>0 n_t c) / P + max_t n_t l) / phi(P) + 2 b(P)
+                    MPI ranks hold only their rows, so each does its own block's (as threads did before):
                         T(P) = (max_t<P-1 n_t a + max_t n_t l + max_t>0 n_t c) / phi(P) + 2 b(P)
-                    (the phases are separated by barriers, so the span is the sum of each phase's slowest block)
+                    (the phases are separated by barriers, so the span is the sum of each phase's slowest part)
                     l = T1 / n (the loop's per-token time at one thread), a and c from the one-thread GEMM
                     rate (Eigen's 1024^2 product: what (A) and (C) call), b(P) a barrier (+ scan of P states),
                     taken as 5 us + P x (one state addition) — small beside the rest at these n.
@@ -102,14 +105,19 @@ def grouped(T1, f, P, ph):
     return T1 * (f + (1 - f) / (P * ph))
 
 
-def blocked(T1, n, d, va, rate, P, ph, chunk=48, barrier_ms=5e-3, state_add_ms=None):
-    """Span of the two-level block schedule: the slowest block plus two barriers and two scans."""
+def blocked(T1, n, d, va, rate, P, ph, chunk=48, barrier_ms=5e-3, state_add_ms=None, shared=True):
+    """Span of the two-level block schedule: the slowest block plus two barriers and two scans. shared: (A) and
+    (C) split over all P workers by rows (threads, since 2026-12-04); else each block's own worker does them
+    (MPI ranks, which hold only their own rows; the thread schedule before)."""
     M = -(-n // chunk)
     first = [M * t // P for t in range(P + 1)]
     rows = [min(n, f * chunk) for f in first]
     l, a, c = T1 / n, 2 * d * d / rate, 2 * d * va / rate
     n_t = [rows[t + 1] - rows[t] for t in range(P)]
-    span = max(n_t[:-1], default=0) * a + max(n_t) * l + max(n_t[1:], default=0) * c
+    if shared:
+        span = (sum(n_t[:-1]) * a + sum(n_t[1:]) * c) / P + max(n_t) * l
+    else:
+        span = max(n_t[:-1], default=0) * a + max(n_t) * l + max(n_t[1:], default=0) * c
     if state_add_ms is None:
         state_add_ms = (d * d + 2 * va * d) / rate  # one addition per entry, at the GEMM's flop rate (generous)
     return span / ph + 2 * (barrier_ms + P * state_add_ms)
@@ -236,7 +244,7 @@ def mpi(args):
         meas = {r["P"]: r["time_s"] * 1e3 for r in sel if r["n"] == n}
         per_token = next(r["finish_s"] for r in sel if r["n"] == n and r["P"] == 1) * 1e3 / n
         old = {P: meas[1] if P == 1 else 2 * per_token * n / (P * ph[P]) + n * 64 * 8 / bw for P in PS}
-        new = {P: blocked(l_fused * n, n, 64, 65, rate, P, ph[P], chunk=64) for P in PS}
+        new = {P: blocked(l_fused * n, n, 64, 65, rate, P, ph[P], chunk=64, shared=False) for P in PS}
         print(fmt_row(f"n={n} two-pass + gather (B = {bw / 1e6:.1f} GB/s)", meas, old))
         print(fmt_row(f"n={n} one pass, rows kept (new)", {}, new))
         report["rows"].append({"n": n, "measured": meas, "two_pass": old, "one_pass": new, "gather_bytes_per_ms": bw})
@@ -257,7 +265,8 @@ def mpi_here(args):
                 and r["n"] == r1["n"] and r["d"] == r1["d"] and r["form"] == r1["form"]]
         meas = {r["P"]: r["time_s"] * 1e3 for r in same}
         T1 = r1["time_s"] * 1e3
-        pred = {P: blocked(T1, r1["n"], r1["d"], r1["dv"] + 1, rate, P, phi(times, "double", P), chunk=r1["chunk"])
+        pred = {P: blocked(T1, r1["n"], r1["d"], r1["dv"] + 1, rate, P, phi(times, "double", P), chunk=r1["chunk"],
+                           shared=False)
                 for P in PS}
         label = f"{r1['form']} n={r1['n']} d={r1['d']}"
         print(fmt_row(label, meas, pred))
