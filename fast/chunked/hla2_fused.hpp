@@ -45,6 +45,7 @@
 #pragma once
 
 #include <atomic>
+#include <optional>
 #include <type_traits>
 #include <vector>
 
@@ -193,6 +194,23 @@ template <class T> ColVec<T> gate_products(const ColVec<T>& gamma, Eigen::Index 
   return x;
 }
 
+// Rows of Y gain the carry of a state entering their block: Y.row(i) += w(i) · q_iᵀ M for the rows q_i of Q (M: d × va,
+// or an expression of it), in tiles of rows, so that each product stays in cache and no rows × va temporary is made
+// (a block's rows are most of a thread's or a rank's: a fresh temporary that size costs its page faults). w(i) is the
+// row's weight, or nullopt for 1.
+template <class T, class YRows, class QRows, class State, class Weight>
+void add_carry_rows(YRows Y, const QRows& Q, const State& M, Weight&& w) {
+  constexpr Eigen::Index tile = 256;
+  Mat<T> Z;
+  for (Eigen::Index a = 0; a < Q.rows(); a += tile) {
+    const Eigen::Index m = std::min(tile, Q.rows() - a);
+    Z.noalias() = Q.middleRows(a, m) * M;
+    for (Eigen::Index i = 0; i < m; ++i)
+      if (const std::optional<T> wi = w(a + i)) Z.row(i) *= *wi;
+    Y.middleRows(a, m) += Z;
+  }
+}
+
 // A block that ran from zero C', m', C: its states become the true ones, given the true states `before` it and
 // the block's decay ρ (C' and m' decay with ρ², C with ρ). S is left alone (the block ran from the true S).
 template <class T> void join_after(Carried<T>& block, const Carried<T>& before, const T& rho) {
@@ -296,29 +314,19 @@ template <class T> class FusedPass {
         gated_ ? ColVec<T>(fused_detail::gate_products(block_gates_, r0, a1, true).tail(nt)) : ColVec<T>();
     const ColVec<T> g1 = !gated_ && decays_ ? fused_detail::powers(gamma_, nt, a0 - r0 + 1) : ColVec<T>();
     const ColVec<T> g2 = !gated_ && decays_ ? fused_detail::powers(gamma2_, nt, a0 - r0 + 1) : ColVec<T>();
-    // In tiles of rows, so that the product's result stays in cache and no n × va temporary is allocated (the
-    // block's rows are most of a rank's or thread's rows: a fresh temporary of that size costs its page faults).
-    constexpr Eigen::Index tile = 256;
-    Mat<T> Z;
-    auto add_carry = [&](Eigen::Index a, Eigen::Index m, const Mat<T>& stateT, const T& scale, int s) {
-      Z.noalias() = rows_of(p_.Q, a0 + a, m) * stateT.transpose();
-      if (gated_) {
-        for (Eigen::Index i = 0; i < m; ++i) {
-          const T xi = x(a + i);
-          Z.row(i) *= T(scale * (s == 2 ? T(xi * xi) : xi));
-        }
-      } else if (decays_) {
-        Z = (scale * (s == 2 ? g2 : g1).segment(a, m)).asDiagonal() * Z;
-      } else if (scale != T(1)) {
-        Z *= scale;
-      }
-      Y.middleRows(a0 + a, m) += Z;
+    // Row i's weight: scale · x_i^s (gates), scale · γ^{s(i+1)}, or scale; none when it is 1.
+    auto weight = [&](const ColVec<T>& g, const T& scale, int s) {
+      return [&, s](Eigen::Index i) -> std::optional<T> {
+        if (gated_) return T(scale * (s == 2 ? T(x(i) * x(i)) : x(i)));
+        if (decays_) return T(scale * g(i));
+        if (scale != T(1)) return scale;
+        return std::nullopt;
+      };
     };
-    for (Eigen::Index a = 0; a < nt; a += tile) {
-      const Eigen::Index m = std::min(tile, nt - a);
-      add_carry(a, m, entering.CpT, T(1), 2);
-      if (ridge_) add_carry(a, m, entering.CT, lambda_, 1);
-    }
+    const auto Qb = rows_of(p_.Q, a0, nt);
+    fused_detail::add_carry_rows<T>(Y.middleRows(a0, nt), Qb, entering.CpT.transpose(), weight(g2, T(1), 2));
+    if (ridge_)
+      fused_detail::add_carry_rows<T>(Y.middleRows(a0, nt), Qb, entering.CT.transpose(), weight(g1, lambda_, 1));
     if (normalize_rows) normalize(Y.middleRows(a0, nt), a0, zero_den);
   }
 

@@ -25,6 +25,9 @@ struct DistributedPlan {
   // With per-token gates: the chunked form that finishes each block (it takes gates), and the blocks are joined by
   // the operator's gated scan operator (fast/scan/gated.hpp); "" when the operator has no gated scan (hla3).
   std::string gated_finish_form = "", gated_finish_variant = "";
+  // Each block passed once by the finishing form from zero, its rows then corrected by one product with the entering
+  // state (sequence.hpp linear_corrected_local: an operator whose outputs take the entering state through q_tᵀ X).
+  bool corrected_once = false;
 };
 inline const std::vector<DistributedPlan>& distributed_plan() {
   using scan::Variant;
@@ -32,7 +35,7 @@ inline const std::vector<DistributedPlan>& distributed_plan() {
       {"hla2", Variant::corrected, "chunked-fused", "corrected", "serial", "corrected", true, "chunked", "corrected"},
       {"ahla", Variant::corrected, "chunked", "paper", "serial", "paper", false, "chunked", "paper"},
       {"hla3", Variant::corrected, "chunked", "corrected", "serial", "corrected"},
-      {"linear", Variant::paper, "chunked", "paper", "serial", "paper", false, "chunked", "paper"},
+      {"linear", Variant::paper, "chunked", "paper", "serial", "paper", false, "chunked", "paper", true},
   };
   return plan;
 }

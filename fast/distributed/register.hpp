@@ -28,13 +28,17 @@ template <class T> void add_distributed_forms(Registry<T>& r, const DistributedP
     // Named copies, not a structured binding: clang (the fuzz and TSan builds) cannot capture a binding with OpenMP on.
     const std::string form = entry.first;
     const CrossScan how = entry.second;
+    const std::string scan_name =
+        how == CrossScan::mpi_exscan ? "MPI_Exscan (user MPI_Op)" : "recursive-doubling exscan";
     const std::string cite =
         plan.one_pass
             ? "blocks per rank, each passed once by hla2/chunked-fused's pieces: S summaries gathered, the block's "
               "chunk loop, C' summaries gathered, the block's outputs corrected by its prefix"
-            : std::string("blocks per rank: scan summary, ") +
-                  (how == CrossScan::mpi_exscan ? "MPI_Exscan (user MPI_Op)" : "recursive-doubling exscan") +
-                  " across ranks, finished by " + plan.op + "/" + plan.finish_form + "/" + plan.finish_variant;
+        : plan.corrected_once ? "blocks per rank, each passed once by " + plan.op + "/" + plan.finish_form + "/" +
+                                    plan.finish_variant + " from zero (its state the block's summary), " + scan_name +
+                                    " across ranks, each row corrected by one product with the state entering its block"
+                              : "blocks per rank: scan summary, " + scan_name + " across ranks, finished by " +
+                                    plan.op + "/" + plan.finish_form + "/" + plan.finish_variant;
     // The whole outputs on every rank (the registry's calling convention): the rank's rows, gathered.
     const auto run = [plan, how](const Problem<T>& p, const Options& o, const NamedState<T>* s) {
       return gather_run(run_local(plan, how, p, o, s), p.n(), p.dv());
@@ -44,10 +48,15 @@ template <class T> void add_distributed_forms(Registry<T>& r, const DistributedP
       r.add_gates(plan.op, form, scan::variant_name(plan.scan_variant),
                   plan.one_pass ? "blocks per rank, each passed once by gated hla2/chunked-fused's pieces, each "
                                   "block's ρ = Π γ_t gathered with its S summary"
-                                : "blocks per rank: the block's ρ = Π γ_t and state by " + plan.op + "/" +
-                                      plan.gated_finish_form + "/" + plan.gated_finish_variant +
-                                      " (gated), the gated scan operator across ranks, the same form "
-                                      "from the carried state",
+                  : plan.corrected_once
+                      ? "blocks per rank, each passed once by " + plan.op + "/" + plan.gated_finish_form + "/" +
+                            plan.gated_finish_variant +
+                            " (gated) from zero, its ρ = Π γ_t and state the block's segment, the gated scan "
+                            "operator across ranks, each row corrected by Γ(t, b−1) q_tᵀ [S z]"
+                      : "blocks per rank: the block's ρ = Π γ_t and state by " + plan.op + "/" +
+                            plan.gated_finish_form + "/" + plan.gated_finish_variant +
+                            " (gated), the gated scan operator across ranks, the same form "
+                            "from the carried state",
                   run);
   }
 }

@@ -280,20 +280,103 @@ template <class T, class Op> LocalRun<T> sequence_parallel_local(const Op& op, c
   return {b, std::move(part.O), me == P - 1 ? std::move(part.state) : NamedState<T>{}};
 }
 
-// The rank's part of the sequence-parallel form of plan.op: hla2 passes each block once; the others run the
+// linear passes each block once (plan.corrected_once): its chunked form from the zero state, unnormalized over [V 1]
+// when normalized (the numerators and the normalizer's column), whose final state and ρ are the block's segment; the
+// exclusive scan across ranks gives the state (S_E, z_E) entering the block (rank 0: the initial state); every row
+// then gains the carry Γ(b+i, b−1) q_iᵀ [S_E z_E] — exact, since the outputs are linear in the entering state — and
+// is normalized. One product over the block in place of the two-pass path's second chunked pass.
+template <class T, class Op> LocalRun<T> linear_corrected_local(const Op& op, const Entry<T>& chunked,
+                                                                const Problem<T>& p, const Options& o,
+                                                                const NamedState<T>* init, CrossScan how) {
+  using Seg = typename Op::Seg;
+  using Serial = typename Op::Serial;  // fast::LinearState: S (d × dv), z (d × 1)
+  if (auto alone = run_alone<T>([&] { return chunked(p, o, init); })) return std::move(*alone);
+  PhaseStats& stats = last_phase_stats();
+  const MPI_Comm c = sequence_comm();
+  const int P = comm_size(c), me = comm_rank(c);
+  const Eigen::Index n = p.n(), d = p.d(), dv = p.dv(), b = block_begin(n, me, P), e = block_begin(n, me + 1, P);
+  const bool norm = o.normalized;
+  const Eigen::Index va = norm ? dv + 1 : dv;
+  Guarded guarded(c);
+
+  // 1. local: the block's pass from zero; its state and ρ are its segment.
+  auto t0 = Clock::now();
+  Problem<T> block;
+  Mat<T> Y(0, va);
+  Seg local = op.identity(d, dv), mine;
+  guarded([&] {
+    if (e > b) {
+      block = slice_rows(p, b, e);
+      if (norm) {
+        block.V.conservativeResize(Eigen::NoChange, va);
+        block.V.col(dv).setOnes();
+      }
+      Options unnormalized = o;
+      unnormalized.normalized = false;
+      unnormalized.eps = 0;
+      Run<T> r = chunked(block, unnormalized, nullptr);
+      Y = std::move(r.O);
+      Serial st = load_state<Serial>(&r.state, d, va);
+      local = {Serial{Mat<T>(st.S.leftCols(dv)), std::move(st.z)},
+               fast::chunked::segment_decay(block.gates, from_rational<T>(o.gamma), 0, e - b)};
+    }
+    mine = me == 0 ? op.combine(scan::detail::initial_prefix(op, p, init), local) : local;
+  });
+  stats.local_seconds = seconds_since(t0);
+
+  // 2. scan: the state entering this block.
+  t0 = Clock::now();
+  std::optional<Seg> carry = exclusive_scan_ranks<T>(op, mine, c, how, stats);
+  stats.scan_seconds = seconds_since(t0);
+
+  // 3. finish: each row's carry, then its normalization; the final state on the last rank.
+  t0 = Clock::now();
+  LocalRun<T> out{b, Mat<T>(0, dv), {}};
+  guarded([&] {
+    const Serial entering = me == 0 ? load_state<Serial>(init, d, dv) : carry->st;
+    if (e > b && (me > 0 || init)) {
+      Mat<T> M(d, va);
+      M.leftCols(dv) = entering.S;
+      if (norm) M.col(dv) = entering.z;
+      const T gamma = from_rational<T>(o.gamma);
+      const bool gated = block.gates.size() != 0, decays = gated || gamma != T(1);
+      const ColVec<T> x = gated    ? fast::chunked::fused_detail::gate_products(block.gates, 0, e - b, true)
+                          : decays ? fast::chunked::fused_detail::powers(gamma, e - b, 1)
+                                   : ColVec<T>();  // x_i = Γ(b+i, b−1)
+      fast::chunked::fused_detail::add_carry_rows<T>(Y.middleRows(0, e - b), block.Q, M,
+                                                     [&](Eigen::Index i) -> std::optional<T> {
+                                                       if (decays) return x(i);
+                                                       return std::nullopt;
+                                                     });
+    }
+    if (norm) {
+      const T eps = from_rational<T>(o.eps);
+      for (Eigen::Index t = 0; t < Y.rows(); ++t) divide_by_normalizer(Y.row(t).head(dv), T(Y(t, dv) + eps), b + t);
+      Y.conservativeResize(Eigen::NoChange, dv);
+    }
+    out.O = std::move(Y);
+    if (me == P - 1) out.state = export_state<Serial, T>(op.combine(op.prefix(entering), local).st);
+  });
+  stats.finish_seconds = seconds_since(t0);
+  return out;
+}
+
+// The rank's part of the sequence-parallel form of plan.op: hla2 and linear pass each block once; the others run the
 // block summary, the cross-rank scan `how`, and the finishing form from the carried state. With gates, every
 // operator takes the latter with its gated scan operator and gated chunked form.
 template <class T> LocalRun<T> run_local(const DistributedPlan& plan, CrossScan how, const Problem<T>& p,
                                          const Options& o, const NamedState<T>* s) {
   if (plan.one_pass) return hla2_fused_local<T>(p, o, s);  // gated too: the fused pass takes the block's gates
-  if (p.gates.size()) {
-    const Entry<T>& finisher = registry<T>().find(plan.op, plan.gated_finish_form, plan.gated_finish_variant);
-    return scan::with_gated_scan_op<T>(
-        plan.op, o, p.gates, [&](const auto& op) { return sequence_parallel_local(op, finisher, p, o, s, how); });
-  }
-  const Entry<T>& finisher = registry<T>().find(plan.op, plan.finish_form, plan.finish_variant);
-  return scan::with_scan_op<T>(plan.op, plan.scan_variant, o,
-                               [&](const auto& op) { return sequence_parallel_local(op, finisher, p, o, s, how); });
+  const bool gated = p.gates.size() != 0;
+  const Entry<T>& finisher = gated ? registry<T>().find(plan.op, plan.gated_finish_form, plan.gated_finish_variant)
+                                   : registry<T>().find(plan.op, plan.finish_form, plan.finish_variant);
+  const auto local = [&](const auto& op) {
+    if constexpr (std::is_same_v<typename std::decay_t<decltype(op)>::Serial, fast::LinearState<T>>)
+      if (plan.corrected_once) return linear_corrected_local(op, finisher, p, o, s, how);
+    return sequence_parallel_local(op, finisher, p, o, s, how);
+  };
+  if (gated) return scan::with_gated_scan_op<T>(plan.op, o, p.gates, local);
+  return scan::with_scan_op<T>(plan.op, plan.scan_variant, o, local);
 }
 
 // Compiled once per scalar, in generated/register_distributed_<scalar>.cpp (the kind's hook below and
