@@ -42,6 +42,9 @@ struct MatrixCheck {
   double expected = 0, got = 0;
   double max_err = 0, max_ref = 0, max_bound = 0;
   double worst_format_ratio = 0;  // max |got − expected| / format_bound (where a precision problem ends)
+  // Entries whose bound is +∞ (a normalizer within its own rounding error of 0, or a depth beyond the arithmetic's
+  // precision, γ_h = ∞): no rounding argument decides them, so they count as within bound and are reported apart.
+  long entries = 0, unbounded = 0;
   bool mismatch() const { return worst_ratio > 1; }
   double normwise() const { return max_ref > 0 ? max_err / max_ref : max_err; }
   // Beyond the bound by more than any rounding explains: kNotRounding normwise and beyond the format bound.
@@ -61,6 +64,8 @@ MatrixCheck check_matrix(const Mat<mpfr256>& want, const Mat<double>& bound, con
       const double err = finite ? abs(mpfr256(got(t, j)) - want(t, j)).convert_to<double>() : INFINITY;
       const double ref = abs(want(t, j)).convert_to<double>();
       const double b = bound(t, j);
+      ++k.entries;
+      if (std::isinf(b)) ++k.unbounded;
       k.max_err = std::max(k.max_err, err);
       k.max_ref = std::max(k.max_ref, ref);
       if (std::isfinite(b)) k.max_bound = std::max(k.max_bound, b);
@@ -710,7 +715,8 @@ struct Tally {
   int exact_passed = 0, exact_failed = 0;
   std::optional<int> exact_explained;  // the failed ones, once a coarser format explains them
   double exact_worst = 0;
-  bool exact_over = false;  // a decayed case beyond a narrow format's bound
+  bool exact_over = false;          // a decayed case beyond a narrow format's bound
+  long entries = 0, unbounded = 0;  // returned entries checked, and those of them without a finite bound
   std::map<std::string, std::optional<Verdict>> groups, gradient_groups;
   // Random cases, per n.
   json random = json::array();
@@ -809,10 +815,18 @@ class ForwardBattery {
       localize(t.groups[cases_[i].group], k.answered, o && part_proves_difference(cases_[i], *o));
       if (req_.grad) localize(t.gradient_groups[cases_[i].group], k.answered, backward_bad);
       if (!k.answered) continue;
+      count_entries(k);
       const bool bad = proves_difference(cases_[i], k);
       if (!bad && k.output_mismatch()) t.exact_over = true;
       ++(bad ? t.exact_failed : t.exact_passed);
       t.exact_worst = std::max(t.exact_worst, k.worst_ratio);
+    }
+  }
+
+  void count_entries(const CaseCheck& k) {
+    for (const auto& [name, m] : k.parts) {
+      tally_.entries += m.entries;
+      tally_.unbounded += m.unbounded;
     }
   }
 
@@ -821,6 +835,7 @@ class ForwardBattery {
     for (std::size_t i = 0; i < cases_.size(); ++i) {
       if (cases_[i].kind != CaseKind::random || !t.checks[i].answered) continue;
       const CaseCheck& k = t.checks[i];
+      count_entries(k);
       t.random.push_back(random_entry_json(cases_[i], k, req_));
       if (k.output_mismatch()) t.random_over = true;
       if (k.far()) t.random_far = true;
@@ -1062,6 +1077,7 @@ class ForwardBattery {
     report["exact"] = exact;
     report["random"] = t.random;
     report["carry"] = t.carry;
+    report["bounds"] = {{"entries", t.entries}, {"unbounded", t.unbounded}};
     rounds_.write(report);
     report["seed"] = req_.seed;  // the cases are a function of it: the report says how to draw them again
     report["gates"] = req_.gates ? json{{"range", {req_.gate_lo, req_.gate_hi}}} : json(nullptr);
@@ -1195,6 +1211,12 @@ std::string summary_text(const json& r) {
       if (x["result"] != "ok")
         s << "    " << x["case"].get<std::string>() << ": " << x["detail"].get<std::string>() << "\n";
   }
+  if (r.contains("bounds") && r["bounds"].value("unbounded", 0L) > 0)
+    s << fmt::format(
+        "  unchecked: {} of the {} returned entries of the exact and random cases have no finite rounding bound (a "
+        "normalizer within its own error of 0, or a depth beyond the format's precision); they count as within "
+        "bound\n",
+        r["bounds"]["unbounded"].get<long>(), r["bounds"]["entries"].get<long>());
   if (!r.value("diagnosis_note", std::string()).empty())
     s << "  diagnosis: " << r["diagnosis_note"].get<std::string>() << "\n";
   // A forward that computes the operator lists every registered form equal to it: the summary counts them.

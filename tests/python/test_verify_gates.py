@@ -251,6 +251,9 @@ class GatedGrad(unittest.TestCase):
                 code, report, out = run(["--gates", "--grad", "--exec", f"{PY} {GATED_GRAD} {name}", "--op", name,
                                          *fp32])
                 self.assertEqual((code, report["verdict"]), (0, "computes"), out)
+                self.assertGreater(report["bounds"]["entries"], 0, report["bounds"])
+                self.assertEqual(report["bounds"]["unbounded"], 0, report["bounds"])  # every entry was judged
+                self.assertNotIn("unchecked", report["summary"])
         code, report, out = run(["--gates", "--grad", "--exec", f"{PY} {GATED_GRAD} hla2-dq-double-long", "--op",
                                  "hla2", *fp32])
         # 100% off normwise: beyond any format's rounding even where the bf16-level bound is vacuous (kNoDigit)
@@ -258,6 +261,17 @@ class GatedGrad(unittest.TestCase):
         self.assertEqual(report["outputs"]["dq"], "differs", report["outputs"])
         for part in ("o", "dk", "dv"):
             self.assertEqual(report["outputs"][part], "computes", report["outputs"])
+
+    def test_unbounded_entries_are_reported(self):
+        # At bf16's u a gradient's depth makes γ_h = ∞ for most entries: no rounding argument can judge them, so the
+        # report counts them and the summary says so, instead of passing them silently (they still count as within
+        # the bound: a correct kernel may err that much).
+        code, report, out = self.grad("hla2", "--op", "hla2", "--dtype", "float32", "--precision", "bf16")
+        self.assertEqual((code, report["verdict"]), (0, "computes"), out)
+        self.assertGreater(report["bounds"]["unbounded"], 0, report["bounds"])
+        self.assertLessEqual(report["bounds"]["unbounded"], report["bounds"]["entries"], report["bounds"])
+        self.assertIn(f"unchecked: {report['bounds']['unbounded']} of the {report['bounds']['entries']}",
+                      report["summary"])
 
     def test_state(self):
         # from a state handed in: dstate_in with gates, from a torch loop over tokens
