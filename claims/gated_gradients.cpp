@@ -41,18 +41,7 @@ ClaimResult check_gated_backward(const std::string& op, const LedgerContext& ctx
         if (scan) add(backward::gated_scan_backward<fp61>(op, g, o, nullptr, dO, w));
       }
     }
-    auto stack = [](const std::vector<Mat<fp61>>& parts) {
-      Eigen::Index rows = 0;
-      for (const auto& m : parts) rows += m.rows();
-      Mat<fp61> out(rows, 1);
-      Eigen::Index at = 0;
-      for (const auto& m : parts) {
-        out.middleRows(at, m.rows()) = m;
-        at += m.rows();
-      }
-      return out;
-    };
-    return std::make_pair(stack(lhs), stack(rhs));
+    return std::make_pair(stack_rows(lhs), stack_rows(rhs));
   };
   // Degree in (Q, K, V, dO, λ, ε, the gates) of "lhs − rhs" after clearing denominators. Unnormalized, a gradient of
   // L = Σ⟨dO, O⟩ is a polynomial of degree ≤ deg O + 1 (dO) with deg O = the operator's degree in (Q, K, V) plus its

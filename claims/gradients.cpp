@@ -44,18 +44,7 @@ ClaimResult check_backward(const std::string& op, bool decay, bool normalized, f
         rhs.push_back(ref);
       }
     }
-    auto stack = [](const std::vector<Mat<fp61>>& parts) {
-      Eigen::Index rows = 0;
-      for (const auto& m : parts) rows += m.rows();
-      Mat<fp61> out(rows, 1);
-      Eigen::Index at = 0;
-      for (const auto& m : parts) {
-        out.middleRows(at, m.rows()) = m;
-        at += m.rows();
-      }
-      return out;
-    };
-    return std::make_pair(stack(lhs), stack(rhs));
+    return std::make_pair(stack_rows(lhs), stack_rows(rhs));
   };
   sides.degree = [&](const Shape& s) { return identity_degree(op, s.n, sp); };
   const std::vector<Shape> shapes = ctx.quick ? std::vector<Shape>{{1, 1, 1}, {4, 2, 3}}

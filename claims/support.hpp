@@ -37,6 +37,19 @@ Mat<T> run_stacked(const FormRef& f, const Problem<T>& p, const Options& opt, co
 // Upper bound on the total degree of either side's entries, as polynomials in inputs and parameters.
 int identity_degree(const std::string& op, Eigen::Index n, const ParamSpace& space);
 
+// One column from single-column parts, in order (the sides of a claim that compares several computations at once).
+template <class T> Mat<T> stack_rows(const std::vector<Mat<T>>& parts) {
+  Eigen::Index rows = 0;
+  for (const auto& m : parts) rows += m.rows();
+  Mat<T> out(rows, 1);
+  Eigen::Index at = 0;
+  for (const auto& m : parts) {
+    out.middleRows(at, m.rows()) = m;
+    at += m.rows();
+  }
+  return out;
+}
+
 // The identity tester's shapes: awkward sizes, d ≠ dv, n = 1, n not a multiple of the chunk widths.
 std::vector<Shape> identity_shapes(bool quick);
 

@@ -1012,6 +1012,9 @@ class ForwardBattery {
       const Eigen::Index max_n = std::max<Eigen::Index>(kDiagnosisMaxN, req_.fit_n(1));
       json more =
           req_.gates ? diagnose_gated(req_.op, dc, doo, fails, max_n) : diagnose(req_.op, dc, doo, fails, max_n);
+      // no catalogued mistake explains the exact cases' failures: the long exact cases may show the underflow
+      if (req_.gates && o_failed && more.empty())
+        if (auto m = cumprod_underflow(true)) more.push_back(std::move(*m));
       for (auto& m : more) matches_.push_back(m);
     }
   }
@@ -1043,10 +1046,73 @@ class ForwardBattery {
                                        w)},
            {"claim", ""},
            {"cases", 0}});
+    else if (auto m = !t.first_carry_failure && req_.gates ? cumprod_underflow(false) : std::nullopt)
+      matches_.push_back(std::move(*m));
     else
       diagnosis_note_ = "every exact case is right; the difference shows only on " +
                         std::string(t.first_carry_failure ? "state-carry" : "random") +
                         " cases, which the candidates are not compared on";
+  }
+
+  // With gates: are the outputs of every random case (and exact case, with `exact`) right up to the token where the
+  // gates' cumulative product over the call, P_t = γ_0 ⋯ γ_t computed in the dtype, leaves the dtype's normal range,
+  // and wrong from there in some case?
+  // That is the signature of decays formed as quotients P_t / P_j of cumulative products (the registered
+  // chunked-naive-cumprod formulation; ledger gated.chunked.cumprod): exact in exact arithmetic, so no exact case can
+  // name it, and lost exactly where P underflows. A signature, not a match: it is reported as consistent with it.
+  std::optional<json> cumprod_underflow(bool exact) const {
+    const Tally& t = tally_;
+    int showing = 0;
+    long first_n = 0, first_token = 0;
+    double first_mass = 0;
+    for (std::size_t i = 0; i < cases_.size(); ++i) {
+      const Case& c = cases_[i];
+      const bool kind = c.kind == CaseKind::random || (exact && c.kind == CaseKind::exact);
+      if (!kind || !t.checks[i].answered || c.gamma.size() != c.n()) continue;
+      // the first token whose cumulative product is below the smallest normal number of the dtype, and Σ −log γ there
+      Eigen::Index ts = c.n();
+      double mass = 0;
+      float pf = 1;
+      double pd = 1;
+      for (Eigen::Index s = 0; s < c.n() && ts == c.n(); ++s) {
+        mass -= std::log(c.gamma(s));
+        pf *= static_cast<float>(c.gamma(s));
+        pd *= c.gamma(s);
+        if (req_.dtype == DType::float32 ? pf < std::numeric_limits<float>::min()
+                                         : pd < std::numeric_limits<double>::min())
+          ts = s;
+      }
+      const Mat<double>& got = outs_[i].O;
+      bool after_bad = false;
+      for (Eigen::Index r = 0; r < got.rows(); ++r)
+        for (Eigen::Index j = 0; j < got.cols(); ++j) {
+          const double b = c.bound(r, j), g = got(r, j);
+          const bool within =
+              std::isfinite(g) && (std::isinf(b) || abs(mpfr256(g) - c.expected(r, j)).convert_to<double>() <= b);
+          if (within) continue;
+          if (r < ts) return std::nullopt;  // wrong before P underflows: something else
+          after_bad = true;
+        }
+      if (after_bad && showing++ == 0) {
+        first_n = static_cast<long>(c.n());
+        first_token = static_cast<long>(ts);
+        first_mass = mass;
+      }
+    }
+    if (showing == 0) return std::nullopt;
+    return json{
+        {"key", "formulation:naive-cumprod"},
+        {"description",
+         fmt::format("right up to the token where the gates' cumulative product over the call, P_t = gamma_0 ... "
+                     "gamma_t in {}, leaves its normal range, and wrong from there ({} case{}; first at token {} "
+                     "of n = {}, log mass sum(-log gamma) = {:.1f}): consistent with decays formed as quotients P_t / "
+                     "P_j of cumulative products (registered as {}/chunked-naive-cumprod/naive), exact in exact "
+                     "arithmetic and lost where P underflows; SPEC's stable chunk formulation takes exp of "
+                     "within-chunk log-gate differences",
+                     dtype_name(req_.dtype), showing, showing == 1 ? "" : "s", first_token, first_n, first_mass,
+                     req_.op)},
+        {"claim", "gated.chunked.cumprod"},
+        {"cases", showing}};
   }
 
   // Report: the whole report (battery.hpp), and its summary.

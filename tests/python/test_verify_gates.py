@@ -198,6 +198,30 @@ class GatedDiagnosis(unittest.TestCase):
         code, report, out = verify_gated("hla2-chunked", "--op", "hla2")
         self.assertEqual(report["verdict"], "computes", out)
         self.assertFalse([m for m in report["matches"] if m["key"].startswith(("mistake:", "gated:"))], out)
+        # the stable formulations in float32 at strong gates, where P_t underflows: nothing to name
+        for name, op in [("linear", "linear"), ("linear-chunked", "linear"), ("hla2-chunked", "hla2")]:
+            with self.subTest(name=name):
+                code, report, out = run(["--gates", "--exec", f"{PY} {GATED} {name}", "--op", op, "--dtype",
+                                         "float32", "--gate-range", "0.5,1"])
+                self.assertEqual(report["verdict"], "computes", out)
+                self.assertFalse([m for m in report["matches"] if m["key"].startswith("formulation:")], out)
+
+    def test_naive_cumulative_products_are_named(self):
+        # Decays as quotients P_t / P_j of cumulative products over the call: exact in exact arithmetic, so no exact
+        # candidate can name them; their signature is outputs right up to the token where P underflows and wrong from
+        # there (float32: log mass ~87.3, on the long exact cases too; float64: ~708, on the random cases only).
+        for dtype, gate_range in [("float32", "0.8,1"), ("float32", "0.5,1"), ("float64", "0.1,0.3")]:
+            with self.subTest(dtype=dtype, gate_range=gate_range):
+                code, report, out = run(["--gates", "--exec", f"{PY} {GATED} linear-naive-cumprod", "--op", "linear",
+                                         "--dtype", dtype, "--gate-range", gate_range])
+                self.assertEqual((code, report["verdict"]), (1, "differs"), out)
+                self.assertTrue(named(report, "formulation:naive-cumprod"), [m["key"] for m in report["matches"]])
+                self.assertIn(f"in {dtype}, leaves its normal range", out)
+        # a mistake that is wrong before any underflow is not this formulation
+        code, report, out = run(["--gates", "--exec", f"{PY} {GATED} linear-chunked-64-carry-extra-gate", "--op",
+                                 "linear", "--dtype", "float32", "--gate-range", "0.5,1"])
+        self.assertEqual((code, report["verdict"]), (1, "differs"), out)
+        self.assertFalse(named(report, "formulation:naive-cumprod"), [m["key"] for m in report["matches"]])
 
     def test_module_names_the_mistake(self):
         import hla_harness

@@ -194,6 +194,21 @@ def linear_chunked_bf16_operands(q, k, v, gamma, normalized, eps, ridge, initial
     return (o, {"S": Sz[:, :dv].astype(q.dtype), "z": Sz[:, dv].astype(q.dtype)}) if return_state else o
 
 
+def linear_naive_cumprod(q, k, v, gamma, normalized, eps, ridge, initial_state=None):
+    """Gated linear attention with every decay a quotient of cumulative products over the whole sequence:
+    o_t = Σ_{j≤t} (P_t / P_j) (q_t·k_j) v_j, P_t = Π_{r≤t} γ_r — the formulation many kernels start from. Exact in
+    exact arithmetic; in floating point P leaves the normal range at long gate spans (0/0 then), and before that each
+    quotient carries P's accumulated rounding."""
+    dt = q.dtype.type
+    P = np.cumprod(np.asarray(gamma, dtype=q.dtype))
+    D = np.tril(P[:, None] / P[None, :])
+    W = (q @ k.T) * D
+    o = W @ v
+    if normalized:
+        o = o / (W.sum(axis=1, keepdims=True) + dt(eps))
+    return o.astype(q.dtype)
+
+
 IMPLS = {
     "hla2": hla2,
     "hla2-algorithm1-rule": lambda *a, **kw: hla2(*a, **kw, mistake="algorithm1"),
@@ -221,6 +236,7 @@ IMPLS = {
     "linear-chunked-bf16-operands": linear_chunked_bf16_operands,
     "hla2-algorithm1-rule-bf16": in_bf16(lambda *a, **kw: hla2(*a, **kw, mistake="algorithm1")),
     "linear-undecayed-carry": lambda *a, **kw: linear(*a, **kw, mistake="undecayed-carry"),
+    "linear-naive-cumprod": linear_naive_cumprod,
 }
 # The serial ones, which take an initial state and can return their final state.
 STATEFUL = {"hla2", "hla2-algorithm1-rule", "hla2-gates-shifted", "hla2-mean-gate", "linear", "linear-gates-shifted",
