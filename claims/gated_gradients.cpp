@@ -44,10 +44,11 @@ ClaimResult check_gated_backward(const std::string& op, const LedgerContext& ctx
     return std::make_pair(stack_rows(lhs), stack_rows(rhs));
   };
   // Degree in (Q, K, V, dO, λ, ε, the gates) of "lhs − rhs" after clearing denominators. Unnormalized, a gradient of
-  // L = Σ⟨dO, O⟩ is a polynomial of degree ≤ deg O + 1 (dO) with deg O = the operator's degree in (Q, K, V) plus its
-  // gate degree per token times n. Normalized, ∂L/∂x = Σ_t ⟨dO_t, (num_t' den_t − num_t den_t') / den_t²⟩ over n
-  // different denominators of degree ≤ deg O + 1 (ε): the common denominator has degree ≤ 2n(deg O + 1), so each side
-  // is P/Q with deg P, deg Q ≤ 2n(deg O + 1) + deg O + 2 and the cross-multiplied identity twice that.
+  // L = Σ⟨dO, O⟩ is a polynomial of degree ≤ deg O + 1 (dO; a dγ_t lowers it by one, a dq by one) with deg O = the
+  // operator's degree in (Q, K, V) plus its gate degree per token times n. Normalized, ∂L/∂x = Σ_t ⟨dO_t, (num_t' den_t
+  // − num_t den_t') / den_t²⟩ over n different denominators of degree ≤ deg O + 1 (ε): the common denominator has
+  // degree ≤ 2n(deg O + 1), so each side is P/Q with deg P, deg Q ≤ 2n(deg O + 1) + deg O + 2 and the cross-multiplied
+  // identity twice that.
   sides.degree = [&](const Shape& s) {
     ParamSpace sp;
     sp.ridge = operator_info(op).options.ridge;

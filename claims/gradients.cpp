@@ -46,7 +46,17 @@ ClaimResult check_backward(const std::string& op, bool decay, bool normalized, f
     }
     return std::make_pair(stack_rows(lhs), stack_rows(rhs));
   };
-  sides.degree = [&](const Shape& s) { return identity_degree(op, s.n, sp); };
+  // Degree of "lhs − rhs" after clearing denominators. Unnormalized, a gradient of L = Σ⟨dO, O⟩ is a polynomial of
+  // degree ≤ deg O (the derivative lowers it by one, dO raises it by one). Normalized, ∂L/∂x = Σ_t ⟨dO_t, (num_t' den_t
+  // − num_t den_t') / den_t²⟩ has n different denominators of degree ≤ deg O + 1 (ε): each side is P/Q with deg Q ≤
+  // 2n(deg O + 1) and deg P ≤ that + deg O + 2, and the cross-multiplied identity twice that. (Until 2026-12-04 this
+  // was the outputs' degree, 2(deg O + 1) normalized: the verdicts stand, but the printed bounds were too small.)
+  sides.degree = [&](const Shape& s) {
+    ParamSpace plain = sp;
+    plain.normalized = false;
+    const int out = identity_degree(op, s.n, plain), n = static_cast<int>(s.n);
+    return normalized ? 2 * (2 * n * (out + 1) + out + 2) : out;
+  };
   const std::vector<Shape> shapes = ctx.quick ? std::vector<Shape>{{1, 1, 1}, {4, 2, 3}}
                                               : std::vector<Shape>{{1, 1, 1}, {4, 2, 3}, {7, 3, 2}, {10, 2, 2}};
   return check_custom(
