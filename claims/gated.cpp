@@ -426,6 +426,57 @@ ClaimResult check_gated_hla3(int f_power, const LedgerContext& ctx) {
   return r;
 }
 
+// The gated hla3 scan operator (claims/gated_hla3.hpp): associative on arbitrary segments, and every two-level scan of
+// the token segments = the literal sum (numerator and normalizer), per token.
+ClaimResult check_gated_hla3_monoid(const LedgerContext& ctx) {
+  CustomSides sides;
+  sides.lhs_name = "(A ⊕ B) ⊕ C";
+  sides.rhs_name = "A ⊕ (B ⊕ C)";
+  sides.field = [](const Shape& s, std::mt19937_64& r) {
+    auto segment = [&] {  // every part uniform in F_p: associativity as an identity, not only on folds of tokens
+      auto u = [&](Eigen::Index rows, Eigen::Index cols) { return uniform_matrix(rows, cols, r); };
+      const Eigen::Index d = s.d, dv = s.dv;
+      return gated_hla3::Segment<fp61>{u(d, d), u(d, dv), u(d, 1), u(d, dv), u(d, 1),
+                                       u(d, d), u(d, dv), u(d, 1), u(d, d),  field_gates(1, r)(0)};
+    };
+    const auto A = segment(), B = segment(), C = segment();
+    using gated_hla3::combine, gated_hla3::flat;
+    return std::make_pair(flat(combine(combine(A, B), C)), flat(combine(A, combine(B, C))));
+  };
+  // a part of a triple combine multiplies at most three parts and five ρs (ρ_C³ ρ_B² S^K_A SQ_B P_A): degree ≤ 8
+  sides.degree = [](const Shape&) { return 8; };
+  return check_custom(sides, identity_shapes(ctx.quick), ctx,
+                      "identity test in F_p: the gated hla3 combine (claims/gated_hla3.hpp) on three segments whose "
+                      "every part and ρ are uniform random");
+}
+
+ClaimResult check_gated_hla3_scan(const LedgerContext& ctx) {
+  const std::vector<Eigen::Index> widths{1, 2, 3, 5, 64};
+  CustomSides sides;
+  sides.lhs_name = "two-level scans under the gated hla3 combine, chunk widths {1,2,3,5,64}: q_tᵀ [F η] of each prefix";
+  sides.rhs_name = "the gated hla3 literal sum and its normalizer's sum (v replaced by 1)";
+  auto both = [widths](const auto& p, const auto& g) {
+    using T = typename std::decay_t<decltype(g)>::Scalar;
+    const Mat<T> want = gated_hla3::literal_sum_with_normalizer(p, g);
+    std::vector<Mat<T>> l, rr;
+    for (Eigen::Index w : widths) {
+      const Mat<T> o = gated_hla3::scan_outputs(p, g, w);
+      l.push_back(Eigen::Map<const Mat<T>>(o.data(), o.size(), 1));
+      rr.push_back(Eigen::Map<const Mat<T>>(want.data(), want.size(), 1));
+    }
+    return std::make_pair(stack_rows(l), stack_rows(rr));
+  };
+  sides.field = [both](const Shape& s, std::mt19937_64& r) {
+    const Problem<fp61> p = field_problem(s, r());
+    return both(p, field_gates(s.n, r));
+  };
+  sides.rational_eval = [both](const Problem<rational>& p) { return both(p, square_rational_gates(p.n())); };
+  sides.degree = [](const Shape& s) { return 7 + 3 * static_cast<int>(s.n); };
+  return check_custom(
+      sides, identity_shapes(ctx.quick), ctx,
+      "identity test in F_p: " + sides.lhs_name + " = " + sides.rhs_name + ", per token, gates uniform per token");
+}
+
 // ---- measured: which chunk formulations stay accurate at long gate spans --------------------------------------
 // Float-representable inputs (d = 8, dv = 4) and gates with −log γ_t = S·u_t (u_t uniform in [1/2, 3/2]; the spec
 // strength:S of core/gates.hpp), from weak gates to spans where Π γ_t leaves float's range (Σ −log γ_t past 87 at
@@ -607,6 +658,14 @@ std::vector<Claim> gated_claims() {
       "study: gated masked hla3 has an exact serial recurrence of the corrected state's size, F decayed by γ_t³: "
       "F_t = γ_t³ F_{t−1} + S^K_t q_t q_tᵀ P_t, o_t = q_tᵀ F_t",
       [](const LedgerContext& x) { return check_gated_hla3(3, x); });
+  add("gated.hla3.scan.associative",
+      "study: the gated hla3 combine (the corrected minimal concatenation with ρ = Π γ: F_AB = ρ_B³ F_A + F_B + "
+      "ρ_B S^K_A X_B + ρ_B Y_B P_A + ρ_B² S^K_A SQ_B P_A, ...) is associative",
+      check_gated_hla3_monoid);
+  add("gated.hla3.scan",
+      "study: every two-level scan of gated hla3's token segments under that combine = the gated literal sum, per "
+      "token (numerator and normalizer)",
+      check_gated_hla3_scan);
   for (const diagonal::Placement& pl : diagonal::placements())
     add(pl.id == "proposal" ? "gated.hla2.proposal.diagonal" : "gated.diagonal." + pl.id,
         "study: with per-channel gates placed as " + pl.description +
