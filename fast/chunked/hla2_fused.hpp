@@ -316,7 +316,7 @@ template <class T> class FusedPass {
     const ColVec<T> g2 = !gated_ && decays_ ? fused_detail::powers(gamma2_, nt, a0 - r0 + 1) : ColVec<T>();
     // Row i's weight: scale · x_i^s (gates), scale · γ^{s(i+1)}, or scale; none when it is 1.
     auto weight = [&](const ColVec<T>& g, const T& scale, int s) {
-      return [&, s](Eigen::Index i) -> std::optional<T> {
+      return [&, s, scale](Eigen::Index i) -> std::optional<T> {  // scale by value: it may be a temporary
         if (gated_) return T(scale * (s == 2 ? T(x(i) * x(i)) : x(i)));
         if (decays_) return T(scale * g(i));
         if (scale != T(1)) return scale;
