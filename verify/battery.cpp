@@ -1072,14 +1072,12 @@ class ForwardBattery {
       // the first token whose cumulative product is below the smallest normal number of the dtype, and Σ −log γ there
       Eigen::Index ts = c.n();
       double mass = 0;
-      float pf = 1;
-      double pd = 1;
+      const bool f32 = req_.dtype == DType::float32;
+      double P = 1;  // rounded to float after every product in float32, as a float32 kernel forms it
       for (Eigen::Index s = 0; s < c.n() && ts == c.n(); ++s) {
         mass -= std::log(c.gamma(s));
-        pf *= static_cast<float>(c.gamma(s));
-        pd *= c.gamma(s);
-        if (req_.dtype == DType::float32 ? pf < std::numeric_limits<float>::min()
-                                         : pd < std::numeric_limits<double>::min())
+        P = f32 ? static_cast<double>(static_cast<float>(P) * static_cast<float>(c.gamma(s))) : P * c.gamma(s);
+        if (P < (f32 ? static_cast<double>(std::numeric_limits<float>::min()) : std::numeric_limits<double>::min()))
           ts = s;
       }
       const Mat<double>& got = outs_[i].O;
