@@ -31,7 +31,7 @@ using namespace hla::verify::ext;
 struct VerifyArgs {
   std::string op = "hla2", gamma = "1", eps = "0", ridge = "0", dtype = "float64", precision;
   bool normalized = false, state = false, grad = false, combine = false, keep = false, no_diagnose = false,
-       list_state = false, quiet = false, calibrate = false, fixed_d = false, gates = false;
+       list_state = false, quiet = false, calibrate = false, fixed_d = false, gates = false, fresh_process = false;
   long n_multiple = 1;
   std::string exec, json_file, q, k, v, o, npz, parts, gamma_npy, gate_range = "0.8,1";
   long max_n = 512, d = 16, dv = 16;
@@ -135,7 +135,7 @@ Problem<double> given_inputs(const VerifyArgs& a, Mat<double>& out, DType& dtype
 void refuse_battery_options(const VerifyArgs& a) {
   std::string refused;
   for (const char* name : {"--state", "--grad", "--max-n", "--d", "--dv", "--fixed-d", "--n-multiple", "--seed",
-                           "--timeout", "--shrink-rounds", "--keep", "--gate-range"})
+                           "--timeout", "--shrink-rounds", "--keep", "--gate-range", "--fresh-process"})
     if (a.given.count(name)) refused += std::string(refused.empty() ? "" : ", ") + name;
   if (!refused.empty())
     throw InputError(
@@ -187,7 +187,7 @@ int run_verify(const VerifyArgs& a) {
     if (a.exec.empty()) throw InputError("--combine needs --exec CMD");
     checked_timeout(a.timeout);
     const PartMap map = a.parts.empty() ? PartMap{} : read_part_map(a.parts);
-    ExecCombine impl(a.exec, a.timeout, a.keep);
+    ExecCombine impl(a.exec, a.timeout, a.keep, a.fresh_process);
     nlohmann::json report = run_combine_battery(impl, req, map, a.quiet ? nullptr : &std::cerr);
     report["command"] = a.exec;
     if (!a.json_file.empty()) write_json(a.json_file, report);
@@ -214,7 +214,7 @@ int run_verify(const VerifyArgs& a) {
     if (!a.gamma_npy.empty()) throw InputError("--gamma-npy is file mode's (with --exec the harness makes the gates)");
     checked_timeout(a.timeout);
     if (a.shrink_rounds < 0 || a.shrink_rounds > 50) throw InputError("--shrink-rounds must lie in [0, 50]");
-    ExecImplementation impl(a.exec, a.timeout, a.keep);
+    ExecImplementation impl(a.exec, a.timeout, a.keep, a.fresh_process);
     BatteryOptions bo;
     bo.shrink_rounds = a.shrink_rounds;
     bo.diagnose = !a.no_diagnose;
@@ -248,7 +248,11 @@ const CommandRegistrar registrar([](CLI::App& app) {
       "--precision", a->precision,
       "fp64 | fp32 | tf32 | bf16 | fp16: the arithmetic the implementation computes in (default: the dtype's); "
       "the bound follows it");
-  sub->add_option("--exec", a->exec, "command run once per round as: CMD DIR");
+  sub->add_option("--exec", a->exec,
+                  "command started as: CMD DIR; one that answers DIR on fd 3 (HLA_VERIFY_REPLY_FD) is kept and gets "
+                  "later rounds' DIR on stdin, one that exits is started again (examples/protocol.py answers)");
+  sub->add_flag("--fresh-process", a->fresh_process,
+                "start the command afresh for every round (stdin /dev/null, no fd 3), nothing kept between rounds");
   sub->add_flag("--state", a->state, "the implementation takes state_in/ and writes state_out/ (split-and-carry)");
   sub->add_option("--max-n", a->max_n, "largest random case (default 512)");
   sub->add_option("--d", a->d, "query/key width of the random cases (default 16)");

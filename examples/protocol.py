@@ -17,6 +17,10 @@ right after dv: (o, dq, dk, dv, dgamma[, final_state[, dstate_in]]).
 serve_combine(segment, combine) is the same for `hla verify --combine`: a "segment" case gives q, k, v of n >= 0
 tokens to segment(q, k, v, gamma=) -> {part: array}; a "combine" case gives the parts of segments a and b (a
 precedes b) to combine(a, b, a_tokens=, b_tokens=, gamma=) -> {part: array}.
+
+Each serves every round of a battery in one process: after a round's outputs are written it answers DIR on the
+file descriptor HLA_VERIFY_REPLY_FD names, and hla sends the next round's DIR on stdin (so PyTorch is imported once,
+not once per round). rounds() is that loop for a script with its own loop over the case directories.
 """
 import json
 import os
@@ -25,13 +29,33 @@ import sys
 import numpy as np
 
 
+def rounds(root=None):
+    """Every round's directory: root alone when given; else the command line's last argument, and, when hla keeps
+    the process (HLA_VERIFY_REPLY_FD in the environment), each further DIR it sends on stdin until its end. A round
+    is answered (its DIR on that descriptor) once the caller has asked for the next, i.e. when its outputs are
+    written."""
+    if root:
+        yield root
+        return
+    fd = os.environ.get("HLA_VERIFY_REPLY_FD")
+    reply = os.fdopen(int(fd), "w") if fd else None
+    root = sys.argv[-1]
+    while root:
+        yield root
+        if reply is None:
+            return
+        reply.write(root + "\n")
+        reply.flush()
+        root = sys.stdin.readline().rstrip("\n")
+
+
 def _cases(root):
-    """(case directory, case.json) for every case, in order."""
-    root = root or sys.argv[-1]
-    for case in sorted(os.listdir(root)):
-        cdir = os.path.join(root, case)
-        with open(os.path.join(cdir, "case.json")) as f:
-            yield cdir, json.load(f)
+    """(case directory, case.json) for every case of every round, in order."""
+    for directory in rounds(root):
+        for case in sorted(os.listdir(directory)):
+            cdir = os.path.join(directory, case)
+            with open(os.path.join(cdir, "case.json")) as f:
+                yield cdir, json.load(f)
 
 
 def _load(cdir, *names):

@@ -100,6 +100,115 @@ TEST_CASE("run_command: exit status, stderr tail, and a time-out kills the whole
   fs::remove_all(dir);
 }
 
+namespace {
+
+// A command that serves rounds as examples/protocol.py does, written in sh: it notes each start in `starts`, marks
+// each round's DIR/done, answers DIR on fd 3 and reads the next DIR from stdin. A round whose DIR holds `crash`
+// exits 3 (after a line on stderr), one that holds `hang` sleeps.
+std::string serving_command(const fs::path& starts) {
+  return "sh -c 'echo start >> " + starts.string() +
+         "; d=\"$0\"; while :; do if [ -e \"$d/crash\" ]; then echo crashed on $d >&2; exit 3; fi; "
+         "if [ -e \"$d/hang\" ]; then sleep 300; fi; touch \"$d/done\"; echo \"$d\" >&3; "
+         "IFS= read -r d || exit 0; done'";
+}
+
+long lines_in(const fs::path& file) {
+  std::ifstream in(file);
+  long n = 0;
+  for (std::string line; std::getline(in, line);) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("CommandSession: a command that answers on fd 3 serves every round in one process", "[verify]") {
+  const fs::path dir = fresh_dir("verify-session");
+  std::vector<fs::path> rounds;
+  for (int i = 0; i < 4; ++i) fs::create_directories(rounds.emplace_back(dir / ("round" + std::to_string(i))));
+  const fs::path starts = dir / "starts";
+  {
+    CommandSession session(serving_command(starts), false);
+    for (const fs::path& r : rounds) {
+      const ProcessResult pr = session.round(r, 20);
+      CHECK(pr.describe().empty());
+      CHECK(fs::exists(r / "done"));  // the round's outputs are in place when it is answered
+    }
+    CHECK(session.starts() == 1);
+    CHECK(lines_in(starts) == 1);
+  }
+  // --fresh-process: the same command, started for every round (no fd 3 to answer on: its echo fails, it exits)
+  fs::remove(starts);
+  for (const fs::path& r : rounds) fs::remove(r / "done");
+  {
+    CommandSession session(serving_command(starts), true);
+    for (const fs::path& r : rounds) {
+      session.round(r, 20);
+      CHECK(fs::exists(r / "done"));
+    }
+  }
+  CHECK(lines_in(starts) == 4);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("CommandSession: a command that exits is started again; a crash or a time-out fails only its round",
+          "[verify]") {
+  const fs::path dir = fresh_dir("verify-session-fail");
+  std::vector<fs::path> rounds;
+  for (int i = 0; i < 5; ++i) fs::create_directories(rounds.emplace_back(dir / ("round" + std::to_string(i))));
+  const fs::path starts = dir / "starts";
+  // One round per process (a script that knows nothing of fd 3): every round starts it, every round passes.
+  {
+    CommandSession session("sh -c 'echo start >> " + starts.string() + "; touch \"$0/done\"'", false);
+    for (const fs::path& r : rounds) {
+      CHECK(session.round(r, 20).describe().empty());
+      CHECK(fs::exists(r / "done"));
+    }
+    CHECK(session.starts() == 5);
+  }
+  for (const fs::path& r : rounds) fs::remove(r / "done");
+  fs::remove(starts);
+  std::ofstream(rounds[1] / "crash").put('\n');
+  std::ofstream(rounds[3] / "hang").put('\n');
+  {
+    CommandSession session(serving_command(starts), false);
+    CHECK(session.round(rounds[0], 20).describe().empty());
+    const ProcessResult crashed = session.round(rounds[1], 20);  // sent to the kept process, which exits 3
+    CHECK(crashed.exit_code == 3);
+    CHECK(crashed.stderr_tail == "crashed on " + rounds[1].string());  // this round's stderr only
+    CHECK(session.round(rounds[2], 20).describe().empty());            // a fresh process
+    CHECK(fs::exists(rounds[2] / "done"));
+    const ProcessResult hung = session.round(rounds[3], 0.5);
+    CHECK(hung.timed_out);
+    CHECK(hung.seconds < 10);
+    CHECK(session.round(rounds[4], 20).describe().empty());
+    CHECK(fs::exists(rounds[4] / "done"));
+    CHECK(session.starts() == 3);
+  }
+  CHECK(lines_in(starts) == 3);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("CommandSession: the kept command ends with the session, its stdin closed", "[verify]") {
+  const fs::path dir = fresh_dir("verify-session-end");
+  fs::create_directories(dir / "r");
+  const fs::path pidfile = dir / "pid", ended = dir / "ended";
+  pid_t pid = 0;
+  {
+    CommandSession session("sh -c 'echo $$ > " + pidfile.string() +
+                               "; echo \"$0\" >&3; while IFS= read -r d; do :; "
+                               "done; touch " +
+                               ended.string() + "'",
+                           false);
+    CHECK(session.round(dir / "r", 20).describe().empty());
+    std::ifstream(pidfile) >> pid;
+    REQUIRE(pid > 0);
+    CHECK(running(pid));  // kept between rounds
+  }
+  CHECK(fs::exists(ended));  // it saw the end of its stdin and finished cleanly
+  CHECK_FALSE(running(pid));
+  fs::remove_all(dir);
+}
+
 TEST_CASE("exact cases stay within the magnitude that makes them exact, and their expectations are the reference",
           "[verify]") {
   Request r = quick("hla2", rational(9, 10));

@@ -325,8 +325,8 @@ Summary read_summary(const fs::path& dir, const std::string& label, DType t, std
 
 std::vector<CombineOutcome> ExecCombine::run(const std::vector<CombineCase>& cases, const Request& req, RoundLog& log) {
   const InterruptGuard guard;
-  TempDir tmp_dir("hla-combine"), tmp_logs("hla-combine-log");
-  const fs::path &dir = tmp_dir.path(), &logs = tmp_logs.path();
+  TempDir tmp_dir("hla-combine");
+  const fs::path& dir = tmp_dir.path();
   const npy::DType t = npy_dtype(req.dtype);
   write_cases(dir, [&] {
     for (const CombineCase& c : cases) {
@@ -354,7 +354,7 @@ std::vector<CombineOutcome> ExecCombine::run(const std::vector<CombineCase>& cas
       write_file_atomically(cd / "case.json", j.dump(2) + "\n", "case file");
     }
   });
-  const ProcessResult pr = run_command(command_, dir, timeout_, logs);
+  const ProcessResult pr = session_.round(dir, timeout_);
   log.seconds = pr.seconds;
   log.failure = pr.describe();
   std::vector<CombineOutcome> out(cases.size());

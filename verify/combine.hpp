@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "verify/cases.hpp"
+#include "verify/exec.hpp"
 #include "verify/implementation.hpp"
 
 namespace hla::verify::ext {
@@ -70,12 +71,12 @@ class CombineImplementation {
 // The command through files (the protocol above).
 class ExecCombine : public CombineImplementation {
  public:
-  ExecCombine(std::string command, double timeout_seconds, bool keep_dirs = false)
-      : command_(std::move(command)), timeout_(timeout_seconds), keep_(keep_dirs) {}
+  ExecCombine(std::string command, double timeout_seconds, bool keep_dirs = false, bool fresh_process = false)
+      : session_(std::move(command), fresh_process), timeout_(timeout_seconds), keep_(keep_dirs) {}
   std::vector<CombineOutcome> run(const std::vector<CombineCase>& cases, const Request& req, RoundLog& log) override;
 
  private:
-  std::string command_;
+  CommandSession session_;  // verify/exec.hpp: one process across rounds when the command answers
   double timeout_;
   bool keep_;
 };

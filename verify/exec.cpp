@@ -2,8 +2,10 @@
 #include "verify/exec.hpp"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -23,6 +25,7 @@
 #include <sstream>
 #include <thread>
 #include <tuple>
+#include <vector>
 
 #include "core/parse.hpp"
 #include "io/files.hpp"
@@ -40,13 +43,15 @@ std::string shell_quote(const std::string& s) {
   return out + "'";
 }
 
-std::string tail_of(const fs::path& file, std::size_t max_chars) {
+// The last max_chars of what the file holds after its first `from` bytes.
+std::string tail_of(const fs::path& file, std::size_t max_chars, std::streamoff from = 0) {
   std::ifstream in(file, std::ios::binary);
   if (!in) return "";
   in.seekg(0, std::ios::end);
   const std::streamoff size = in.tellg();
   const std::streamoff start =
-      size > static_cast<std::streamoff>(max_chars) ? size - static_cast<std::streamoff>(max_chars) : 0;
+      std::max(from, size > static_cast<std::streamoff>(max_chars) ? size - static_cast<std::streamoff>(max_chars) : 0);
+  if (start >= size) return "";
   in.seekg(start);
   std::string s(static_cast<std::size_t>(size - start), '\0');
   in.read(s.data(), static_cast<std::streamsize>(s.size()));
@@ -93,6 +98,85 @@ void end_orphans() {
     }
     if (!any) return;
   }
+}
+
+extern "C" char** environ;
+
+// Forks `sh -c line` as the leader of a new process group: stdin from in_fd (-1: /dev/null), stdout and stderr into
+// the two files, and, when reply_fd >= 0, reply_fd as its fd 3 with HLA_VERIFY_REPLY_FD=3 in its environment. hla's
+// own descriptors for the command are close-on-exec. Nothing is allocated in the child (hla may have threads).
+pid_t spawn(const std::string& line, int in_fd, int reply_fd, const fs::path& out_file, const fs::path& err_file) {
+  std::vector<std::string> env_strings;
+  for (char** e = environ; e && *e; ++e)
+    if (std::strncmp(*e, "HLA_VERIFY_REPLY_FD=", 20) != 0) env_strings.emplace_back(*e);
+  if (reply_fd >= 0) env_strings.emplace_back("HLA_VERIFY_REPLY_FD=3");
+  std::vector<char*> envp;
+  for (std::string& e : env_strings) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  const char* argv[] = {"sh", "-c", line.c_str(), nullptr};
+  const pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error(std::string("fork failed: ") + std::strerror(errno));
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    const int in = in_fd >= 0 ? in_fd : ::open("/dev/null", O_RDONLY);
+    const int out = ::open(out_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int err = ::open(err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (in >= 0) ::dup2(in, 0);
+    if (out >= 0) ::dup2(out, 1);
+    if (err >= 0) ::dup2(err, 2);
+    if (reply_fd == 3)
+      ::fcntl(3, F_SETFD, 0);  // dup2 onto itself would leave it close-on-exec
+    else if (reply_fd >= 0)
+      ::dup2(reply_fd, 3);
+    else
+      ::close(3);  // no reply channel: nothing of hla's open where a command looks for one
+    ::execve("/bin/sh", const_cast<char* const*>(argv), envp.data());
+    ::_exit(127);
+  }
+  ::setpgid(pid, pid);  // also here: no race with the child's own call
+  return pid;
+}
+
+enum class RoundEnd { exited, answered, timed_out };
+
+// Waits on a round of the process (and group) pid: until it exits (status), `answered` says the round is done (it
+// may wait up to the milliseconds it is given), or `timeout` seconds from t0 pass (the group is then killed). A
+// signal caught meanwhile (InterruptGuard) has been forwarded to the group: 2 s to clean up (free a GPU, flush),
+// then the group is killed and Interrupted thrown.
+RoundEnd wait_round(pid_t pid, int& status, double timeout, std::chrono::steady_clock::time_point t0,
+                    const std::function<bool(int)>& answered) {
+  for (;;) {
+    const pid_t w = ::waitpid(pid, &status, WNOHANG);
+    if (w == pid || (w < 0 && errno != EINTR)) return RoundEnd::exited;
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (caught_signal) {
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+      while (::waitpid(pid, &status, WNOHANG) == 0 && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      ::kill(-pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      running_group = 0;
+      end_orphans();
+      throw Interrupted(caught_signal);
+    }
+    if (elapsed > timeout) {
+      ::kill(-pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      return RoundEnd::timed_out;
+    }
+    const int ms = elapsed < 1 ? 2 : 20;
+    if (!answered)
+      std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    else if (answered(ms))
+      return RoundEnd::answered;
+  }
+}
+
+void set_exit(ProcessResult& r, int status) {
+  if (WIFEXITED(status))
+    r.exit_code = WEXITSTATUS(status);
+  else if (WIFSIGNALED(status))
+    r.signal = WTERMSIG(status);
 }
 
 // What a path is, without following a final symlink and without throwing (a symlink loop is a type too).
@@ -195,66 +279,135 @@ std::string ProcessResult::describe() const {
 }
 
 ProcessResult run_command(const std::string& command, const fs::path& dir, double timeout, const fs::path& log_dir) {
-  const std::string line = command + " " + shell_quote(dir.string());
-  const fs::path out_file = log_dir / "stdout", err_file = log_dir / "stderr";
+  const fs::path err_file = log_dir / "stderr";
   InterruptGuard::check();
   // Whatever the command starts outside its process group (setsid, a double fork) is re-parented to hla
   // rather than to init once its parent ends, so that end_orphans can end it.
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   const auto t0 = std::chrono::steady_clock::now();
-  const pid_t pid = ::fork();
-  if (pid < 0) throw std::runtime_error(std::string("fork failed: ") + std::strerror(errno));
-  if (pid == 0) {
-    ::setpgid(0, 0);
-    const int in = ::open("/dev/null", O_RDONLY);
-    const int out = ::open(out_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int err = ::open(err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (in >= 0) ::dup2(in, 0);
-    if (out >= 0) ::dup2(out, 1);
-    if (err >= 0) ::dup2(err, 2);
-    ::execl("/bin/sh", "sh", "-c", line.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  ::setpgid(pid, pid);  // also here: no race with the child's own call
+  const pid_t pid = spawn(command + " " + shell_quote(dir.string()), -1, -1, log_dir / "stdout", err_file);
   running_group = pid;
   if (caught_signal) ::kill(-pid, caught_signal);  // came between the check above and now
   ProcessResult r;
   int status = 0;
-  for (;;) {
-    const pid_t w = ::waitpid(pid, &status, WNOHANG);
-    if (w == pid) break;
-    if (w < 0 && errno != EINTR) break;
-    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (caught_signal) {
-      // The group has the signal (forward_signal sent it): 2 s to clean up (free a GPU, flush), then killed.
-      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-      while (::waitpid(pid, &status, WNOHANG) == 0 && std::chrono::steady_clock::now() < deadline)
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      ::kill(-pid, SIGKILL);
-      ::waitpid(pid, &status, 0);
-      running_group = 0;
-      end_orphans();
-      throw Interrupted(caught_signal);
-    }
-    if (elapsed > timeout) {
-      r.timed_out = true;
-      ::kill(-pid, SIGKILL);
-      ::waitpid(pid, &status, 0);
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(elapsed < 1 ? 2 : 20));
-  }
+  r.timed_out = wait_round(pid, status, timeout, t0, nullptr) == RoundEnd::timed_out;
   ::kill(-pid, SIGKILL);  // whatever the command left running in its group
   running_group = 0;
   end_orphans();
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (!r.timed_out) {
-    if (WIFEXITED(status))
-      r.exit_code = WEXITSTATUS(status);
-    else if (WIFSIGNALED(status))
-      r.signal = WTERMSIG(status);
-  }
+  if (!r.timed_out) set_exit(r, status);
   r.stderr_tail = tail_of(err_file, 1500);
+  return r;
+}
+
+CommandSession::CommandSession(std::string command, bool fresh)
+    : command_(std::move(command)), fresh_(fresh), logs_("hla-verify-log") {}
+
+CommandSession::~CommandSession() {
+  if (pid_ <= 0) return;
+  ::close(input_);  // the end of its stdin: a kept command ends
+  input_ = -1;
+  int status = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  bool reaped = false;
+  while (!(reaped = ::waitpid(pid_, &status, WNOHANG) == pid_) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  end_process(reaped);
+}
+
+void CommandSession::start(const fs::path& dir) {
+  int in[2], reply[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in) != 0)
+    throw std::runtime_error(std::string("socketpair failed: ") + std::strerror(errno));
+  if (::pipe2(reply, O_CLOEXEC) != 0) {
+    const int e = errno;
+    ::close(in[0]);
+    ::close(in[1]);
+    throw std::runtime_error(std::string("pipe failed: ") + std::strerror(e));
+  }
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);  // as in run_command
+  try {
+    pid_ = spawn(command_ + " " + shell_quote(dir.string()), in[1], reply[1], logs_.path() / "stdout",
+                 logs_.path() / "stderr");
+  } catch (...) {
+    for (int fd : {in[0], in[1], reply[0], reply[1]}) ::close(fd);
+    throw;
+  }
+  ::close(in[1]);
+  ::close(reply[1]);
+  input_ = in[0];
+  reply_ = reply[0];
+  pending_.clear();
+  ++starts_;
+}
+
+// Ends the kept command (reaped: waitpid has its status already) and closes hla's ends; pid_ < 0: only the latter.
+void CommandSession::end_process(bool reaped) {
+  if (pid_ > 0) {
+    ::kill(-pid_, SIGKILL);  // the group, and whatever it left running
+    if (!reaped) ::waitpid(pid_, nullptr, 0);
+    end_orphans();
+  }
+  if (input_ >= 0) ::close(input_);
+  if (reply_ >= 0) ::close(reply_);
+  input_ = reply_ = pid_ = -1;
+  pending_.clear();
+}
+
+ProcessResult CommandSession::round(const fs::path& dir, double timeout) {
+  if (fresh_) return run_command(command_, dir, timeout, logs_.path());
+  InterruptGuard::check();
+  const auto t0 = std::chrono::steady_clock::now();
+  int status = 0;
+  if (pid_ > 0 && ::waitpid(pid_, &status, WNOHANG) == pid_) end_process(true);  // it ended after its last round
+  bool sent = false;
+  if (pid_ > 0) {
+    const std::string line = dir.string() + "\n";
+    sent = ::send(input_, line.data(), line.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(line.size());
+    if (!sent) end_process(false);
+  }
+  if (!sent) start(dir);
+  std::error_code ec;
+  const auto err_size = fs::file_size(logs_.path() / "stderr", ec);
+  const std::streamoff err_from = ec ? 0 : static_cast<std::streamoff>(err_size);
+  running_group = pid_;
+  if (caught_signal) ::kill(-pid_, caught_signal);  // came between the check above and now
+  const std::string want = dir.string();
+  auto answered = [&](int ms) {
+    pollfd p{reply_, POLLIN, 0};
+    if (::poll(&p, 1, ms) <= 0) return false;
+    char buf[4096];
+    const ssize_t got = ::read(reply_, buf, sizeof buf);
+    if (got <= 0) {  // fd 3 closed (the command is ending: waitpid sees it) or a signal
+      std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+      return false;
+    }
+    pending_.append(buf, static_cast<std::size_t>(got));
+    for (std::size_t nl; (nl = pending_.find('\n')) != std::string::npos;) {
+      const bool done = pending_.compare(0, nl, want) == 0 && nl == want.size();
+      pending_.erase(0, nl + 1);
+      if (done) return true;
+    }
+    return false;
+  };
+  RoundEnd end{};
+  try {
+    end = wait_round(pid_, status, timeout, t0, answered);
+  } catch (const Interrupted&) {
+    pid_ = -1;  // wait_round killed and reaped it, and ended its orphans
+    end_process(true);
+    throw;
+  }
+  running_group = 0;
+  ProcessResult r;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (end == RoundEnd::answered) return r;  // kept for the next round
+  if (end == RoundEnd::timed_out)
+    r.timed_out = true;
+  else
+    set_exit(r, status);
+  end_process(true);
+  r.stderr_tail = tail_of(logs_.path() / "stderr", 1500, err_from);
   return r;
 }
 
@@ -376,11 +529,11 @@ Outcome read_outcome(const fs::path& dir, const Case& c, const Request& req) {
 
 std::vector<Outcome> ExecImplementation::run(const std::vector<Case>& cases, const Request& req, RoundLog& log) {
   const InterruptGuard guard;
-  TempDir dir("hla-verify"), logs("hla-verify-log");
+  TempDir dir("hla-verify");
   write_cases(dir.path(), [&] {
     for (const Case& c : cases) write_case(dir.path(), c, req);
   });
-  const ProcessResult pr = run_command(command_, dir.path(), timeout_, logs.path());
+  const ProcessResult pr = session_.round(dir.path(), timeout_);
   log.seconds = pr.seconds;
   log.failure = pr.describe();
   std::vector<Outcome> out;

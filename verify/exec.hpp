@@ -8,7 +8,8 @@
 //   DIR/<case>/state_in/<part>.npy                some cases, with --state
 //   DIR/<case>/gamma.npy (n,)                     with --gates: the per-token gates γ_t (case.json "gates": true;
 //                                                 its "gamma" is then 1, the decay being the gates')
-// and runs `CMD DIR` (DIR appended as the last argument, through /bin/sh) once. The command writes
+// and hands DIR to the command: `CMD DIR` (DIR appended as the last argument, through /bin/sh), or, when the
+// command answered the previous round on fd 3, the line DIR on its stdin (CommandSession below). The command writes
 //   DIR/<case>/o.npy                              n×dv, same dtype, for every case
 //   DIR/<case>/state_out/<part>.npy               when case.json says "state": true
 // DIR holds nothing but case directories; the command's stdout and stderr go elsewhere.
@@ -21,6 +22,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "io/files.hpp"
 #include "verify/implementation.hpp"
 
 namespace hla::verify::ext {
@@ -59,11 +61,42 @@ class InterruptGuard {
   struct sigaction previous_[3];  // SIGINT, SIGTERM, SIGHUP as they were
 };
 
-// Runs `command 'dir'` through /bin/sh in its own process group; after `timeout` seconds the whole group
-// is killed. stdin is /dev/null; stdout and stderr go to files in log_dir. Under an InterruptGuard a
-// signal is forwarded to the group, which gets 2 s to exit before it is killed, then Interrupted is thrown.
+// Runs `command 'dir'` through /bin/sh in its own process group (one round, one process: --fresh-process); after
+// `timeout` seconds the whole group is killed. stdin is /dev/null; stdout and stderr go to files in log_dir. Under an
+// InterruptGuard a signal is forwarded to the group, which gets 2 s to exit before it is killed, then Interrupted is
+// thrown.
 ProcessResult run_command(const std::string& command, const std::filesystem::path& dir, double timeout,
                           const std::filesystem::path& log_dir);
+
+// The command across a battery's rounds. Each round it is started as `CMD DIR` (through /bin/sh, in its own
+// process group) with HLA_VERIFY_REPLY_FD=3 in its environment, fd 3 the write end of a pipe to hla and its stdin
+// a socket from hla. A command that writes the line "DIR" to fd 3 once that round's outputs are in place is kept
+// running: each later round is sent to it as the line "DIR" on its stdin, and the end of its stdin means there are
+// no more (examples/protocol.py does this). A command that exits instead has served its one round, and the next
+// round starts it again, so a script written for one round per process works unchanged. Which of the two a round
+// was changes nothing in its verdict: the same files, the same time-out, the same failures (an exit, a signal, a
+// time-out fail the round and end the process; the next round starts a fresh one). PyTorch's import, 1-1.5 s, is
+// then paid once per battery instead of once per round. fresh: run_command for every round (no socket, no fd 3).
+class CommandSession {
+ public:
+  CommandSession(std::string command, bool fresh);
+  ~CommandSession();  // a kept command gets the end of its stdin and 2 s to exit, then its group is killed
+  CommandSession(const CommandSession&) = delete;
+  CommandSession& operator=(const CommandSession&) = delete;
+  ProcessResult round(const std::filesystem::path& dir, double timeout);
+  int starts() const { return starts_; }  // processes started so far
+
+ private:
+  void start(const std::filesystem::path& dir);
+  void end_process(bool reaped);
+  std::string command_;
+  bool fresh_;
+  TempDir logs_;
+  pid_t pid_ = -1;
+  int input_ = -1, reply_ = -1;  // hla's ends: the command's stdin, its fd 3
+  std::string pending_;          // what fd 3 gave that is not yet a whole line
+  int starts_ = 0;
+};
 
 // A round's time-out in seconds, checked: NaN, infinities, zero and anything above a week (604800 s, more
 // than any round needs) are refused with an InputError (a NaN would never expire).
@@ -84,13 +117,14 @@ std::string problem_in(const std::exception& e, const std::filesystem::path& fil
 
 class ExecImplementation : public Implementation {
  public:
-  // keep_dir: leave the rounds' directories in place (their paths are printed) for debugging.
-  ExecImplementation(std::string command, double timeout_seconds, bool keep_dirs = false)
-      : command_(std::move(command)), timeout_(timeout_seconds), keep_(keep_dirs) {}
+  // keep_dir: leave the rounds' directories in place (their paths are printed) for debugging. fresh_process: a new
+  // process for every round (CommandSession).
+  ExecImplementation(std::string command, double timeout_seconds, bool keep_dirs = false, bool fresh_process = false)
+      : session_(std::move(command), fresh_process), timeout_(timeout_seconds), keep_(keep_dirs) {}
   std::vector<Outcome> run(const std::vector<Case>& cases, const Request& req, RoundLog& log) override;
 
  private:
-  std::string command_;
+  CommandSession session_;
   double timeout_;
   bool keep_;
 };

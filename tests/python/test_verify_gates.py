@@ -55,6 +55,26 @@ class GatedExecVerdicts(unittest.TestCase):
                 # an exact case proves it: the counterexample carries its gates
                 self.assertIsNotNone(report["counterexample"]["gamma"])
 
+    def test_one_process_serves_every_round(self):
+        """protocol.serve answers on fd 3, so one process serves the whole battery (rounds of the counterexample
+        search included); --fresh-process starts one per round. The verdict and the counterexample are the same."""
+        with tempfile.TemporaryDirectory() as tmp:
+            reports = {}
+            for mode in ("kept", "fresh"):
+                starts = os.path.join(tmp, mode)
+                command = f"echo start >> {starts}; exec {PY} {GATED} hla2-gates-shifted"
+                args = ["--op", "hla2"] + (["--fresh-process"] if mode == "fresh" else [])
+                code, report, out = run(["--gates", "--exec", command, *QUICK, *args])
+                self.assertEqual(code, 1, out)
+                with open(starts) as f:
+                    reports[mode] = (report, sum(1 for _ in f))
+            (kept, kept_starts), (fresh, fresh_starts) = reports["kept"], reports["fresh"]
+            self.assertGreater(len(kept["rounds"]), 2)
+            self.assertEqual(kept_starts, 1)
+            self.assertEqual(fresh_starts, len(fresh["rounds"]))
+            for key in ("verdict", "outputs", "counterexample", "localization", "matches"):
+                self.assertEqual(kept[key], fresh[key], key)
+
     def test_cases_carry_gates(self):
         with tempfile.TemporaryDirectory() as tmp:
             # a command that keeps one case directory, then fails: what the protocol wrote

@@ -124,4 +124,4 @@ IMPLS = {
 
 
 if __name__ == "__main__":
-    protocol.serve_grad(IMPLS[sys.argv[1]], sys.argv[2])
+    protocol.serve_grad(IMPLS[sys.argv[1]])  # DIR is the last argument; later rounds come on stdin

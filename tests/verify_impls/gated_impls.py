@@ -251,4 +251,4 @@ def with_state(name):
 
 if __name__ == "__main__":
     name = sys.argv[1]
-    protocol.serve(with_state(name) if name in STATEFUL else IMPLS[name], sys.argv[2])
+    protocol.serve(with_state(name) if name in STATEFUL else IMPLS[name])  # every round, one process

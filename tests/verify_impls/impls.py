@@ -2,7 +2,8 @@
 break the protocol. NumPy only (imports fast), each a plain function fn(q, k, v, gamma, normalized, eps,
 ridge, initial_state=None) -> (o, final_state).
 
-As a command (the black-box protocol):   python3 impls.py <name> DIR
+As a command (the black-box protocol):   python3 impls.py <name> DIR   (one round per process: it does not answer
+                                         on HLA_VERIFY_REPLY_FD, so hla starts it afresh every round)
 As callables (hla_harness.verify):       impls.callable_for(<name>, state=False)
 """
 import json
