@@ -388,6 +388,8 @@ ProcessResult CommandSession::round(const fs::path& dir, double timeout) {
       pending_.erase(0, nl + 1);
       if (done) return true;
     }
+    // A command flooding fd 3 with no line break: keep only a tail a whole DIR line can still end in (PATH_MAX).
+    if (pending_.size() > (1u << 16)) pending_.erase(0, pending_.size() - 8192);
     return false;
   };
   RoundEnd end{};
