@@ -360,16 +360,21 @@ ProcessResult CommandSession::round(const fs::path& dir, double timeout) {
   const auto t0 = std::chrono::steady_clock::now();
   int status = 0;
   if (pid_ > 0 && ::waitpid(pid_, &status, WNOHANG) == pid_) end_process(true);  // it ended after its last round
+  // Where this round's stderr begins: measured before the round is sent (the command may write at once); a process
+  // started for it truncates the file.
+  std::error_code ec;
+  const auto err_size = fs::file_size(logs_.path() / "stderr", ec);
+  std::streamoff err_from = ec ? 0 : static_cast<std::streamoff>(err_size);
   bool sent = false;
   if (pid_ > 0) {
     const std::string line = dir.string() + "\n";
     sent = ::send(input_, line.data(), line.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(line.size());
     if (!sent) end_process(false);
   }
-  if (!sent) start(dir);
-  std::error_code ec;
-  const auto err_size = fs::file_size(logs_.path() / "stderr", ec);
-  const std::streamoff err_from = ec ? 0 : static_cast<std::streamoff>(err_size);
+  if (!sent) {
+    start(dir);
+    err_from = 0;
+  }
   running_group = pid_;
   if (caught_signal) ::kill(-pid_, caught_signal);  // came between the check above and now
   const std::string want = dir.string();
