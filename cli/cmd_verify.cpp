@@ -250,9 +250,10 @@ const CommandRegistrar registrar([](CLI::App& app) {
       "the bound follows it");
   sub->add_option("--exec", a->exec,
                   "command started as: CMD DIR; one that answers DIR on fd 3 (HLA_VERIFY_REPLY_FD) is kept and gets "
-                  "later rounds' DIR on stdin, one that exits is started again (examples/protocol.py answers)");
+                  "later rounds' DIR on fd 4 (HLA_VERIFY_ROUND_FD), one that exits is started again "
+                  "(examples/protocol.py answers)");
   sub->add_flag("--fresh-process", a->fresh_process,
-                "start the command afresh for every round (stdin /dev/null, no fd 3), nothing kept between rounds");
+                "start the command afresh for every round (no fds 3 and 4), nothing kept between rounds");
   sub->add_flag("--state", a->state, "the implementation takes state_in/ and writes state_out/ (split-and-carry)");
   sub->add_option("--max-n", a->max_n, "largest random case (default 512)");
   sub->add_option("--d", a->d, "query/key width of the random cases (default 16)");

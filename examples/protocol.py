@@ -19,8 +19,8 @@ tokens to segment(q, k, v, gamma=) -> {part: array}; a "combine" case gives the 
 precedes b) to combine(a, b, a_tokens=, b_tokens=, gamma=) -> {part: array}.
 
 Each serves every round of a battery in one process: after a round's outputs are written it answers DIR on the
-file descriptor HLA_VERIFY_REPLY_FD names, and hla sends the next round's DIR on stdin (so PyTorch is imported once,
-not once per round). rounds() is that loop for a script with its own loop over the case directories.
+file descriptor HLA_VERIFY_REPLY_FD names, and hla sends the next round's DIR on HLA_VERIFY_ROUND_FD's (so PyTorch is
+imported once, not once per round). rounds() is that loop for a script with its own loop over the case directories.
 """
 import json
 import os
@@ -30,23 +30,25 @@ import numpy as np
 
 
 def rounds(root=None):
-    """Every round's directory: root alone when given; else the command line's last argument, and, when hla keeps
-    the process (HLA_VERIFY_REPLY_FD in the environment), each further DIR it sends on stdin until its end. A round
-    is answered (its DIR on that descriptor) once the caller has asked for the next, i.e. when its outputs are
-    written."""
+    """Every round's directory: root alone when given; else the command line's last argument, and, when hla offers
+    to keep the process (HLA_VERIFY_REPLY_FD and HLA_VERIFY_ROUND_FD in the environment), each further DIR it sends
+    on the round descriptor until its end. A round is answered (its DIR on the reply descriptor) once the caller has
+    asked for the next, i.e. when its outputs are written."""
     if root:
         yield root
         return
-    fd = os.environ.get("HLA_VERIFY_REPLY_FD")
-    reply = os.fdopen(int(fd), "w") if fd else None
+    reply_fd, round_fd = os.environ.get("HLA_VERIFY_REPLY_FD"), os.environ.get("HLA_VERIFY_ROUND_FD")
+    keep = bool(reply_fd and round_fd)
+    reply = os.fdopen(int(reply_fd), "w") if keep else None
+    requests = os.fdopen(int(round_fd), "r") if keep else None
     root = sys.argv[-1]
     while root:
         yield root
-        if reply is None:
+        if not keep:
             return
         reply.write(root + "\n")
         reply.flush()
-        root = sys.stdin.readline().rstrip("\n")
+        root = requests.readline().rstrip("\n")
 
 
 def _cases(root):

@@ -103,13 +103,13 @@ TEST_CASE("run_command: exit status, stderr tail, and a time-out kills the whole
 namespace {
 
 // A command that serves rounds as examples/protocol.py does, written in sh: it notes each start in `starts`, marks
-// each round's DIR/done, answers DIR on fd 3 and reads the next DIR from stdin. A round whose DIR holds `crash`
-// exits 3 (after a line on stderr), one that holds `hang` sleeps.
+// each round's DIR/done (and says so on stderr), answers DIR on fd 3 and reads the next DIR from fd 4. A round whose
+// DIR holds `crash` exits 3 (after a line on stderr), one that holds `hang` sleeps.
 std::string serving_command(const fs::path& starts) {
   return "sh -c 'echo start >> " + starts.string() +
          "; d=\"$0\"; while :; do if [ -e \"$d/crash\" ]; then echo crashed on $d >&2; exit 3; fi; "
-         "if [ -e \"$d/hang\" ]; then sleep 300; fi; touch \"$d/done\"; echo \"$d\" >&3; "
-         "IFS= read -r d || exit 0; done'";
+         "if [ -e \"$d/hang\" ]; then sleep 300; fi; touch \"$d/done\"; echo served $d >&2; echo \"$d\" >&3; "
+         "IFS= read -r d <&4 || exit 0; done'";
 }
 
 long lines_in(const fs::path& file) {
@@ -136,13 +136,15 @@ TEST_CASE("CommandSession: a command that answers on fd 3 serves every round in 
     CHECK(session.starts() == 1);
     CHECK(lines_in(starts) == 1);
   }
-  // --fresh-process: the same command, started for every round (no fd 3 to answer on: its echo fails, it exits)
+  // --fresh-process: the same command, started for every round (no fd 3 to answer on, no fd 4: it exits)
   fs::remove(starts);
   for (const fs::path& r : rounds) fs::remove(r / "done");
   {
     CommandSession session(serving_command(starts), true);
     for (const fs::path& r : rounds) {
-      session.round(r, 20);
+      const ProcessResult pr = session.round(r, 20);
+      CHECK(pr.describe().empty());
+      CHECK(pr.seconds < 10);
       CHECK(fs::exists(r / "done"));
     }
   }
@@ -165,6 +167,34 @@ TEST_CASE("CommandSession: a command that exits is started again; a crash or a t
     }
     CHECK(session.starts() == 5);
   }
+  // A one-round script that reads stdin gets its end at once (/dev/null), as it did with a process per round.
+  for (const fs::path& r : rounds) fs::remove(r / "done");
+  {
+    CommandSession session("sh -c 'cat > /dev/null; touch \"$0/done\"'", false);
+    const ProcessResult pr = session.round(rounds[0], 20);
+    CHECK(pr.describe().empty());
+    CHECK(pr.seconds < 10);
+    CHECK(fs::exists(rounds[0] / "done"));
+  }
+  // A command that answers and then exits (a one-round script that knows fd 3): each round it is sent to while it
+  // is ending goes to a fresh process instead, and passes.
+  for (const fs::path& r : rounds) fs::remove(r / "done");
+  {
+    CommandSession session("sh -c 'touch \"$0/done\"; echo \"$0\" >&3; sleep 0.3'", false);
+    for (const fs::path& r : rounds) {
+      const ProcessResult pr = session.round(r, 20);
+      CHECK(pr.describe().empty());
+      CHECK(fs::exists(r / "done"));
+    }
+    CHECK(session.starts() == 5);
+  }
+  // A wrong answer (DIR with a trailing slash) fails its round at once, not after the time-out.
+  {
+    CommandSession session("sh -c 'echo \"$0/\" >&3; IFS= read -r d <&4'", false);
+    const ProcessResult pr = session.round(rounds[0], 20);
+    CHECK(pr.seconds < 10);
+    CHECK(pr.describe().find("answered '" + rounds[0].string() + "/' on fd 3") == 0);
+  }
   for (const fs::path& r : rounds) fs::remove(r / "done");
   fs::remove(starts);
   std::ofstream(rounds[1] / "crash").put('\n');
@@ -174,7 +204,7 @@ TEST_CASE("CommandSession: a command that exits is started again; a crash or a t
     CHECK(session.round(rounds[0], 20).describe().empty());
     const ProcessResult crashed = session.round(rounds[1], 20);  // sent to the kept process, which exits 3
     CHECK(crashed.exit_code == 3);
-    CHECK(crashed.stderr_tail == "crashed on " + rounds[1].string());  // this round's stderr only
+    CHECK(crashed.stderr_tail == "crashed on " + rounds[1].string());  // this round's stderr only, not round 0's
     CHECK(session.round(rounds[2], 20).describe().empty());            // a fresh process
     CHECK(fs::exists(rounds[2] / "done"));
     const ProcessResult hung = session.round(rounds[3], 0.5);
@@ -188,23 +218,21 @@ TEST_CASE("CommandSession: a command that exits is started again; a crash or a t
   fs::remove_all(dir);
 }
 
-TEST_CASE("CommandSession: the kept command ends with the session, its stdin closed", "[verify]") {
+TEST_CASE("CommandSession: the kept command ends with the session, its fd 4 closed", "[verify]") {
   const fs::path dir = fresh_dir("verify-session-end");
   fs::create_directories(dir / "r");
   const fs::path pidfile = dir / "pid", ended = dir / "ended";
   pid_t pid = 0;
   {
     CommandSession session("sh -c 'echo $$ > " + pidfile.string() +
-                               "; echo \"$0\" >&3; while IFS= read -r d; do :; "
-                               "done; touch " +
-                               ended.string() + "'",
+                               "; echo \"$0\" >&3; while IFS= read -r d <&4; do :; done; touch " + ended.string() + "'",
                            false);
     CHECK(session.round(dir / "r", 20).describe().empty());
     std::ifstream(pidfile) >> pid;
     REQUIRE(pid > 0);
     CHECK(running(pid));  // kept between rounds
   }
-  CHECK(fs::exists(ended));  // it saw the end of its stdin and finished cleanly
+  CHECK(fs::exists(ended));  // it saw the end of its fd 4 and finished cleanly
   CHECK_FALSE(running(pid));
   fs::remove_all(dir);
 }

@@ -102,14 +102,20 @@ void end_orphans() {
 
 extern "C" char** environ;
 
-// Forks `sh -c line` as the leader of a new process group: stdin from in_fd (-1: /dev/null), stdout and stderr into
-// the two files, and, when reply_fd >= 0, reply_fd as its fd 3 with HLA_VERIFY_REPLY_FD=3 in its environment. hla's
-// own descriptors for the command are close-on-exec. Nothing is allocated in the child (hla may have threads).
-pid_t spawn(const std::string& line, int in_fd, int reply_fd, const fs::path& out_file, const fs::path& err_file) {
+// Forks `sh -c line` as the leader of a new process group: stdin /dev/null, stdout and stderr into the two files, and,
+// with a channel {reply, rounds} (hla's other ends), `reply` as the command's fd 3 and `rounds` as its fd 4, named
+// by HLA_VERIFY_REPLY_FD=3 and HLA_VERIFY_ROUND_FD=4 in its environment; without one, fds 3 and 4 closed. hla's own
+// descriptors are close-on-exec. Nothing is allocated in the child (hla may have threads): only async-signal-safe
+// calls between fork and exec.
+pid_t spawn(const std::string& line, const int* channel, const fs::path& out_file, const fs::path& err_file) {
   std::vector<std::string> env_strings;
   for (char** e = environ; e && *e; ++e)
-    if (std::strncmp(*e, "HLA_VERIFY_REPLY_FD=", 20) != 0) env_strings.emplace_back(*e);
-  if (reply_fd >= 0) env_strings.emplace_back("HLA_VERIFY_REPLY_FD=3");
+    if (std::strncmp(*e, "HLA_VERIFY_REPLY_FD=", 20) != 0 && std::strncmp(*e, "HLA_VERIFY_ROUND_FD=", 20) != 0)
+      env_strings.emplace_back(*e);
+  if (channel) {
+    env_strings.emplace_back("HLA_VERIFY_REPLY_FD=3");
+    env_strings.emplace_back("HLA_VERIFY_ROUND_FD=4");
+  }
   std::vector<char*> envp;
   for (std::string& e : env_strings) envp.push_back(e.data());
   envp.push_back(nullptr);
@@ -118,18 +124,22 @@ pid_t spawn(const std::string& line, int in_fd, int reply_fd, const fs::path& ou
   if (pid < 0) throw std::runtime_error(std::string("fork failed: ") + std::strerror(errno));
   if (pid == 0) {
     ::setpgid(0, 0);
-    const int in = in_fd >= 0 ? in_fd : ::open("/dev/null", O_RDONLY);
-    const int out = ::open(out_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int err = ::open(err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (in >= 0) ::dup2(in, 0);
+    // The channel's ends out of the way of 0-4 first (they may hold any of those numbers).
+    const int reply = channel ? ::fcntl(channel[0], F_DUPFD_CLOEXEC, 10) : -1;
+    const int rounds = channel ? ::fcntl(channel[1], F_DUPFD_CLOEXEC, 10) : -1;
+    const int in = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    const int out = ::open(out_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    const int err = ::open(err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (in >= 0) ::dup2(in, 0);  // dup2 leaves the copy open across exec, the original closes
     if (out >= 0) ::dup2(out, 1);
     if (err >= 0) ::dup2(err, 2);
-    if (reply_fd == 3)
-      ::fcntl(3, F_SETFD, 0);  // dup2 onto itself would leave it close-on-exec
-    else if (reply_fd >= 0)
-      ::dup2(reply_fd, 3);
-    else
-      ::close(3);  // no reply channel: nothing of hla's open where a command looks for one
+    if (channel) {
+      ::dup2(reply, 3);
+      ::dup2(rounds, 4);
+    } else {
+      ::close(3);  // no channel: nothing of hla's open where a command looks for one
+      ::close(4);
+    }
     ::execve("/bin/sh", const_cast<char* const*>(argv), envp.data());
     ::_exit(127);
   }
@@ -137,14 +147,15 @@ pid_t spawn(const std::string& line, int in_fd, int reply_fd, const fs::path& ou
   return pid;
 }
 
-enum class RoundEnd { exited, answered, timed_out };
+enum class Reply { none, answered, wrong };
+enum class RoundEnd { exited, answered, wrong_answer, timed_out };
 
-// Waits on a round of the process (and group) pid: until it exits (status), `answered` says the round is done (it
-// may wait up to the milliseconds it is given), or `timeout` seconds from t0 pass (the group is then killed). A
-// signal caught meanwhile (InterruptGuard) has been forwarded to the group: 2 s to clean up (free a GPU, flush),
-// then the group is killed and Interrupted thrown.
+// Waits on a round of the process (and group) pid: until it exits (status), `reply` (which may wait up to the
+// milliseconds it is given) has its answer, or `timeout` seconds from t0 pass (the group is then killed). A signal
+// caught meanwhile (InterruptGuard) has been forwarded to the group: 2 s to clean up (free a GPU, flush), then the
+// group is killed and Interrupted thrown.
 RoundEnd wait_round(pid_t pid, int& status, double timeout, std::chrono::steady_clock::time_point t0,
-                    const std::function<bool(int)>& answered) {
+                    const std::function<Reply(int)>& reply) {
   for (;;) {
     const pid_t w = ::waitpid(pid, &status, WNOHANG);
     if (w == pid || (w < 0 && errno != EINTR)) return RoundEnd::exited;
@@ -165,10 +176,8 @@ RoundEnd wait_round(pid_t pid, int& status, double timeout, std::chrono::steady_
       return RoundEnd::timed_out;
     }
     const int ms = elapsed < 1 ? 2 : 20;
-    if (!answered)
-      std::this_thread::sleep_for(std::chrono::milliseconds(ms));
-    else if (answered(ms))
-      return RoundEnd::answered;
+    const Reply got = reply ? reply(ms) : (std::this_thread::sleep_for(std::chrono::milliseconds(ms)), Reply::none);
+    if (got != Reply::none) return got == Reply::answered ? RoundEnd::answered : RoundEnd::wrong_answer;
   }
 }
 
@@ -268,7 +277,9 @@ void InterruptGuard::check() {
 
 std::string ProcessResult::describe() const {
   std::string s;
-  if (timed_out)
+  if (!protocol_error.empty())
+    s = protocol_error;
+  else if (timed_out)
     s = fmt::format("timed out after {:.0f} s (killed)", seconds);
   else if (signal)
     s = fmt::format("killed by signal {} ({})", signal, ::strsignal(signal));
@@ -285,7 +296,7 @@ ProcessResult run_command(const std::string& command, const fs::path& dir, doubl
   // rather than to init once its parent ends, so that end_orphans can end it.
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   const auto t0 = std::chrono::steady_clock::now();
-  const pid_t pid = spawn(command + " " + shell_quote(dir.string()), -1, -1, log_dir / "stdout", err_file);
+  const pid_t pid = spawn(command + " " + shell_quote(dir.string()), nullptr, log_dir / "stdout", err_file);
   running_group = pid;
   if (caught_signal) ::kill(-pid, caught_signal);  // came between the check above and now
   ProcessResult r;
@@ -305,8 +316,8 @@ CommandSession::CommandSession(std::string command, bool fresh)
 
 CommandSession::~CommandSession() {
   if (pid_ <= 0) return;
-  ::close(input_);  // the end of its stdin: a kept command ends
-  input_ = -1;
+  ::close(rounds_);  // the end of its fd 4: a kept command ends
+  rounds_ = -1;
   int status = 0;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
   bool reaped = false;
@@ -316,27 +327,26 @@ CommandSession::~CommandSession() {
 }
 
 void CommandSession::start(const fs::path& dir) {
-  int in[2], reply[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in) != 0)
-    throw std::runtime_error(std::string("socketpair failed: ") + std::strerror(errno));
-  if (::pipe2(reply, O_CLOEXEC) != 0) {
+  int reply[2], rounds[2];  // reply: a pipe, the command writes; rounds: a socket (send without SIGPIPE), hla writes
+  if (::pipe2(reply, O_CLOEXEC) != 0) throw std::runtime_error(std::string("pipe failed: ") + std::strerror(errno));
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, rounds) != 0) {
     const int e = errno;
-    ::close(in[0]);
-    ::close(in[1]);
-    throw std::runtime_error(std::string("pipe failed: ") + std::strerror(e));
+    ::close(reply[0]);
+    ::close(reply[1]);
+    throw std::runtime_error(std::string("socketpair failed: ") + std::strerror(e));
   }
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);  // as in run_command
+  const int channel[2] = {reply[1], rounds[1]};
   try {
-    pid_ = spawn(command_ + " " + shell_quote(dir.string()), in[1], reply[1], logs_.path() / "stdout",
-                 logs_.path() / "stderr");
+    pid_ = spawn(command_ + " " + shell_quote(dir.string()), channel, logs_.path() / "stdout", logs_.path() / "stderr");
   } catch (...) {
-    for (int fd : {in[0], in[1], reply[0], reply[1]}) ::close(fd);
+    for (int fd : {reply[0], reply[1], rounds[0], rounds[1]}) ::close(fd);
     throw;
   }
-  ::close(in[1]);
   ::close(reply[1]);
-  input_ = in[0];
+  ::close(rounds[1]);
   reply_ = reply[0];
+  rounds_ = rounds[0];
   pending_.clear();
   ++starts_;
 }
@@ -348,9 +358,9 @@ void CommandSession::end_process(bool reaped) {
     if (!reaped) ::waitpid(pid_, nullptr, 0);
     end_orphans();
   }
-  if (input_ >= 0) ::close(input_);
+  if (rounds_ >= 0) ::close(rounds_);
   if (reply_ >= 0) ::close(reply_);
-  input_ = reply_ = pid_ = -1;
+  rounds_ = reply_ = pid_ = -1;
   pending_.clear();
 }
 
@@ -368,52 +378,78 @@ ProcessResult CommandSession::round(const fs::path& dir, double timeout) {
   bool sent = false;
   if (pid_ > 0) {
     const std::string line = dir.string() + "\n";
-    sent = ::send(input_, line.data(), line.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(line.size());
+    sent = ::send(rounds_, line.data(), line.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(line.size());
     if (!sent) end_process(false);
   }
   if (!sent) {
     start(dir);
     err_from = 0;
   }
-  running_group = pid_;
-  if (caught_signal) ::kill(-pid_, caught_signal);  // came between the check above and now
   const std::string want = dir.string();
-  auto answered = [&](int ms) {
+  std::string wrong;  // a line on fd 3 that is not this round's DIR
+  // What fd 3 holds (waiting up to ms for it): the answer, a wrong line, or nothing yet.
+  auto read_reply = [&](int ms) {
     pollfd p{reply_, POLLIN, 0};
-    if (::poll(&p, 1, ms) <= 0) return false;
-    char buf[4096];
-    const ssize_t got = ::read(reply_, buf, sizeof buf);
-    if (got <= 0) {  // fd 3 closed (the command is ending: waitpid sees it) or a signal
-      std::this_thread::sleep_for(std::chrono::milliseconds(ms));
-      return false;
+    while (::poll(&p, 1, ms) > 0) {
+      char buf[4096];
+      const ssize_t got = ::read(reply_, buf, sizeof buf);
+      if (got <= 0) {  // fd 3 closed: the command is ending (waitpid sees it)
+        std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+        return Reply::none;
+      }
+      pending_.append(buf, static_cast<std::size_t>(got));
+      if (const std::size_t nl = pending_.find('\n'); nl != std::string::npos) {
+        std::string line = pending_.substr(0, nl);
+        pending_.erase(0, nl + 1);
+        if (!line.empty() && line.back() == '\r') line.pop_back();
+        if (line == want) return Reply::answered;
+        wrong = line.size() > 300 ? line.substr(0, 300) + "..." : line;
+        return Reply::wrong;
+      }
+      if (pending_.size() > 8192) {  // longer than any path: no answer is coming
+        wrong = pending_.substr(0, 300) + "... (8 KiB and no line break)";
+        return Reply::wrong;
+      }
+      ms = 0;  // read on while there is more, without waiting again
     }
-    pending_.append(buf, static_cast<std::size_t>(got));
-    for (std::size_t nl; (nl = pending_.find('\n')) != std::string::npos;) {
-      const bool done = pending_.compare(0, nl, want) == 0 && nl == want.size();
-      pending_.erase(0, nl + 1);
-      if (done) return true;
-    }
-    // A command flooding fd 3 with no line break: keep only a tail a whole DIR line can still end in (PATH_MAX).
-    if (pending_.size() > (1u << 16)) pending_.erase(0, pending_.size() - 8192);
-    return false;
+    return Reply::none;
   };
   RoundEnd end{};
-  try {
-    end = wait_round(pid_, status, timeout, t0, answered);
-  } catch (const Interrupted&) {
-    pid_ = -1;  // wait_round killed and reaped it, and ended its orphans
+  for (;;) {
+    running_group = pid_;
+    if (caught_signal) ::kill(-pid_, caught_signal);  // came between the check above and now
+    try {
+      end = wait_round(pid_, status, timeout, t0, read_reply);
+    } catch (const Interrupted&) {
+      pid_ = -1;  // wait_round killed and reaped it, and ended its orphans
+      end_process(true);
+      throw;
+    }
+    if (end != RoundEnd::exited) break;
+    const Reply last = read_reply(0);  // what it wrote before it exited counts
+    if (last != Reply::none) {
+      end = last == Reply::answered ? RoundEnd::answered : RoundEnd::wrong_answer;
+      break;
+    }
+    // A kept command that exits cleanly without answering the round sent to it had served its last round (it ended
+    // as the round was sent): the round goes to a fresh process, within the same time-out.
+    if (!sent || !WIFEXITED(status) || WEXITSTATUS(status) != 0) break;
     end_process(true);
-    throw;
+    start(dir);
+    sent = false;
+    err_from = 0;
   }
   running_group = 0;
   ProcessResult r;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (end == RoundEnd::answered) return r;  // kept for the next round
+  if (end == RoundEnd::answered && ::waitpid(pid_, &status, WNOHANG) == 0) return r;  // kept for the next round
   if (end == RoundEnd::timed_out)
     r.timed_out = true;
+  else if (end == RoundEnd::wrong_answer)
+    r.protocol_error = fmt::format("answered '{}' on fd 3 (HLA_VERIFY_REPLY_FD), not the round's directory", wrong);
   else
-    set_exit(r, status);
-  end_process(true);
+    set_exit(r, status);  // exited (an answer before a clean exit passes, as a one-round command's exit 0)
+  end_process(end != RoundEnd::wrong_answer);
   r.stderr_tail = tail_of(logs_.path() / "stderr", 1500, err_from);
   return r;
 }

@@ -9,7 +9,7 @@
 //   DIR/<case>/gamma.npy (n,)                     with --gates: the per-token gates γ_t (case.json "gates": true;
 //                                                 its "gamma" is then 1, the decay being the gates')
 // and hands DIR to the command: `CMD DIR` (DIR appended as the last argument, through /bin/sh), or, when the
-// command answered the previous round on fd 3, the line DIR on its stdin (CommandSession below). The command writes
+// command answered the previous round on fd 3, the line DIR on its fd 4 (CommandSession below). The command writes
 //   DIR/<case>/o.npy                              n×dv, same dtype, for every case
 //   DIR/<case>/state_out/<part>.npy               when case.json says "state": true
 // DIR holds nothing but case directories; the command's stdout and stderr go elsewhere.
@@ -34,6 +34,7 @@ struct ProcessResult {
   int signal = 0;     // when a signal ended it
   double seconds = 0;
   std::string stderr_tail;
+  std::string protocol_error;    // a kept command's wrong answer on fd 3 (CommandSession)
   std::string describe() const;  // "" for exit 0
 };
 
@@ -69,18 +70,20 @@ ProcessResult run_command(const std::string& command, const std::filesystem::pat
                           const std::filesystem::path& log_dir);
 
 // The command across a battery's rounds. Each round it is started as `CMD DIR` (through /bin/sh, in its own
-// process group) with HLA_VERIFY_REPLY_FD=3 in its environment, fd 3 the write end of a pipe to hla and its stdin
-// a socket from hla. A command that writes the line "DIR" to fd 3 once that round's outputs are in place is kept
-// running: each later round is sent to it as the line "DIR" on its stdin, and the end of its stdin means there are
-// no more (examples/protocol.py does this). A command that exits instead has served its one round, and the next
-// round starts it again, so a script written for one round per process works unchanged. Which of the two a round
-// was changes nothing in its verdict: the same files, the same time-out, the same failures (an exit, a signal, a
-// time-out fail the round and end the process; the next round starts a fresh one). PyTorch's import, 1-1.5 s, is
-// then paid once per battery instead of once per round. fresh: run_command for every round (no socket, no fd 3).
+// process group, stdin /dev/null) with HLA_VERIFY_REPLY_FD=3 and HLA_VERIFY_ROUND_FD=4 in its environment: fd 3 the
+// write end of a pipe to hla, fd 4 the read end of a socket from hla. A command that writes the line DIR to fd 3 once
+// that round's outputs are in place is kept running: each later round is sent to it as the line DIR on fd 4, and the
+// end of fd 4 means there are no more (examples/protocol.py does this). A command that exits instead has served its
+// one round, and the next round starts it again, so a script written for one round per process works unchanged.
+// Which of the two a round was changes nothing in its verdict: the same files, the same time-out, the same failures
+// (an exit, a signal, a time-out fail the round and end the process; the next round starts a fresh one). A line on
+// fd 3 that is not the round's DIR fails the round at once (ProcessResult::protocol_error); a kept command that exits
+// cleanly as a round is sent to it has the round re-sent to a fresh process. PyTorch's import, 1-1.5 s, is then paid
+// once per battery instead of once per round. fresh: run_command for every round (no fds 3 and 4).
 class CommandSession {
  public:
   CommandSession(std::string command, bool fresh);
-  ~CommandSession();  // a kept command gets the end of its stdin and 2 s to exit, then its group is killed
+  ~CommandSession();  // a kept command gets the end of its fd 4 and 2 s to exit, then its group is killed
   CommandSession(const CommandSession&) = delete;
   CommandSession& operator=(const CommandSession&) = delete;
   ProcessResult round(const std::filesystem::path& dir, double timeout);
@@ -93,8 +96,8 @@ class CommandSession {
   bool fresh_;
   TempDir logs_;
   pid_t pid_ = -1;
-  int input_ = -1, reply_ = -1;  // hla's ends: the command's stdin, its fd 3
-  std::string pending_;          // what fd 3 gave that is not yet a whole line
+  int rounds_ = -1, reply_ = -1;  // hla's ends of the command's fd 4 and fd 3
+  std::string pending_;           // what fd 3 gave that is not yet a whole line
   int starts_ = 0;
 };
 
