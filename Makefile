@@ -4,7 +4,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
 
-.PHONY: deps deps-test deps-clang configure build test run bench bench-distributed report figures debug-build debug fuzz tsan clean
+.PHONY: deps deps-test deps-clang configure build test run bench bench-distributed report figures debug-build debug debug-python fuzz tsan clean
 
 # Dependency tiers (scripts/install-deps.sh): run < test (PyTorch, Chromium, pytest) ; clang (fuzz, tsan).
 deps:
@@ -55,6 +55,13 @@ debug-build: deps
 
 debug: debug-build
 	@bash scripts/debug-tests.sh build-debug '$(DEBUG_TESTS)'
+
+# The Python suites' calls into the module under ASan + UBSan (scripts/debug-python.sh): the sanitizer build with its
+# module. Not in CI: 7.5 minutes on 2 cores once build-debug is built (docs/build.md).
+debug-python: deps-test
+	@cmake -S . -B build-debug -DCMAKE_BUILD_TYPE=Debug -DHLA_SANITIZE=ON -DHLA_BUILD_BENCH=OFF -DHLA_BUILD_PYTHON=ON >/dev/null
+	@cmake --build build-debug -j $(JOBS) --target hla hla_harness
+	@bash scripts/debug-python.sh build-debug
 
 # ---- hardening (docs/hardening.md) -----------------------------------------------------------------------
 # libFuzzer targets (tests/fuzz/) in build-fuzz/ with clang++-16, each run FUZZ_SECONDS over its corpus.
