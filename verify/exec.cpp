@@ -147,6 +147,16 @@ pid_t spawn(const std::string& line, const int* channel, const fs::path& out_fil
   return pid;
 }
 
+// Waits up to `seconds` for the process to exit: true when it has (status holds how), false when it still runs.
+bool exits_within(pid_t pid, int& status, double seconds) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  for (;;) {
+    if (::waitpid(pid, &status, WNOHANG) == pid) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
 enum class Reply { none, answered, wrong };
 enum class RoundEnd { exited, answered, wrong_answer, timed_out };
 
@@ -161,11 +171,11 @@ RoundEnd wait_round(pid_t pid, int& status, double timeout, std::chrono::steady_
     if (w == pid || (w < 0 && errno != EINTR)) return RoundEnd::exited;
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (caught_signal) {
-      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-      while (::waitpid(pid, &status, WNOHANG) == 0 && std::chrono::steady_clock::now() < deadline)
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      ::kill(-pid, SIGKILL);
-      ::waitpid(pid, &status, 0);
+      if (!exits_within(pid, status, 2)) {
+        ::kill(-pid, SIGKILL);
+        ::waitpid(pid, &status, 0);
+      }
+      ::kill(-pid, SIGKILL);  // whatever it left running in its group
       running_group = 0;
       end_orphans();
       throw Interrupted(caught_signal);
@@ -319,11 +329,7 @@ CommandSession::~CommandSession() {
   ::close(rounds_);  // the end of its fd 4: a kept command ends
   rounds_ = -1;
   int status = 0;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-  bool reaped = false;
-  while (!(reaped = ::waitpid(pid_, &status, WNOHANG) == pid_) && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  end_process(reaped);
+  end_process(exits_within(pid_, status, 2));
 }
 
 void CommandSession::start(const fs::path& dir) {
