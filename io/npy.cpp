@@ -4,6 +4,7 @@
 #include "io/npy.hpp"
 
 #include <fcntl.h>
+#include <fmt/core.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -582,8 +583,8 @@ std::string serialize(const std::vector<std::size_t>& shape, const double* data,
       throw NpyError("npy::write: shape too large");
     count *= d;
   }
-  std::string header = std::string("{'descr': '") + (dtype == DType::f64 ? "<f8" : "<f4") +
-                       "', 'fortran_order': False, 'shape': " + shape_text(shape) + ", }";
+  std::string header = fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': {}, }}",
+                                   dtype == DType::f64 ? "<f8" : "<f4", shape_text(shape));
   // Pad with spaces and a final newline so that the data starts at a multiple of 64 bytes.
   const std::size_t unpadded = magic.size() + 2 + 2 + header.size() + 1;
   header.append((64 - unpadded % 64) % 64, ' ');
