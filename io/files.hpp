@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -41,8 +42,13 @@ class TempDir {
   bool keep_ = false;
 };
 
-// The temporary directory the harness uses: TMPDIR when set and usable, else /tmp; an InputError naming
-// TMPDIR when it is not a writable directory.
+// The temporary directory the harness uses: TMPDIR when set and usable (an InputError naming TMPDIR when it is not a
+// writable directory); when it is unset, /dev/shm if it is a writable directory with at least kMemoryTempMinFree
+// bytes available (memory_temp_root), else /tmp.
 std::filesystem::path temp_root();
+inline constexpr unsigned long long kMemoryTempMinFree = 1ULL << 30;
+// `dir` when it is a writable directory with at least min_free_bytes available to this user, else nothing.
+std::optional<std::filesystem::path> memory_temp_root(const std::filesystem::path& dir,
+                                                      unsigned long long min_free_bytes);
 
 }  // namespace hla

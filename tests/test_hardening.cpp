@@ -129,9 +129,18 @@ TEST_CASE("temporary directories: a bad TMPDIR is an input error, and a read-onl
     INFO(bad);
     CHECK_THAT(error_of([] { TempDir t("hla-test"); }), Contains("TMPDIR"));
   }
-  ::setenv("TMPDIR", "", 1);  // empty means unset, as for mktemp(1)
+  ::setenv("TMPDIR", "", 1);  // empty means unset, as for mktemp(1): memory when /dev/shm has room, else /tmp
+  const fs::path unset_root = TempDir("hla-test").path().parent_path();
+  CHECK(unset_root == (memory_temp_root("/dev/shm", kMemoryTempMinFree) ? fs::path("/dev/shm") : fs::path("/tmp")));
+  ::setenv("TMPDIR", "/tmp", 1);  // a TMPDIR that is set is used, memory or not
   CHECK(TempDir("hla-test").path().parent_path() == "/tmp");
   restore();
+  // /dev/shm is passed over when it has less room than asked (a container's 64 MB), or is not a writable directory
+  CHECK(!memory_temp_root("/dev/shm", ~0ULL));
+  CHECK(!memory_temp_root("/nonexistent", 0));
+  CHECK(!memory_temp_root("/proc/self/status", 0));
+  if (fs::is_directory("/dev/shm") && ::access("/dev/shm", W_OK | X_OK) == 0)
+    CHECK(memory_temp_root("/dev/shm", 0) == fs::path("/dev/shm"));
   fs::path kept;
   {
     TempDir t("hla-test-tree");
