@@ -195,6 +195,15 @@ TEST_CASE("CommandSession: a command that exits is started again; a crash or a t
     CHECK(pr.seconds < 10);
     CHECK(pr.describe().find("answered '" + rounds[0].string() + "/' on fd 3") == 0);
   }
+  // Each failed case carries the headline, whole: a wrong answer with a ';' in it was cut there (the headline was
+  // the failure's text up to its first ';', where the stderr tail begins).
+  {
+    CommandSession session("sh -c 'echo oops >&2; echo \"a; b\" >&3; IFS= read -r d <&4'", false);
+    const ProcessResult pr = session.round(rounds[0], 20);
+    CHECK(pr.headline() == "answered 'a; b' on fd 3 (HLA_VERIFY_REPLY_FD), not the round's directory");
+    CHECK(pr.describe().find(pr.headline() + "; stderr ends with:\n") == 0);
+    CHECK(pr.describe().find("oops") != std::string::npos);
+  }
   for (const fs::path& r : rounds) fs::remove(r / "done");
   fs::remove(starts);
   std::ofstream(rounds[1] / "crash").put('\n');

@@ -286,6 +286,12 @@ void InterruptGuard::check() {
 }
 
 std::string ProcessResult::describe() const {
+  std::string s = headline();
+  if (!s.empty() && !stderr_tail.empty()) s += "; stderr ends with:\n" + stderr_tail;
+  return s;
+}
+
+std::string ProcessResult::headline() const {
   std::string s;
   if (!protocol_error.empty())
     s = protocol_error;
@@ -295,7 +301,6 @@ std::string ProcessResult::describe() const {
     s = fmt::format("killed by signal {} ({})", signal, ::strsignal(signal));
   else if (exit_code != 0)
     s = fmt::format("exited with status {}", exit_code);
-  if (!s.empty() && !stderr_tail.empty()) s += "; stderr ends with:\n" + stderr_tail;
   return s;
 }
 
@@ -590,8 +595,7 @@ std::vector<Outcome> ExecImplementation::run(const std::vector<Case>& cases, con
   for (const Case& c : cases) {
     Outcome o = read_outcome(dir.path(), c, req);
     // A failed command's outputs are not trusted: every case carries the failure.
-    if (!log.failure.empty())
-      o.error = "the command " + log.failure.substr(0, log.failure.find(';')) + (o.error.empty() ? "" : "; " + o.error);
+    if (!log.failure.empty()) o.error = "the command " + pr.headline() + (o.error.empty() ? "" : "; " + o.error);
     out.push_back(std::move(o));
   }
   InterruptGuard::check();  // a signal while the outputs were read: stop here, not after the next round

@@ -35,7 +35,8 @@ struct ProcessResult {
   double seconds = 0;
   std::string stderr_tail;
   std::string protocol_error;    // a kept command's wrong answer on fd 3 (CommandSession)
-  std::string describe() const;  // "" for exit 0
+  std::string describe() const;  // "" for exit 0: what went wrong, then "; stderr ends with:\n" and the tail
+  std::string headline() const;  // what went wrong alone (each failed case's error carries it)
 };
 
 // SIGINT, SIGTERM or SIGHUP received while a command ran (or its round was being prepared): the command's
