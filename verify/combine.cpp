@@ -361,8 +361,7 @@ std::vector<CombineOutcome> ExecCombine::run(const std::vector<CombineCase>& cas
   for (std::size_t i = 0; i < cases.size(); ++i) {
     const std::string label = cases[i].kind == CombineKind::segment ? "summary" : "ab";
     out[i].summary = read_summary(dir / cases[i].name / label, label, req.dtype, out[i].error);
-    if (!log.failure.empty())
-      out[i].error = "the command " + pr.headline() + (out[i].error.empty() ? "" : "; " + out[i].error);
+    out[i].error = pr.case_error(out[i].error);
   }
   InterruptGuard::check();
   if (keep_) {

@@ -291,6 +291,12 @@ std::string ProcessResult::describe() const {
   return s;
 }
 
+std::string ProcessResult::case_error(const std::string& own) const {
+  const std::string failure = headline();
+  if (failure.empty()) return own;
+  return "the command " + failure + (own.empty() ? "" : "; " + own);
+}
+
 std::string ProcessResult::headline() const {
   std::string s;
   if (!protocol_error.empty())
@@ -594,8 +600,7 @@ std::vector<Outcome> ExecImplementation::run(const std::vector<Case>& cases, con
   out.reserve(cases.size());
   for (const Case& c : cases) {
     Outcome o = read_outcome(dir.path(), c, req);
-    // A failed command's outputs are not trusted: every case carries the failure.
-    if (!log.failure.empty()) o.error = "the command " + pr.headline() + (o.error.empty() ? "" : "; " + o.error);
+    o.error = pr.case_error(o.error);
     out.push_back(std::move(o));
   }
   InterruptGuard::check();  // a signal while the outputs were read: stop here, not after the next round

@@ -36,7 +36,10 @@ struct ProcessResult {
   std::string stderr_tail;
   std::string protocol_error;    // a kept command's wrong answer on fd 3 (CommandSession)
   std::string describe() const;  // "" for exit 0: what went wrong, then "; stderr ends with:\n" and the tail
-  std::string headline() const;  // what went wrong alone (each failed case's error carries it)
+  std::string headline() const;  // what went wrong alone
+  // A case's error when its round failed: the command's headline, then the case's own error if any (a failed
+  // command's outputs are not trusted: every case of the round carries the failure). Unchanged when the round passed.
+  std::string case_error(const std::string& own) const;
 };
 
 // SIGINT, SIGTERM or SIGHUP received while a command ran (or its round was being prepared): the command's
