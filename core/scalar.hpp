@@ -33,6 +33,42 @@ template <class T> inline constexpr bool is_exact_v = std::is_same_v<T, rational
 template <class T> inline constexpr bool has_order_v = !std::is_same_v<T, fp61>;  // fields mod p are unordered
 template <class T> inline constexpr bool has_exp_v = std::is_floating_point_v<T> || std::is_same_v<T, mpfr256>;
 
+// An Eigen expression whose products are evaluated coefficient by coefficient (below): any scalar but float
+// and double.
+template <class Xpr>
+concept coefficient_product_operand = !std::is_floating_point_v<typename Xpr::Scalar>;
+
+}  // namespace hla
+
+// Products of the multiprecision and prime-field scalars are evaluated coefficient by coefficient, not by
+// Eigen's blocked GEMM/GEMV kernels (gebp, gemm_pack_*, general_matrix_vector_product, the triangular
+// products). Those kernels exist for cache and SIMD, which a GMP, MPFR or mod-p multiply does not use, yet
+// each was instantiated per scalar in every unit that multiplies matrices: a third of the exact units'
+// object code and about half of their compile time (docs/build.md "Fifth pass"). A constrained partial
+// specialization is more specialized than Eigen's own for the same arguments (C++20 [temp.constr.order]),
+// so float and double keep Eigen's kernels. rational and fp61 give the same values in any order of summation;
+// MPFR's sums may differ in the last of its 259 bits.
+namespace Eigen::internal {
+template <hla::coefficient_product_operand Lhs, class Rhs>
+struct generic_product_impl<Lhs, Rhs, DenseShape, DenseShape, GemmProduct>
+    : generic_product_impl<Lhs, Rhs, DenseShape, DenseShape, CoeffBasedProductMode> {};
+template <hla::coefficient_product_operand Lhs, class Rhs>
+struct generic_product_impl<Lhs, Rhs, DenseShape, DenseShape, GemvProduct>
+    : generic_product_impl<Lhs, Rhs, DenseShape, DenseShape, CoeffBasedProductMode> {};
+// A triangular view times a dense matrix: the triangle with its zeros, then the same coefficient product.
+template <hla::coefficient_product_operand Lhs, class Rhs, int Tag>
+struct generic_product_impl<Lhs, Rhs, TriangularShape, DenseShape, Tag>
+    : generic_product_impl_base<Lhs, Rhs, generic_product_impl<Lhs, Rhs, TriangularShape, DenseShape, Tag>> {
+  using Scalar = typename Product<Lhs, Rhs>::Scalar;
+  template <class Dest> static void scaleAndAddTo(Dest& dst, const Lhs& lhs, const Rhs& rhs, const Scalar& alpha) {
+    const Matrix<Scalar, Dynamic, Dynamic> triangle = lhs.toDenseMatrix();
+    dst.noalias() += alpha * triangle.lazyProduct(rhs);
+  }
+};
+}  // namespace Eigen::internal
+
+namespace hla {
+
 template <class T> std::string scalar_name();
 template <> inline std::string scalar_name<rational>() { return "rational"; }
 template <> inline std::string scalar_name<fp61>() { return "fp61"; }
