@@ -229,7 +229,7 @@ bool run_distributed_check(std::uint64_t seed) {
   return all_ok;
 }
 
-const CommandRegistrar registrar([](CLI::App& app) {
+const CommandRegistrar check_registrar([](CLI::App& app) {
   auto* sub = app.add_subcommand("check", "Table of every form x scalar against its reference");
   auto shape = std::make_shared<Shape>(Shape{10, 3, 2});
   auto seed = std::make_shared<std::uint64_t>(1);

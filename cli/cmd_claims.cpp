@@ -59,7 +59,7 @@ void run_claims(const ClaimsArgs& a) {
              a.out, stem);
 }
 
-const CommandRegistrar registrar([](CLI::App& app) {
+const CommandRegistrar claims_registrar([](CLI::App& app) {
   auto args = std::make_shared<ClaimsArgs>();
   auto* sub =
       app.add_subcommand("claims", "Decide every claim of the paper by computation; write results/claims.{json,md}");

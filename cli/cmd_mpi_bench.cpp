@@ -161,7 +161,7 @@ nlohmann::json run_bench(const BenchArgs& a) {
   return j;
 }
 
-const CommandRegistrar registrar([](CLI::App& app) {
+const CommandRegistrar mpi_bench_registrar([](CLI::App& app) {
   auto a = std::make_shared<BenchArgs>();
   auto* sub =
       app.add_subcommand("mpi-bench", "Time a sequence-parallel mpi-* form on the job's ranks (JSON on stdout)");

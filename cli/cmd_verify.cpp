@@ -227,7 +227,7 @@ int run_verify(const VerifyArgs& a) {
   return exit_code_for(parse_verdict(report["verdict"].get<std::string>()));
 }
 
-const CommandRegistrar registrar([](CLI::App& app) {
+const CommandRegistrar verify_registrar([](CLI::App& app) {
   auto a = std::make_shared<VerifyArgs>();
   auto* sub = app.add_subcommand("verify", "Hold an outside implementation (any language) to the exact operator");
   sub->add_option("--op", a->op, "operator: " + operator_names([](const OperatorInfo& o) { return o.streaming; }));

@@ -23,7 +23,7 @@ using gated::FormRef;
 
 namespace {
 
-const std::vector<std::string> kOps{"linear", "hla2", "ahla"};
+const std::vector<std::string> kGatedOps{"linear", "hla2", "ahla"};
 // Every gated chunk form: each operator's chunked form, and hla2's one-pass chunked-fused (its blocks of chunks,
 // one per thread, joined by running products of gates: threads 3 gives it a middle block).
 const std::vector<FormRef> kChunkForms{
@@ -195,7 +195,7 @@ TEST_CASE(
     CHECK(stable.err_over_bound <= 1);
     CHECK(stable.normwise_rel < 1e-6);  // measured ~1-2e-7 (2-3 u): the bound above is loose, not the error
   }
-  for (const std::string& op : kOps) {
+  for (const std::string& op : kGatedOps) {
     INFO(op);
     Options o;
     o.chunk = 16;

@@ -14,14 +14,14 @@ using fast::DecayRule;
 
 namespace {
 
-struct Case {
+struct GradientCase {
   Problem<rational> p;
   Mat<rational> dO;
 };
 
-Case integer_case(Eigen::Index n, Eigen::Index d, Eigen::Index dv, std::uint64_t seed) {
+GradientCase integer_case(Eigen::Index n, Eigen::Index d, Eigen::Index dv, std::uint64_t seed) {
   const Shape s{n, d, dv};
-  Case c{convert_problem<rational>(integer_problem(s, seed, 3)), {}};
+  GradientCase c{convert_problem<rational>(integer_problem(s, seed, 3)), {}};
   c.dO = convert_matrix<rational>(integer_problem(s, seed + 1000, 3).V);
   return c;
 }
@@ -61,7 +61,7 @@ TEST_CASE("hla2 masked: serial backward = reference gradients; chunked and rever
   for (const rational& gamma : {rational(1), rational(3, 4)})
     for (const bool normalized : {false, true})
       for (const auto& [n, d, dv] : {std::tuple{5, 2, 1}, std::tuple{6, 3, 2}, std::tuple{4, 1, 3}}) {
-        const Case c = integer_case(n, d, dv, 11 + n * 7 + d);
+        const GradientCase c = integer_case(n, d, dv, 11 + n * 7 + d);
         const Options o = options(gamma, normalized);
         for (const int w : {1, 2, 4, n}) {
           INFO(describe("hla2", n, d, dv, o, w));
@@ -80,7 +80,7 @@ TEST_CASE("hla2 masked: serial backward = reference gradients; chunked and rever
 }
 
 TEST_CASE("hla2 masked with ridge: serial backward = reference gradients", "[gradients]") {
-  const Case c = integer_case(5, 2, 2, 5);
+  const GradientCase c = integer_case(5, 2, 2, 5);
   Options o = options(rational(3, 4), true);
   o.ridge = rational(1, 2);
   const auto g = check_gradients("hla2", c.p, o, c.dO, 2, DecayRule::corrected);
@@ -91,7 +91,7 @@ TEST_CASE("hla2 masked with ridge: serial backward = reference gradients", "[gra
 
 TEST_CASE("hla2 paper decay rule: the backward differentiates the paper's forward, which is not the reference",
           "[gradients]") {
-  const Case c = integer_case(5, 2, 2, 21);
+  const GradientCase c = integer_case(5, 2, 2, 21);
   const Options o = options(rational(3, 4), false);
   const auto g = check_gradients("hla2", c.p, o, c.dO, 3, DecayRule::paper);
   CHECK(g.serial_vs_forward_mode.exact_equal);  // the adjoint is right for the paper's own recurrence
@@ -110,7 +110,7 @@ TEST_CASE("ahla and linear: serial backward = reference gradients; chunked = ser
     for (const rational& gamma : {rational(1), rational(3, 4)})
       for (const bool normalized : {false, true})
         for (const auto& [n, d, dv] : {std::tuple{6, 2, 2}, std::tuple{5, 3, 1}, std::tuple{4, 1, 3}}) {
-          const Case c = integer_case(n, d, dv, 31 + n + 3 * d);
+          const GradientCase c = integer_case(n, d, dv, 31 + n + 3 * d);
           const Options o = options(gamma, normalized);
           for (const int w : {1, 3, n}) {
             INFO(describe(op, n, d, dv, o, w));
@@ -126,7 +126,7 @@ TEST_CASE("ahla and linear: serial backward = reference gradients; chunked = ser
 
 TEST_CASE("gradient of the initial state: reverse mode = forward mode through the serial form", "[gradients]") {
   const Eigen::Index n = 5, d = 2, dv = 2;
-  const Case c = integer_case(n, d, dv, 41);
+  const GradientCase c = integer_case(n, d, dv, 41);
   for (const bool normalized : {false, true}) {
     const Options o = options(rational(3, 4), normalized);
     SECTION(std::string("hla2") + (normalized ? " normalized" : "")) {
@@ -230,7 +230,7 @@ struct MixedRuleOps : backward::Hla2Ops<rational> {
 }  // namespace
 
 TEST_CASE("a wrong adjoint is detected", "[gradients]") {
-  const Case c = integer_case(5, 2, 2, 51);
+  const GradientCase c = integer_case(5, 2, 2, 51);
   const Options o = options(rational(3, 4), true);
   const auto ref = reference_gradients("hla2", c.p, o, c.dO);
   const auto right =
@@ -250,7 +250,7 @@ TEST_CASE("a wrong adjoint is detected", "[gradients]") {
 }
 
 TEST_CASE("gradient checker rejects bad input", "[gradients]") {
-  const Case c = integer_case(4, 2, 2, 61);
+  const GradientCase c = integer_case(4, 2, 2, 61);
   const Options o = options(rational(1), false);
   CHECK_THROWS_AS(check_gradients("hla3", c.p, o, c.dO, 2), InputError);
   CHECK_THROWS_AS(check_gradients("hla2", c.p, o, c.dO, 0), InputError);

@@ -46,7 +46,7 @@ template <class T> bool associative(const std::string& op, Variant v, const Opti
   });
 }
 
-struct Case {
+struct ScanCase {
   std::string op, variant, serial_form, serial_variant;
   Options opt;
   bool matches_reference;  // whether the serial form of the same algebra equals SPEC's reference here
@@ -54,7 +54,7 @@ struct Case {
 
 // Each scan (operator, variant) with the serial form of the same algebra, under options where the scan
 // is claimed (and verified) to reproduce it.
-std::vector<Case> exact_cases() {
+std::vector<ScanCase> exact_cases() {
   const rational g(3, 4), e3(1, 3), half(1, 2);
   return {
       {"hla2", "corrected", "serial", "corrected", make_opt(g, false, 0, half), true},
@@ -74,7 +74,7 @@ const std::vector<std::string> drivers{"scan-fold", "scan-blelloch", "scan-twole
 // Runs `c` with every driver × w ∈ widths × threads ∈ {1, 2} and checks outputs and final state
 // against the serial form exactly.
 template <class T>
-void check_drivers_against_serial(const Case& c, const Problem<T>& p, const std::vector<int>& widths) {
+void check_drivers_against_serial(const ScanCase& c, const Problem<T>& p, const std::vector<int>& widths) {
   const auto& reg = registry<T>();
   const Run<T> serial = reg.find(c.op, c.serial_form, c.serial_variant)(p, c.opt);
   for (const auto& form : drivers) {
@@ -128,7 +128,7 @@ TEST_CASE("finding: decayed AHLA concatenation as printed (§6.2) is not associa
 TEST_CASE("scan: every driver x width x threads equals the serial form of the same algebra (rational)", "[scan]") {
   const Eigen::Index n = 9;
   const auto p = int_problem<rational>(n, 2, 2, 5);
-  for (const Case& c : exact_cases()) {
+  for (const ScanCase& c : exact_cases()) {
     check_drivers_against_serial(c, p, {1, 2, 3, 5, static_cast<int>(n)});
     // and the serial forms they reproduce agree with SPEC's reference exactly where expected
     const auto& reg = registry<rational>();
@@ -171,7 +171,7 @@ TEST_CASE("finding: printed decayed ⊕γ scans depend on the tree and miss the 
 TEST_CASE("scan: drivers equal the serial forms at larger n in the prime field", "[scan]") {
   const Eigen::Index n = 37;
   const auto p = field_problem(Shape{n, 3, 2}, 17);
-  for (Case c : exact_cases()) {
+  for (ScanCase c : exact_cases()) {
     if (c.op == "hla3" && c.variant == "paper") continue;  // dense O(d³·dv) maps: covered in rational
     check_drivers_against_serial(c, p, {1, 4, 6, 11, static_cast<int>(n)});
   }
@@ -184,7 +184,7 @@ TEST_CASE("scan: split-and-carry across calls and across forms", "[scan]") {
   const auto p = int_problem<rational>(n, 2, 2, 9);
   const auto head = slice_rows(p, 0, cut), tail = slice_rows(p, cut, n);
   const auto& reg = registry<rational>();
-  for (const Case& c : exact_cases()) {
+  for (const ScanCase& c : exact_cases()) {
     const Run<rational> serial = reg.find(c.op, c.serial_form, c.serial_variant)(p, c.opt);
     const Run<rational> serial_head = reg.find(c.op, c.serial_form, c.serial_variant)(head, c.opt);
     for (const auto& form : drivers) {
@@ -208,7 +208,7 @@ TEST_CASE("scan: split-and-carry across calls and across forms", "[scan]") {
 TEST_CASE("scan: float output is bitwise identical across repeats and threads", "[scan]") {
   const auto p = convert_problem<float>(gaussian_problem(Shape{70, 4, 3}, 23));
   const auto& reg = registry<float>();
-  for (const Case& c : exact_cases()) {
+  for (const ScanCase& c : exact_cases()) {
     for (const std::string form : {"scan-blelloch", "scan-twolevel"}) {
       Options o = c.opt;
       o.chunk = 6;
