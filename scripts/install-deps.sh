@@ -11,7 +11,7 @@ set -euo pipefail
 tier=${1:-run}
 
 run_packages=(
-  build-essential cmake pkg-config
+  build-essential cmake ninja-build pkg-config
   libeigen3-dev libboost-dev libmpfr-dev libgmp-dev
   libfmt-dev catch2 libbenchmark-dev
   libtomlplusplus-dev libcli11-dev nlohmann-json3-dev zlib1g-dev

@@ -28,7 +28,7 @@
 #pragma once
 
 #include "fast/backward/recurrence.hpp"
-#include "fast/scan/hla2.hpp"
+#include "fast/scan/operators.hpp"  // Hla2Op, and its one compiled copy per scalar
 #include "fast/serial/hla2.hpp"
 
 namespace hla::backward {

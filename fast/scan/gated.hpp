@@ -11,10 +11,8 @@
 #include <utility>
 
 #include "core/operators.hpp"
-#include "fast/scan/ahla.hpp"
 #include "fast/scan/common.hpp"
-#include "fast/scan/hla2.hpp"
-#include "fast/scan/linear.hpp"
+#include "fast/scan/operators.hpp"  // the operators, and their one compiled copy per scalar
 
 namespace hla::scan {
 

@@ -45,3 +45,28 @@ template <class T, class F> decltype(auto) with_scan_op(const std::string& op, V
 }
 
 }  // namespace hla::scan
+
+// Each operator is compiled once per scalar, in generated/register_scan_<scalar>.cpp (the kind's hook in
+// fast/scan/register.hpp, CMakeLists.txt); every other unit that includes this header (the distributed forms,
+// the claims, verify, the CLI, the tests) calls that copy instead of compiling its own: docs/build.md "Sixth
+// pass". A program built without the library (tests/tsan) instantiates the ones it uses itself.
+#define HLA_SCAN_OPERATORS(EXTERN, T)       \
+  EXTERN template struct Hla2Seg<T, true>;  \
+  EXTERN template struct Hla2Seg<T, false>; \
+  EXTERN template class Hla2Op<T, true>;    \
+  EXTERN template class Hla2Op<T, false>;   \
+  EXTERN template struct AhlaSeg<T>;        \
+  EXTERN template class AhlaOp<T>;          \
+  EXTERN template struct Hla3TensorSeg<T>;  \
+  EXTERN template class Hla3TensorOp<T>;    \
+  EXTERN template struct Hla3MinimalSeg<T>; \
+  EXTERN template class Hla3MinimalOp<T>;   \
+  EXTERN template struct LinearSeg<T>;      \
+  EXTERN template class LinearOp<T>;
+namespace hla::scan {
+HLA_SCAN_OPERATORS(extern, rational)
+HLA_SCAN_OPERATORS(extern, fp61)
+HLA_SCAN_OPERATORS(extern, mpfr256)
+HLA_SCAN_OPERATORS(extern, double)
+HLA_SCAN_OPERATORS(extern, float)
+}  // namespace hla::scan

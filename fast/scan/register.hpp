@@ -71,3 +71,10 @@ template <class T> void register_scan(Registry<T>& r) {
 }
 
 }  // namespace hla
+
+// What the generated unit of this kind compiles besides register_scan<T> (CMakeLists.txt): the operator classes,
+// which every other unit declares extern (fast/scan/operators.hpp).
+#define HLA_KIND_INSTANTIATIONS(T) \
+  namespace hla::scan {            \
+  HLA_SCAN_OPERATORS(, T)          \
+  }

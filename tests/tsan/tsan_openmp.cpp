@@ -27,6 +27,9 @@ template <class T> void register_serial(Registry<T>&) {}
 template <class T> void register_distributed(Registry<T>&) {}  // MPI ranks, not OpenMP threads (scripts/test-mpi.sh)
 template void register_scan<double>(Registry<double>&);
 template void register_chunked<double>(Registry<double>&);
+namespace scan {
+HLA_SCAN_OPERATORS(, double)  // compiled in the library's scan unit, which this program does not link
+}
 }  // namespace hla
 
 using namespace hla;
