@@ -12,6 +12,7 @@ awk -F'\t' '{ wall[$3] = $1; cpu[$3] = $2 } END { for (o in cpu) printf "%s\t%s\
   sort -t$'\t' -k1,1nr > "$file.sorted"
 echo "unit-times: the $top slowest units of $build (CPU s, wall s, object)"
 head -n "$top" "$file.sorted" | awk -F'\t' '{ sub(/.*CMakeFiles\//, "", $3); sub(/\.dir\//, ": ", $3); printf "  %7.1f %7.1f  %s\n", $1, $2, $3 }'
-awk -F'\t' '{ n++; cpu += $1; if ($2 > longest) longest = $2 }
+# links (recorded too, for the timeline: scripts/build-timeline.py) are not units
+awk -F'\t' '$3 ~ /\.(o|gch)$/ { n++; cpu += $1; if ($2 > longest) longest = $2 }
   END { printf "unit-times: %d units, %.1f CPU min in all, longest unit %.0f s wall\n", n, cpu / 60, longest }' "$file.sorted"
 rm -f "$file.sorted"
