@@ -563,3 +563,15 @@ template <class T> Run<T> hla2_chunked_fused(const Problem<T>& p, const Options&
 }
 
 }  // namespace hla::fast::chunked
+
+// FusedPass is compiled once per scalar, in generated/register_chunked_<scalar>.cpp (the kind's hook in
+// fast/chunked/register.hpp, CMakeLists.txt); the sequence-parallel forms (fast/distributed/), which run the same
+// pieces over ranks, call that copy instead of compiling their own: docs/build.md "Sixth pass".
+#define HLA_FUSED_PASS(EXTERN, T) EXTERN template class FusedPass<T>;
+namespace hla::fast::chunked {
+HLA_FUSED_PASS(extern, rational)
+HLA_FUSED_PASS(extern, fp61)
+HLA_FUSED_PASS(extern, mpfr256)
+HLA_FUSED_PASS(extern, double)
+HLA_FUSED_PASS(extern, float)
+}  // namespace hla::fast::chunked

@@ -115,3 +115,10 @@ template <class T> void register_chunked(Registry<T>& r) {
 }
 
 }  // namespace hla
+
+// What the generated unit of this kind compiles besides register_chunked<T> (CMakeLists.txt): the fused form's
+// pieces, which the sequence-parallel forms declare extern (fast/chunked/hla2_fused.hpp).
+#define HLA_KIND_INSTANTIATIONS(T) \
+  namespace hla::fast::chunked {   \
+  HLA_FUSED_PASS(, T)              \
+  }

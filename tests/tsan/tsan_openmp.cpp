@@ -28,7 +28,10 @@ template <class T> void register_distributed(Registry<T>&) {}  // MPI ranks, not
 template void register_scan<double>(Registry<double>&);
 template void register_chunked<double>(Registry<double>&);
 namespace scan {
-HLA_SCAN_OPERATORS(, double)  // compiled in the library's scan unit, which this program does not link
+HLA_SCAN_OPERATORS(, double)  // compiled in the library's scan and chunked units, which this program does not link
+}
+namespace fast::chunked {
+HLA_FUSED_PASS(, double)
 }
 }  // namespace hla
 
