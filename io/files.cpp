@@ -2,6 +2,7 @@
 #include "io/files.hpp"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -131,11 +132,31 @@ fs::path temp_root() {
 
 TempDir::TempDir(const std::string& stem) {
   const fs::path root = temp_root();
+  sweep_abandoned_temp_dirs(root);
   std::string tmpl = (root / (stem + "-XXXXXX")).string();
   if (!::mkdtemp(tmpl.data()))
     throw InputError("cannot create a temporary directory in TMPDIR '" + root.string() + "': " + reason(errno) +
                      " (set TMPDIR to a writable directory)");
   path_ = tmpl;
+  // The owner file is locked under another name and then renamed into place, so that a sweeper never finds it
+  // unlocked while this process lives. Where the filesystem cannot lock, the directory is just not sweepable.
+  const fs::path owner = owner_file(), pending = owner.string() + "-pending";
+  const int fd = ::open(pending.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return;
+  if (::flock(fd, LOCK_EX | LOCK_NB) == 0 && ::rename(pending.c_str(), owner.c_str()) == 0) {
+    owner_fd_ = fd;
+    return;
+  }
+  ::unlink(pending.c_str());
+  ::close(fd);
+}
+
+void TempDir::release() {
+  keep_ = true;
+  if (owner_fd_ < 0) return;
+  ::unlink(owner_file().c_str());  // kept for the user: never swept
+  ::close(owner_fd_);
+  owner_fd_ = -1;
 }
 
 // Gives the owner back read, write and search permission on every directory of the tree (an implementation may
@@ -158,12 +179,49 @@ void make_removable(const fs::path& top) {
 }
 }  // namespace
 
+namespace {
+// Removes a tree, giving back the permissions an implementation may have taken away (make_removable); never throws.
+void remove_tree(const fs::path& dir) {
+  std::error_code ec;
+  if (fs::remove_all(dir, ec) != static_cast<std::uintmax_t>(-1) && !ec) return;
+  make_removable(dir);
+  fs::remove_all(dir, ec);
+}
+}  // namespace
+
 TempDir::~TempDir() {
   if (keep_) return;
-  std::error_code ec;  // never throws: this runs while an exception unwinds
-  if (fs::remove_all(path_, ec) != static_cast<std::uintmax_t>(-1) && !ec) return;
-  make_removable(path_);
-  fs::remove_all(path_, ec);
+  remove_tree(path_);  // never throws: this runs while an exception unwinds
+  if (owner_fd_ < 0) return;
+  ::unlink(owner_file().c_str());  // after the removal: the directory is never unlocked while it exists
+  ::close(owner_fd_);
+}
+
+int sweep_abandoned_temp_dirs(const fs::path& root) {
+  const std::string suffix = TempDir::kOwnerSuffix;
+  int removed = 0;
+  std::error_code ec;
+  for (fs::directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
+    const fs::path owner = it->path();
+    const std::string name = owner.filename().string();
+    if (name.rfind("hla-", 0) != 0 || name.size() <= suffix.size() ||
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+      continue;
+    struct stat st {};
+    if (::lstat(owner.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid()) continue;
+    const int fd = ::open(owner.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) continue;
+    if (::flock(fd, LOCK_EX | LOCK_NB) == 0) {  // no live owner: holding the lock, nobody else sweeps it either
+      const fs::path dir = root / name.substr(0, name.size() - suffix.size());
+      if (::lstat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == ::geteuid()) {
+        remove_tree(dir);
+        ++removed;
+      }
+      ::unlink(owner.c_str());
+    }
+    ::close(fd);
+  }
+  return removed;
 }
 
 }  // namespace hla

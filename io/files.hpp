@@ -28,6 +28,15 @@ std::string json_text(const nlohmann::json& j, int indent = -1);
 // A fresh private directory under the system's temporary directory (TMPDIR), removed with everything in
 // it when the object goes out of scope, however that happens (an exception, a signal turned into one).
 // release() keeps it (for --keep). Removal never follows a symlink the directory's content was replaced by.
+//
+// A process killed outright (SIGKILL, the OOM killer) runs no destructor, and its directory would stay, in
+// /dev/shm holding memory until a reboot. So beside the directory is its owner file, the directory's name plus
+// kOwnerSuffix, on which its owner keeps an exclusive flock(2) for the directory's life; the kernel drops the lock
+// when the process dies, however it dies. (Beside it, not in it: the directory is what `hla verify --exec` hands an
+// implementation, which lists it.) Each new TempDir first removes the directories under its root named hla-* whose
+// owner file it can lock: their owners are gone (sweep_abandoned_temp_dirs). The lock, not a pid, says so: pids are
+// not unique across containers that share /dev/shm, a lock is. A released directory gives its owner file up, so it
+// is never swept; a directory without one (another program's, or an older harness's) is never touched.
 class TempDir {
  public:
   explicit TempDir(const std::string& stem);
@@ -35,12 +44,20 @@ class TempDir {
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
   const std::filesystem::path& path() const { return path_; }
-  void release() { keep_ = true; }
+  void release();
+
+  static constexpr const char* kOwnerSuffix = ".owner";
+  std::filesystem::path owner_file() const { return path_.string() + kOwnerSuffix; }
 
  private:
   std::filesystem::path path_;
+  int owner_fd_ = -1;  // the open owner file, locked; -1 when the filesystem could not lock it
   bool keep_ = false;
 };
+
+// Removes every directory under `root` named hla-*, owned by this user, whose owner file no live process holds
+// locked, and that file; returns how many. Never follows a symlink; never throws.
+int sweep_abandoned_temp_dirs(const std::filesystem::path& root);
 
 // The temporary directory the harness uses: TMPDIR when set and usable (an InputError naming TMPDIR when it is not a
 // writable directory); when it is unset, /dev/shm if it is a writable directory with at least kMemoryTempMinFree

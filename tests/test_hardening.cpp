@@ -2,10 +2,13 @@
 // cases (signals, TMPDIR, --json, exit codes) are in tests/python/test_hardening.py; these are the library's.
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <fstream>
 #include <string>
@@ -159,6 +162,75 @@ TEST_CASE("temporary directories: a bad TMPDIR is an input error, and a read-onl
   }
   CHECK(!fs::exists(kept));
   CHECK(fs::exists("/tmp"));
+}
+
+TEST_CASE("temporary directories: one left by a killed process is removed by the next, a live or kept one is not",
+          "[hardening][files]") {
+  const char* saved = std::getenv("TMPDIR");
+  const std::string old = saved ? saved : "";
+  const fs::path root = fresh_dir("sweep");  // a private root: only this test's directories are looked at
+  fs::create_directories(root);
+  ::setenv("TMPDIR", root.c_str(), 1);
+  const auto entries = [&](bool dirs) {  // the directories under root, or its other entries (the owner files)
+    std::vector<fs::path> v;
+    for (const auto& e : fs::directory_iterator(root))
+      if (e.is_directory() == dirs) v.push_back(e.path());
+    std::sort(v.begin(), v.end());
+    return v;
+  };
+  const auto killed_process_leaves_one = [] {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      TempDir killed("hla-killed");
+      ::kill(::getpid(), SIGKILL);
+      ::_exit(1);
+    }
+    int status = 0;
+    REQUIRE(::waitpid(pid, &status, 0) == pid);
+    REQUIRE(WIFSIGNALED(status));
+  };
+  {
+    TempDir live("hla-live");          // held by this process: locked
+    CHECK(fs::is_empty(live.path()));  // the owner file is beside the directory, which an implementation lists
+    CHECK(fs::exists(live.owner_file()));
+    fs::path kept;
+    {
+      TempDir k("hla-kept");
+      k.release();  // --keep: the user's now, never swept
+      kept = k.path();
+      CHECK(!fs::exists(k.owner_file()));
+    }
+    const fs::path foreign = root / "hla-foreign";  // no owner file: not ours to judge
+    fs::create_directories(foreign);
+    // A process that dies without running a destructor (SIGKILL) leaves its directory and owner file behind.
+    killed_process_leaves_one();
+    REQUIRE(entries(true).size() == 4);
+    REQUIRE(entries(false).size() == 2);
+    fs::path abandoned;
+    for (const fs::path& e : entries(true))
+      if (e.filename().string().rfind("hla-killed-", 0) == 0) abandoned = e;
+    REQUIRE(!abandoned.empty());
+    CHECK(sweep_abandoned_temp_dirs(root) == 1);  // what the next TempDir does first
+    CHECK(!fs::exists(abandoned));
+    CHECK(entries(false) == std::vector<fs::path>{live.owner_file()});
+    CHECK(fs::exists(live.path()));
+    CHECK(fs::exists(kept));
+    CHECK(fs::exists(foreign));
+    // and through a new TempDir, after a second killed process
+    killed_process_leaves_one();
+    REQUIRE(entries(true).size() == 4);
+    {
+      TempDir next("hla-next");
+      CHECK(entries(true).size() == 4);  // the killed one's gone, the new one is there
+      CHECK(entries(false).size() == 2);
+      CHECK(fs::exists(live.path()));
+    }
+    CHECK(entries(true).size() == 3);  // live, kept, foreign
+  }
+  CHECK(entries(true).size() == 2);  // kept, foreign
+  CHECK(entries(false).empty());
+  saved ? ::setenv("TMPDIR", old.c_str(), 1) : ::unsetenv("TMPDIR");
+  fs::remove_all(root);
 }
 
 TEST_CASE("what a command writes back: symlink loops and odd files are findings, not exceptions",
