@@ -177,9 +177,7 @@ void make_removable(const fs::path& top) {
       if (it->symlink_status(ec).type() == fs::file_type::directory) todo.push_back(it->path());
   }
 }
-}  // namespace
 
-namespace {
 // Removes a tree, giving back the permissions an implementation may have taken away (make_removable); never throws.
 void remove_tree(const fs::path& dir) {
   std::error_code ec;
@@ -204,9 +202,7 @@ int sweep_abandoned_temp_dirs(const fs::path& root) {
   for (fs::directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
     const fs::path owner = it->path();
     const std::string name = owner.filename().string();
-    if (name.rfind("hla-", 0) != 0 || name.size() <= suffix.size() ||
-        name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
-      continue;
+    if (!name.starts_with("hla-") || !name.ends_with(suffix)) continue;
     struct stat st {};
     if (::lstat(owner.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid()) continue;
     const int fd = ::open(owner.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
