@@ -146,7 +146,8 @@ std::vector<Case> make_cases(const Request& r);
 Case make_split_b(const Case& whole, const Case& split_a, const NamedState<double>& their_state, const Request& r);
 
 // Fills expected, bound, expected_state, state_bound: in exact rationals for exact and carry cases, in
-// MPFR-256 for the others; the abs operator in double.
+// MPFR-256 for the others; the abs operator in double. With --grad the gradients too: in rationals for the exact
+// cases up to 24 tokens, in MPFR-256 for longer ones (cases.cpp says why that decides as exactly).
 void compute_expected(Case& c, const Request& r);
 
 // The bounds of a computed case (bound, sharp, format_bound, state_bound and the gradients') for an implementation
