@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # `make test`: every suite, then one plain closing line "tests: N passed, M failed" that any CI log reader
 # understands (the sum over suites).
-#   1. the Catch2 suite (every test case, in a fixed order)
+#   1. the Catch2 suite (every test case, in a fixed order), started in the background: it runs on one core, and the
+#      Python suites beside it leave part of the cores idle while they wait on child processes (docs/build.md
+#      "Seventh pass" has what running them side by side saves); its log is printed after theirs
 #   2. the Python suites tests/python/test_*.py (unittest test cases, run by pytest on every core when
 #      pytest-xdist is installed; they import build/python/hla_harness and run build/bin/hla), when the build
 #      has them
@@ -9,22 +11,13 @@
 set -uo pipefail
 build=${1:-build}
 root=$(cd "$(dirname "$0")/.." && pwd)
-log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+log=$(mktemp) catch_log=$(mktemp)
+catch_pid=
+trap '[ -n "$catch_pid" ] && kill "$catch_pid" 2>/dev/null; rm -f "$log" "$catch_log"' EXIT
 passed=0 failed=0 status=0
 
-"$build/bin/hla_tests" --order lex 2>&1 | tee "$log"
-s=${PIPESTATUS[0]}
-[ "$s" -ne 0 ] && status=$s
-summary=$(grep -E "^(All tests passed|test cases:)" "$log" | tail -1)
-if [[ $summary == All\ tests\ passed* ]]; then
-  p=$(sed -E 's/.* in ([0-9]+) test cases?\).*/\1/' <<<"$summary"); f=0
-else
-  p=$(sed -E 's/.*\| *([0-9]+) passed.*/\1/' <<<"$summary")
-  f=$(sed -E 's/.*\| *([0-9]+) failed.*/\1/' <<<"$summary")
-  [[ $f =~ ^[0-9]+$ ]] || f=1
-fi
-passed=$((passed + ${p:-0})); failed=$((failed + ${f:-0}))
+"$build/bin/hla_tests" --order lex >"$catch_log" 2>&1 &
+catch_pid=$!
 
 # Python suites. Most of their time is spent waiting on child processes (hla, PyTorch's import in every
 # --exec round), so with pytest-xdist (the test tier) they run on every core, one worker per core up to 8:
@@ -62,6 +55,23 @@ if compgen -G "$root/tests/python/test_*.py" >/dev/null; then
     [ -z "$ran" ] && { failed=$((failed + 1)); status=1; }
   fi
 fi
+
+# The Catch2 suite's result (it ran beside the Python suites).
+wait "$catch_pid"
+s=$?
+catch_pid=
+echo "---- the Catch2 suite (run beside the Python suites) ----"
+cat "$catch_log"
+[ "$s" -ne 0 ] && status=$s
+summary=$(grep -E "^(All tests passed|test cases:)" "$catch_log" | tail -1)
+if [[ $summary == All\ tests\ passed* ]]; then
+  p=$(sed -E 's/.* in ([0-9]+) test cases?\).*/\1/' <<<"$summary"); f=0
+else
+  p=$(sed -E 's/.*\| *([0-9]+) passed.*/\1/' <<<"$summary")
+  f=$(sed -E 's/.*\| *([0-9]+) failed.*/\1/' <<<"$summary")
+  [[ $f =~ ^[0-9]+$ ]] || f=1
+fi
+passed=$((passed + ${p:-0})); failed=$((failed + ${f:-0}))
 
 # MPI suite (issue 13): scripts/test-mpi.sh (mpirun, P up to 4), counted like the others.
 if command -v mpirun >/dev/null && [ -x "$build/bin/hla" ]; then
