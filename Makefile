@@ -66,7 +66,7 @@ debug: debug-build
 	@bash scripts/debug-tests.sh build-debug '$(DEBUG_TESTS)'
 
 # The Python suites' calls into the module under ASan + UBSan (scripts/debug-python.sh): the sanitizer build with its
-# module. Not in CI: 7.5 minutes on 2 cores once build-debug is built (docs/build.md).
+# module. CI runs it after the sanitizer suite: 8 minutes on 2 cores once build-debug is built (docs/build.md).
 debug-python: deps-test
 	@cmake -S . -B build-debug $(call generator,build-debug) -DCMAKE_BUILD_TYPE=Debug -DHLA_SANITIZE=ON -DHLA_BUILD_BENCH=OFF -DHLA_BUILD_PYTHON=ON >/dev/null
 	@cmake --build build-debug -j $(JOBS) --target hla hla_harness
