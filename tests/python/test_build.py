@@ -5,7 +5,9 @@ between machines (a persistent disk, CI on the developer's machine) would hand a
 a Sapphire Rapids. The configure step writes the compiler's own expansion of native into the build tree and
 the launcher hashes it; builds without -march (Debug, the sanitizers) share objects across machines.
 """
+import os
 import pathlib
+import platform
 import re
 import shutil
 import subprocess
@@ -82,6 +84,25 @@ class PrecompiledHeaders(unittest.TestCase):
                     self.assertEqual(with_pch & own_opt, set(), f"{target}: -O of their own with the header")
                     # and the header itself is built with the target's flags, which the units share
                     self.assertRegex(text, r"(?m)^CXX_FLAGS = ", target)
+
+
+BUILD = pathlib.Path(os.environ.get("HLA_BUILD", ROOT / "build"))
+FUSED_UNIT = BUILD / "CMakeFiles" / "hla_numeric_units.dir" / "generated" / "register_chunked_float.cpp.o"
+
+
+@unittest.skipUnless(platform.machine() == "x86_64" and shutil.which("objdump") and FUSED_UNIT.exists(),
+                     "not an x86-64 build tree with the float chunked unit, or no objdump")
+class FusedFormPrefetches(unittest.TestCase):
+    """hla2/chunked-fused asks L2 for the next chunk's rows (fast/chunked/hla2_fused.hpp, prefetch_rows). GCC 12
+    deleted that loop when it was written with __builtin_prefetch, silently: the form ran without it for months and
+    every test passed. So the instruction itself is looked for in the compiled chunk loop."""
+
+    def test_the_chunk_loop_holds_its_prefetch(self):
+        asm = subprocess.run(["objdump", "-d", "-C", "--no-show-raw-insn", str(FUSED_UNIT)], capture_output=True,
+                             text=True, check=True).stdout
+        body = re.search(r"<hla::fast::chunked::FusedPass<float>::run\(.*?>:\n(.*?)(?:\n\n|\Z)", asm, re.S)
+        self.assertIsNotNone(body, "FusedPass<float>::run not found in the float chunked unit")
+        self.assertTrue("prefetcht1" in body.group(1), "no prefetcht1 in FusedPass<float>::run: the compiler dropped it")
 
 
 if __name__ == "__main__":
