@@ -102,7 +102,7 @@ class FusedFormPrefetches(unittest.TestCase):
                              text=True, check=True).stdout
         body = re.search(r"<hla::fast::chunked::FusedPass<float>::run\(.*?>:\n(.*?)(?:\n\n|\Z)", asm, re.S)
         self.assertIsNotNone(body, "FusedPass<float>::run not found in the float chunked unit")
-        self.assertTrue("prefetcht1" in body.group(1), "no prefetcht1 in FusedPass<float>::run: the compiler dropped it")
+        self.assertTrue("prefetcht1" in body.group(1), "no prefetcht1 in FusedPass<float>::run: dropped again")
 
 
 if __name__ == "__main__":
