@@ -229,6 +229,64 @@ void add_carry_rows(YRows Y, const QRows& Q, const State& M, Weight&& w) {
   }
 }
 
+// The two products over a block's rows that the block schedule adds to the chunk loop — (A)'s ΔS and (C)'s carry —
+// for float and double, as LIBXSMM products over contiguous copies of tiles of rows (the chunk loop's kernels),
+// where Eigen made diag(w) Q or diag(x) K whole first and then multiplied. Their share of a thread's time grows with
+// P (each is (P − 1)/P of the rows, over P threads). Measured per thread at 2 threads (Zen 4, n = 65536, d = dv = 64,
+// phases timed inside the call, three interleaved rounds; the chunk loop (B) is 23-24 ms in float, 47-48 in double):
+//   (C), Eigen → tiles: float 2.7-3.2 → 2.2-2.5 ms, γ = 0.9 7.9 → 3.5, gates 6.2 → 2.6;
+//                       double 5.9-6.1 → 4.8-5.5, γ = 0.9 13.7 → 8.0, gates 12.7 → 6.1;
+//   (A) with weights:   float γ = 0.9 4.0 → 3.1, gates 3.1 → 2.4; double 7.1 → 6.4, 6.5 → 5.3.
+// (A) without weights stays one Eigen product (FusedPass::s_summary says why).
+constexpr Eigen::Index kRowTile = 256;
+
+// S += Kᵀ diag(x) K over the m rows of K (column-major, leading dimension ld; x empty: no weights). Each tile is
+// copied once, as it is and as its weighted transpose (LIBXSMM 1.17 takes no transposed A), and one product
+// accumulates into S. Read in place the tile's columns lie ld numbers apart — all in the same cache sets when ld is a
+// power of two, as in the chunk loop (the copies' comment there) — which measured slower than Eigen's packing.
+template <class T>
+void add_gram_by_tiles(Mat<T>& S, const T* K, Eigen::Index ld, Eigen::Index m, Eigen::Index d, const ColVec<T>& x) {
+  using Stride = Eigen::OuterStride<>;
+  Mat<T> Kc(kRowTile, d), Kt(d, kRowTile);
+  const gemm::Product<T> full({d, d, kRowTile, d, kRowTile, d, false, true});
+  for (Eigen::Index a = 0; a < m; a += kRowTile) {
+    const Eigen::Index r = std::min(kRowTile, m - a);
+    Kc.topRows(r) = Eigen::Map<const Mat<T>, 0, Stride>(K + a, r, d, Stride(ld));
+    if (x.size())
+      Kt.leftCols(r) = (x.segment(a, r).asDiagonal() * Kc.topRows(r)).transpose();
+    else
+      Kt.leftCols(r) = Kc.topRows(r).transpose();
+    if (r == kRowTile)
+      full(Kt.data(), Kc.data(), S.data());
+    else
+      gemm::Product<T>({d, d, r, d, kRowTile, d, false, true})(Kt.data(), Kc.data(), S.data());
+  }
+}
+
+// Y += diag(w) Q Mᵀ over the m rows of Q (leading dimension ldq) and of Y (ldy), M stored va×d (C'ᵀ, Cᵀ): the carry
+// of a state entering a block (w empty: no weights). Per tile: Q's rows copied (weighted) into a contiguous tile, one
+// product into a contiguous result, added to Y's rows column by column — for the same cache sets as above.
+template <class T> void add_carry_by_tiles(T* Y, Eigen::Index ldy, const T* Q, Eigen::Index ldq, Eigen::Index m,
+                                           const Mat<T>& M, const ColVec<T>& w) {
+  using Stride = Eigen::OuterStride<>;
+  const Eigen::Index d = M.cols(), va = M.rows();
+  Mat<T> Qc(kRowTile, d), Z(kRowTile, va);
+  const gemm::Product<T> full({kRowTile, va, d, kRowTile, va, kRowTile, true, false});
+  for (Eigen::Index a = 0; a < m; a += kRowTile) {
+    const Eigen::Index r = std::min(kRowTile, m - a);
+    const Eigen::Map<const Mat<T>, 0, Stride> Qa(Q + a, r, d, Stride(ldq));
+    if (w.size())
+      Qc.topRows(r) = w.segment(a, r).asDiagonal() * Qa;
+    else
+      Qc.topRows(r) = Qa;
+    if (r == kRowTile)
+      full(Qc.data(), M.data(), Z.data());
+    else
+      gemm::Product<T>({r, va, d, kRowTile, va, kRowTile, true, false})(Qc.data(), M.data(), Z.data());
+    Eigen::Map<Mat<T>, 0, Stride>(Y + a, r, va, Stride(ldy)) += Z.topRows(r);
+  }
+}
+
 // A block that ran from zero C', m', C: its states become the true ones, given the true states `before` it and
 // the block's decay ρ (C' and m' decay with ρ², C with ρ). S is left alone (the block ran from the true S).
 template <class T> void join_after(Carried<T>& block, const Carried<T>& before, const T& rho) {
@@ -311,6 +369,16 @@ template <class T> class FusedPass {
       x = fused_detail::gate_products(block_gates_, a0, r1, false).head(a1 - a0);  // Γ(r1−1, j), from r1 back
     else if (decays_)
       x = fused_detail::powers(gamma_, a1 - a0, r1 - a1).reverse();  // γ^{r1−1−j}
+    // Weighted, in float and double: by tiles (add_gram_by_tiles). Unweighted, Eigen's one product over the rows
+    // reads K in place and measured faster than the tiles' two copies (2.2-2.3 against 2.4-2.5 ms in float, 4.2-4.4
+    // against 5.3-5.6 in double, at 2 threads): the tiles pay off where Eigen first made diag(x) K whole.
+    if constexpr (std::is_floating_point_v<T>) {
+      if (x.size()) {
+        Mat<T> S = Mat<T>::Zero(d_, d_);
+        fused_detail::add_gram_by_tiles<T>(S, Kb.data(), p_.K.rows(), a1 - a0, d_, x);
+        return S;
+      }
+    }
     return weighted_gram<T>(Kb, x, Kb, 1);
   }
   // What rows [r0, r1) do to a state carried through them: γ^{r1−r0}, or the product of their gates.
@@ -330,21 +398,26 @@ template <class T> class FusedPass {
     const Eigen::Index nt = a1 - a0;
     const ColVec<T> x =
         gated_ ? ColVec<T>(fused_detail::gate_products(block_gates_, r0, a1, true).tail(nt)) : ColVec<T>();
-    const ColVec<T> g1 = !gated_ && decays_ ? fused_detail::powers(gamma_, nt, a0 - r0 + 1) : ColVec<T>();
-    const ColVec<T> g2 = !gated_ && decays_ ? fused_detail::powers(gamma2_, nt, a0 - r0 + 1) : ColVec<T>();
-    // Row i's weight: scale · x_i^s (gates), scale · γ^{s(i+1)}, or scale; none when it is 1.
-    auto weight = [&](const ColVec<T>& g, const T& scale, int s) {
-      return [&, s, scale](Eigen::Index i) -> std::optional<T> {  // scale by value: it may be a temporary
-        if (gated_) return T(scale * (s == 2 ? T(x(i) * x(i)) : x(i)));
-        if (decays_) return T(scale * g(i));
-        if (scale != T(1)) return scale;
-        return std::nullopt;
-      };
+    // Row i's weight, scale · x_i^s (gates) or scale · γ^{s(i+1)}, for the rows [a0, a1); empty when every one is 1.
+    auto weights = [&](const T& scale, int s) -> ColVec<T> {
+      if (gated_) return scale * (s == 2 ? ColVec<T>(x.cwiseProduct(x)) : x);
+      if (decays_) return scale * fused_detail::powers(s == 2 ? gamma2_ : gamma_, nt, a0 - r0 + 1);
+      if (scale != T(1)) return ColVec<T>::Constant(nt, scale);
+      return ColVec<T>();
     };
-    const auto Qb = rows_of(p_.Q, a0, nt);
-    fused_detail::add_carry_rows<T>(Y.middleRows(a0, nt), Qb, entering.CpT.transpose(), weight(g2, T(1), 2));
-    if (ridge_)
-      fused_detail::add_carry_rows<T>(Y.middleRows(a0, nt), Qb, entering.CT.transpose(), weight(g1, lambda_, 1));
+    auto add = [&](const Mat<T>& MT, const ColVec<T>& w) {  // MT: the state stored va×d (C'ᵀ, Cᵀ)
+      if constexpr (std::is_floating_point_v<T>) {
+        fused_detail::add_carry_by_tiles<T>(Y.data() + a0, Y.rows(), p_.Q.data() + row0_ + a0, p_.Q.rows(), nt, MT, w);
+      } else {
+        fused_detail::add_carry_rows<T>(Y.middleRows(a0, nt), rows_of(p_.Q, a0, nt), MT.transpose(),
+                                        [&w](Eigen::Index i) -> std::optional<T> {
+                                          if (w.size() == 0) return std::nullopt;
+                                          return w(i);
+                                        });
+      }
+    };
+    add(entering.CpT, weights(T(1), 2));
+    if (ridge_) add(entering.CT, weights(lambda_, 1));
     if (normalize_rows) normalize(Y.middleRows(a0, nt), a0, zero_den);
   }
 
