@@ -34,7 +34,7 @@ else
   filter+="|^(hla2|ahla|linear)/chunked-naive-cumprod/(float|double)/$shape/threads:1/gates:"
   filter+="|^hla2/chunked-multiquery/(float|double)/n:65536/|^(hla2|linear)/chunked-multihead/(float|double)/n:65536/|^hla2/chunked-fused-multihead/(float|double)/n:65536/"
   filter+="|^ceiling/((hla2|linear)/chunked|hla2/chunked-fused)/(float|double)/$shape/threads:2"
-  filter+='|^roofline/|^gemm/|^peak/|^bandwidth/'
+  filter+='|^roofline/|^gemm/|^peak/|^bandwidth/|^phase/'
 fi
 # No BLAS thread of a library may spin beside a form after its own entry (OpenBLAS's idle threads busy-wait
 # for 2^28 cycles by default): 2^4 cycles, then sleep.

@@ -42,6 +42,7 @@
 #include "core/parse.hpp"
 #include "core/registry.hpp"
 #include "fast/chunked/hla2.hpp"
+#include "fast/chunked/hla2_fused.hpp"
 #include "fast/heads.hpp"
 #include "io/npy.hpp"
 
@@ -175,6 +176,46 @@ template <class T> void register_forms(const std::vector<std::array<Eigen::Index
         const Entry<T>* ep = &e;
         add_entry(name, [=](benchmark::State& s) { bench_two_core_ceiling<T>(s, ep, n, d, dv, chunk); });
       }
+  }
+}
+
+// The block schedule's two extra products at one thread, over the whole sequence (experiments/model/workspan.py charges
+// (A) and (C) at these rates): phase/hla2/chunked-fused/summary/... is FusedPass::s_summary over all n rows (ΔS,
+// 2d² flops per token), .../carry/... is add_entering_carry over all n rows from a nonzero entering state (2d·dv flops
+// per token, normalization off), both with the plain entry's options (γ = 1, unnormalized: no weights).
+template <class T> void bench_fused_phase(benchmark::State& state, bool carry, Eigen::Index n, Eigen::Index d,
+                                          Eigen::Index dv, int chunk) {
+  const Problem<T> p = convert_problem<T>(inputs(n, d, dv));
+  Options opt;
+  opt.threads = 1;
+  opt.chunk = chunk;
+  Eigen::setNbThreads(1);
+  const fast::chunked::FusedPass<T> pass(p, opt);
+  fast::chunked::fused_detail::Carried<T> entering = pass.zero();
+  entering.CpT.setConstant(T(1) / T(d));
+  Mat<T> Y = Mat<T>::Zero(n, pass.va());
+  std::atomic<Eigen::Index> zero_den{n};
+  for (auto _ : state) {
+    if (carry) {
+      pass.add_entering_carry(0, 0, n, entering, Y, false, zero_den);
+      benchmark::DoNotOptimize(Y.data());
+    } else {
+      Mat<T> S = pass.s_summary(0, n);
+      benchmark::DoNotOptimize(S.data());
+    }
+    benchmark::ClobberMemory();
+  }
+  state.counters["gflops"] = benchmark::Counter(
+      static_cast<double>(state.iterations()) * 2.0 * static_cast<double>(n * d * (carry ? pass.va() : d)) / 1e9,
+      benchmark::Counter::kIsRate);
+}
+
+template <class T> void register_fused_phases(int chunk) {
+  const Eigen::Index n = 65536, d = 64, dv = 64;
+  for (const bool carry : {false, true}) {
+    const std::string name = fmt::format("phase/hla2/chunked-fused/{}/{}/n:{}/d:{}/dv:{}/threads:1",
+                                         carry ? "carry" : "summary", scalar_name<T>(), n, d, dv);
+    add_entry(name, [=](benchmark::State& s) { bench_fused_phase<T>(s, carry, n, d, dv, chunk); });
   }
 }
 
@@ -380,6 +421,8 @@ int main(int argc, char** argv) {
   register_multihead<double>(chunk);
   register_gated<float>(chunk);
   register_gated<double>(chunk);
+  register_fused_phases<float>(chunk);
+  register_fused_phases<double>(chunk);
 
   benchmark::Initialize(&nargs, args.data());
   if (benchmark::ReportUnrecognizedArguments(nargs, args.data())) return 1;

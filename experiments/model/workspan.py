@@ -26,8 +26,10 @@ one machine at one thread (or calibrated where a term cannot be measured at one 
                     MPI ranks hold only their rows, so each does its own block's (as threads did before):
                         T(P) = (max_t<P-1 n_t a + max_t n_t l + max_t>0 n_t c) / phi(P) + 2 b(P)
                     (the phases are separated by barriers, so the span is the sum of each phase's slowest part)
-                    l = T1 / n (the loop's per-token time at one thread), a and c from the one-thread GEMM
-                    rate (Eigen's 1024^2 product: what (A) and (C) call), b(P) a barrier (+ scan of P states),
+                    l = T1 / n (the loop's per-token time at one thread), a and c the one-thread per-token
+                    times of (A) and (C) as the form runs them (make bench's phase/... entries, since 2026-12-05;
+                    before, and for the Xeon's runs, which have none: their flops at Eigen's 1024^2 rate, what
+                    (A) and (C) called then), b(P) a barrier (+ scan of P states),
                     taken as 5 us + P x (one state addition) — small beside the rest at these n.
 
 Usage:
@@ -84,6 +86,15 @@ def phi(times, scalar, P):
     return times[f"peak/fma/{scalar}/threads:1"] / times[f"peak/fma/{scalar}/threads:{q}"]
 
 
+def phase_costs(times, scalar, n=65536, d=64, dv=64):
+    """(a, c): ms per token of the block schedule's (A) and (C) at one thread, from make bench's phase/... entries
+    (the products as the form runs them), or None when the run has none (runs before 2026-12-05)."""
+    keys = [f"phase/hla2/chunked-fused/{p}/{scalar}/n:{n}/d:{d}/dv:{dv}/threads:1" for p in ("summary", "carry")]
+    if not all(k in times for k in keys):
+        return None
+    return tuple(times[k] / n for k in keys)
+
+
 def gemm_rate(times, scalar, library="eigen"):
     """Flop/ms of the one-thread 1024^2 product of `library`."""
     t = times.get(f"roofline/{library}/{scalar}/threads:1")
@@ -105,14 +116,17 @@ def grouped(T1, f, P, ph):
     return T1 * (f + (1 - f) / (P * ph))
 
 
-def blocked(T1, n, d, va, rate, P, ph, chunk=48, barrier_ms=5e-3, state_add_ms=None, shared=True):
+def blocked(T1, n, d, va, rate, P, ph, chunk=48, barrier_ms=5e-3, state_add_ms=None, shared=True, phase_ms=None):
     """Span of the two-level block schedule: the slowest block plus two barriers and two scans. shared: (A) and
     (C) split over all P workers by rows (threads, since 2026-12-04); else each block's own worker does them
-    (MPI ranks, which hold only their own rows; the thread schedule before)."""
+    (MPI ranks, which hold only their own rows; the thread schedule before). phase_ms: (a, c), the measured
+    one-thread ms per token of (A) and (C) (phase_costs), in place of their flops at the GEMM rate."""
     M = -(-n // chunk)
     first = [M * t // P for t in range(P + 1)]
     rows = [min(n, f * chunk) for f in first]
     l, a, c = T1 / n, 2 * d * d / rate, 2 * d * va / rate
+    if phase_ms is not None:
+        a, c = phase_ms
     n_t = [rows[t + 1] - rows[t] for t in range(P)]
     if shared:
         span = (sum(n_t[:-1]) * a + sum(n_t[1:]) * c) / P + max(n_t) * l
@@ -193,10 +207,12 @@ def bench(args):
             meas = form_times(times, op, form, scalar, 65536)
             if 1 not in meas or rate is None:
                 continue
-            pred = {P: blocked(meas[1], 65536, 64, 65, rate, P, ph[P]) for P in PS}
-            print(fmt_row(f"{op}/{form} {scalar} blocked", meas, pred))
+            costs = phase_costs(times, scalar)
+            pred = {P: blocked(meas[1], 65536, 64, 64, rate, P, ph[P], phase_ms=costs) for P in PS}
+            source = "(A), (C) measured" if costs else "(A), (C) at eigen's 1024^2 rate"
+            print(fmt_row(f"{op}/{form} {scalar} blocked, {source}", meas, pred))
             report["rows"].append({"form": f"{op}/{form}", "scalar": scalar, "schedule": "blocked", "measured": meas,
-                                   "predicted": pred})
+                                   "predicted": pred, "phases": source})
         for op in ["hla2", "ahla", "linear"]:
             plain = form_times(times, op, "chunked", scalar, 65536)
             if 1 not in plain or 2 not in plain:

@@ -6,7 +6,8 @@ whose ratios are known, so a wrong name or a swapped ratio shows. No build neede
    threads); a run without gated entries has no gating rows, a run with a gated entry but not its siblings is an
    error (KeyError, which the script turns into exit 2); `--only gating` reads a run of just these entries.
 2. The figure's labels keep a gated or fixed-γ entry apart from its plain sibling (not drawn over it).
-3. The model's grouped rows: f from the plain entry's P = 2, the siblings' P = 2 from their own P = 1.
+3. The model's grouped rows: f from the plain entry's P = 2, the siblings' P = 2 from their own P = 1; its blocked
+   rows charge (A) and (C) their measured phase/... times when the run has them.
 """
 import json
 import os
@@ -130,6 +131,30 @@ class Model(unittest.TestCase):
         self.assertAlmostEqual(r["predicted"][2], 9.0)
         self.assertAlmostEqual(r["measured"][2], 9.0)
         self.assertAlmostEqual(times[f"hla2/chunked/float/{SHAPE}/threads:1/{bench_targets.GATES}"], 15.0)
+
+    def test_blocked_rows_charge_the_measured_phases(self):
+        """With phase/... entries the blocked row charges (A) and (C) their measured per-token times: made-up
+        T1 = 40 ms, (A) 6.5536 ms and (C) 13.1072 ms over n = 65536 rows (1e-4 and 2e-4 ms per token). At P = 2 with
+        phi = 1: ((n0 a + n1 c) / 2 + max n_t l) + 2 barriers, n_t = 32784 / 32752 (1366 chunks of 48, 683 each)."""
+        entries = [median(f"hla2/chunked-fused/float/{SHAPE}/threads:1", 40.0),
+                   median(f"hla2/chunked-fused/float/{SHAPE}/threads:2", 25.0),
+                   median("roofline/eigen/float/threads:1", 20.0),
+                   median(f"phase/hla2/chunked-fused/summary/float/{SHAPE}/threads:1", 6.5536),
+                   median(f"phase/hla2/chunked-fused/carry/float/{SHAPE}/threads:1", 13.1072)]
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "bench.json")
+            with open(path, "w") as f:
+                json.dump({"benchmarks": entries}, f)
+            report = workspan.bench(type("Args", (), {"bench": path})())
+        row = next(r for r in report["rows"] if r.get("schedule") == "blocked" and r["scalar"] == "float")
+        self.assertEqual(row["phases"], "(A), (C) measured")
+        n0, n1 = 683 * 48, 65536 - 683 * 48
+        rate = 2 * 1024**3 / 20.0
+        barriers = 2 * (5e-3 + 2 * (64 * 64 + 2 * 64 * 64) / rate)
+        expected = (n0 * 1e-4 + n1 * 2e-4) / 2 + n0 * 40.0 / 65536 + barriers
+        self.assertAlmostEqual(row["predicted"][2], expected, places=9)
+        without = workspan.blocked(40.0, 65536, 64, 64, rate, 2, 1.0)  # (A), (C) at the GEMM's rate instead
+        self.assertNotAlmostEqual(row["predicted"][2], without, places=3)
 
 
 if __name__ == "__main__":
