@@ -94,8 +94,8 @@ FUSED_UNIT = BUILD / "CMakeFiles" / "hla_numeric_units.dir" / "generated" / "reg
                      "not an x86-64 build tree with the float chunked unit, or no objdump")
 class FusedFormPrefetches(unittest.TestCase):
     """hla2/chunked-fused asks L2 for the next chunk's rows (fast/chunked/hla2_fused.hpp, prefetch_rows). GCC 12
-    deleted that loop when it was written with __builtin_prefetch, silently: the form ran without it for months and
-    every test passed. So the instruction itself is looked for in the compiled chunk loop."""
+    deleted that loop when it was written with __builtin_prefetch, silently: the form ran without it from its first
+    version, and every test passed. So the instruction itself is looked for in the compiled chunk loop."""
 
     def test_the_chunk_loop_holds_its_prefetch(self):
         asm = subprocess.run(["objdump", "-d", "-C", "--no-show-raw-insn", str(FUSED_UNIT)], capture_output=True,
