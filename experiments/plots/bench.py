@@ -4,8 +4,8 @@ the same scalar and thread count, measured in the same run), one and two threads
 Entries are Google Benchmark names `<op>/<form>/<scalar>/n:../d:../dv:../threads:<t>[/heads:<h>]/...`, a fixed decay
 `/gamma:<γ>` or per-token gates `/gates:<spec>` after the threads (bars of their own, "γ=0.9" / "gated"); rooflines
 `roofline/<library>/<scalar>/threads:<t>` (eigen, openblas, blis, libxsmm: the best of them is drawn);
-the PyTorch peer's entries `peer/torch/<op>/<form>/...` are bars like ours; gemm/, peak/, bandwidth/ entries are
-skipped.
+the PyTorch peer's entries `peer/torch/<op>/<form>/...` are bars like ours; gemm/, peak/, bandwidth/ and phase/
+entries (the block schedule's two products alone, read by the work/span model) are skipped.
 Writes bench.{pdf,svg,png} beside the JSON (results/bench.json → results/bench.png).
 """
 import json
@@ -37,7 +37,7 @@ def parse(name):
                 f["decay"] = " gated"
         elif p in SCALARS:
             f["scalar"] = p
-    if parts[0] in ("gemm", "peak", "bandwidth"):
+    if parts[0] in ("gemm", "peak", "bandwidth", "phase"):
         return "limit", f
     if parts[0] == "peer":  # peer/<framework>/<op>/<form>/...
         f["op"], f["form"] = parts[2], f"{parts[1]} peer"
