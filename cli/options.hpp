@@ -34,7 +34,7 @@ struct RunArgs {
   std::uint64_t seed = 1;
   std::string gamma = "1", eps = "0", ridge = "0";
   std::string gates = "none";  // a core/gates.hpp GateSpec: none | range:LO,HI | strength:S
-  bool normalized = false;
+  bool normalized = false, outputs_only = false;
   int chunk = 16, threads = 1;
 
   Options options() const {
@@ -45,6 +45,7 @@ struct RunArgs {
     o.normalized = normalized;
     o.chunk = chunk;
     o.threads = threads;
+    o.state = !outputs_only;
     return o;
   }
 };
@@ -99,6 +100,9 @@ inline void add_run_options(CLI::App* sub, RunArgs& a) {
   sub->add_flag("--normalized", a.normalized, "divide by den_t + eps");
   sub->add_option("--chunk", a.chunk, "chunk width w for scan/chunked forms");
   sub->add_option("--threads", a.threads, "OpenMP threads");
+  sub->add_flag("--outputs-only", a.outputs_only,
+                "no final state (a forward pass's outputs alone; hla2's chunked forms then skip C): time what the "
+                "PyTorch peer computes");
 }
 
 }  // namespace hla::cli

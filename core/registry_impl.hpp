@@ -49,6 +49,7 @@ Run<T> Entry<T>::operator()(const Problem<T>& p, const Options& opt, const Named
     if (!is_finite(r.O(i)))
       throw NumericalError(key() + ": output is not finite at token " + std::to_string(i % r.O.rows()) +
                            " (a normalizer den_t + eps near zero, or overflow)");
+  if (!opt.state) r.state = {};  // outputs only, from every form alike (Options::state)
   return r;
 }
 

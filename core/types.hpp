@@ -55,6 +55,10 @@ struct Options {
   rational ridge{0};  // λ ≥ 0 (hla2 only): S_t + λI in place of S_t
   int chunk = 16;     // chunk width w ≥ 1 for scan and chunked forms
   int threads = 1;    // OpenMP threads for the forms that parallelize
+  // The final state too (false: the outputs only, as a forward pass that carries nothing on needs them). Every
+  // form then returns an empty state (Entry::operator()); hla2's chunked forms also skip the work only the state
+  // needs — C = Σ γ^{t−j} q_j v_jᵀ, one d×dv product per token of the fused form's eleven or so.
+  bool state = true;
 };
 
 // A state as an ordered list of named matrices: the operator's own tuple, e.g. hla2 masked is

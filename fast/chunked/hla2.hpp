@@ -385,9 +385,10 @@ template <class T> std::vector<Run<T>> hla2_chunked_heads(const std::vector<cons
   }
   std::vector<Run<T>> runs;
   for (Eigen::Index h = 0; h < H; ++h) {
-    const Mat<T> Cp_full = aug ? Cp[h] : join(Cp[h], Mp[h]);
-    NamedState<T> fin =
-        hla2_u_final_state<T>(*Qs[h], V, S, C_init[h], ridge ? &C[h] : nullptr, Cp_full, gamma, threads);
+    NamedState<T> fin;  // without ridge, C is summed here over the whole sequence: only when the state is wanted
+    if (opt.state)
+      fin = hla2_u_final_state<T>(*Qs[h], V, S, C_init[h], ridge ? &C[h] : nullptr, aug ? Cp[h] : join(Cp[h], Mp[h]),
+                                  gamma, threads);
     runs.push_back({aug ? finish_outputs<T>(std::move(Out[h]), true, eps) : std::move(Out[h]), std::move(fin)});
   }
   return runs;

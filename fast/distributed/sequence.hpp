@@ -232,8 +232,8 @@ template <class T> LocalRun<T> hla2_fused_local(const Problem<T>& p, const Optio
     }
     out.O = pass->outputs(std::move(Y), b, zero_den);
   });
-  if (me == P - 1) {
-    if (me > 0 && !pass) {  // an empty last block: the state is the one entering it
+  if (me == P - 1 && o.state) {  // without (Options::state) the pass carried no C
+    if (me > 0 && !pass) {       // an empty last block: the state is the one entering it
       X.CpT = entering.CpT;
       X.CT = entering.CT;
     }
