@@ -11,6 +11,8 @@
 //             (bench_two_core_ceiling below: what the threads:2 entry is read against beside threads:1)
 //             <op>/<form>/.../threads:<t>/gates:range:0.8,1 and <op>/chunked/.../threads:<t>/gamma:0.9: the gated
 //             chunked forms and their fixed-γ siblings at the gates' mean decay (register_gated below)
+//   timed     a form's outputs only (Options::state = false, since run 11: what the PyTorch peer computes, and
+//             what a forward pass that carries no state on asks for); hla2's chunked forms then skip C
 //   counters  tokens_per_s; gflops = useful flops / s, with useful flops counted by the *serial* formula
 //             per token (useful_flops_per_token below), whatever the form actually executes; chunk
 //
@@ -105,6 +107,7 @@ template <class T> void bench_form(benchmark::State& state, const Entry<T>* e, E
   opt.gamma = parse_rational(decay.gamma, "gamma");
   opt.threads = threads;
   opt.chunk = chunk;
+  opt.state = false;       // the outputs of a forward pass, as the PyTorch peer computes them (since run 11)
   Eigen::setNbThreads(1);  // forms parallelize themselves (opt.threads)
   for (auto _ : state) {
     Run<T> r = fn(p, opt, nullptr);
@@ -136,6 +139,7 @@ template <class T> void bench_two_core_ceiling(benchmark::State& state, const En
   Options opt;
   opt.threads = 1;
   opt.chunk = chunk;
+  opt.state = false;  // as bench_form
   Eigen::setNbThreads(1);
   for (auto _ : state) {
     std::exception_ptr failed[2];
@@ -232,6 +236,7 @@ template <class Call> void time_heads(benchmark::State& state, int threads, int 
   Options opt;
   opt.threads = threads;
   opt.chunk = chunk;
+  opt.state = false;       // as bench_form
   Eigen::setNbThreads(1);  // forms parallelize themselves (opt.threads)
   for (auto _ : state) {
     auto runs = call(opt);
