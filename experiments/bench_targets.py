@@ -71,6 +71,16 @@ def seconds(b):
     return b["real_time"] * scale
 
 
+def widths(m, op, form, s):
+    """{w: seconds} of a form at one thread: its plain entry (at the bench's chunk, its `chunk` counter) and its
+    .../threads:1/w:<w> entries (none in runs before 12)."""
+    base = f"{op}/{form}/{s}/{SHAPE}/threads:1"
+    plain = m[base]
+    out = {int(plain["chunk"]): seconds(plain)}
+    out.update({int(k.rsplit(":", 1)[1]): seconds(b) for k, b in m.items() if k.startswith(base + "/w:")})
+    return dict(sorted(out.items()))
+
+
 def compute(m):
     """The targets' numbers, as a dict (raises KeyError naming a missing entry)."""
 
@@ -113,7 +123,12 @@ def compute(m):
         for form in ("chunked", "chunked-fused"):
             h = {th: entry(f"hla2/{form}/{s}/{SHAPE}/threads:{th}") for th in (1, 2)}
             ceiling2 = entry(f"ceiling/hla2/{form}/{s}/{SHAPE}/threads:2")
+            by_width = widths(m, "hla2", form, s)
+            fastest_w = min(by_width, key=by_width.get)
+            useful1 = h[1]["gflops"] * seconds(h[1])  # GFLOP per call: the same at every width
             t["hla2"].setdefault(form, {})[s] = {
+                "widths_ms_1t": {w: sec * 1e3 for w, sec in by_width.items()}, "fastest_width_1t": fastest_w,
+                "x_best_roofline_fastest_width_1t": useful1 / by_width[fastest_w] / best1,
                 "gflops": {th: h[th]["gflops"] for th in (1, 2)},
                 "x_best_roofline": {th: h[th]["gflops"] / roof[th][best[th]] for th in (1, 2)},
                 "x_ceiling_w48": h[1]["gflops"] / max(ceil[lib][48] for lib in LIBRARIES),
@@ -132,10 +147,14 @@ def compute(m):
                     raise KeyError(prefix + "<formulation>" + suffix)
                 best_peer = min(peers, key=lambda f: seconds(peers[f]))
                 peer = peers[best_peer]
-                ours = {form: seconds(entry(f"{op}/{form}/{s}/{SHAPE}/threads:{th}"))
-                        for form in (("chunked", "chunked-fused") if op == "hla2" else ("chunked",))}
+                ours = {}  # each of our chunked forms, and at one thread each of its widths
+                for form in ("chunked", "chunked-fused") if op == "hla2" else ("chunked",):
+                    ours[form] = seconds(entry(f"{op}/{form}/{s}/{SHAPE}/threads:{th}"))
+                    if th == 1:
+                        ours.update({f"{form} w={w}": sec for w, sec in widths(m, op, form, s).items()})
                 fastest = min(ours, key=ours.get)
-                useful = entry(f"{op}/{fastest}/{s}/{SHAPE}/threads:{th}")["gflops"] * 1e9 * ours[fastest]
+                plain = entry(f"{op}/chunked/{s}/{SHAPE}/threads:{th}")
+                useful = plain["gflops"] * 1e9 * seconds(plain)  # flops per call, the same for every form and width
                 t["peer"].setdefault(op, {}).setdefault(s, {})[th] = {
                     "peer_ms": seconds(peer) * 1e3, "peer_formulation": best_peer,
                     "formulations_ms": {f: seconds(b) * 1e3 for f, b in peers.items()},
@@ -204,6 +223,10 @@ def report(t, context, path):
                   f" (target ≥ 1.85; best roofline's own"
                   f" {h['roofline_speedup_2t']:.2f}×; two-core ceiling {h['ceiling_speedup_2t']:.2f}×, reached"
                   f" {h['x_two_core_ceiling']:.2f})  | × ceiling(w=48) {h['x_ceiling_w48']:.2f}")
+            if len(h["widths_ms_1t"]) > 1:
+                cells = ", ".join(f"w={w} {ms:.1f}" for w, ms in h["widths_ms_1t"].items())
+                print(f"    1T by chunk width (ms): {cells} → fastest w={h['fastest_width_1t']}:"
+                      f" {h['x_best_roofline_fastest_width_1t']:.2f} × best roofline (target ≥ 0.75)")
         for op, per in t["peer"].items():
             cells = "  ".join(f"{th}T {c['peer_over_ours']:.2f}× ({c['peer_ms']:.0f} ms {c['peer_formulation']} vs"
                               f" {c['ours_ms']:.0f} ms {c['ours_form']})" for th, c in per[s].items())

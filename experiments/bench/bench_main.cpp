@@ -11,6 +11,7 @@
 //             (bench_two_core_ceiling below: what the threads:2 entry is read against beside threads:1)
 //             <op>/<form>/.../threads:<t>/gates:range:0.8,1 and <op>/chunked/.../threads:<t>/gamma:0.9: the gated
 //             chunked forms and their fixed-γ siblings at the gates' mean decay (register_gated below)
+//             <op>/<form>/.../threads:1/w:<w>: the threaded chunked forms at other chunk widths (register_widths)
 //   timed     a form's outputs only (Options::state = false, since run 11: what the PyTorch peer computes, and
 //             what a forward pass that carries no state on asks for); hla2's chunked forms then skip C
 //   counters  tokens_per_s; gflops = useful flops / s, with useful flops counted by the *serial* formula
@@ -326,6 +327,28 @@ template <class T> void register_gated(int chunk) {
   }
 }
 
+// The chunk width, at one thread: each threaded chunked form at w = 16, 32 and 64 beside its plain entry (w = the
+// bench's chunk, 48 by default), named <op>/<form>/<scalar>/n/d/dv/threads:1/w:<w>, since the best width depends on
+// the form and the vector width — measured on a Zen 4 (AVX-512) timing outputs only: hla2/chunked-fused fastest at
+// w = 16-32 (float 38-40 ms at 32 against 41-44 at 48; double 67 at 16 against 82-86), the Eigen-based grouped forms at
+// 48. experiments/bench_targets.py reads the best hla2 form at its fastest width, as it reads the PyTorch peer's
+// fastest loop width.
+constexpr int kWidths[] = {16, 32, 64};
+
+template <class T> void register_widths(int chunk) {
+  const Eigen::Index n = 65536, d = 64, dv = 64;
+  for (const Entry<T>& e : registry<T>().entries()) {
+    if (!e.caps.threads || !e.form.starts_with("chunked")) continue;
+    for (const int w : kWidths) {
+      if (w == chunk) continue;  // the plain entry
+      const std::string name =
+          fmt::format("{}/{}/{}/n:{}/d:{}/dv:{}/threads:1/w:{}", e.op, e.form, scalar_name<T>(), n, d, dv, w);
+      const Entry<T>* ep = &e;
+      add_entry(name, [=](benchmark::State& s) { bench_form<T>(s, ep, n, d, dv, 1, w); });
+    }
+  }
+}
+
 void describe_build() {
   const std::string simd = Eigen::SimdInstructionSetsInUse();
   const int float_lanes = Eigen::internal::packet_traits<float>::size;
@@ -428,6 +451,8 @@ int main(int argc, char** argv) {
   register_gated<double>(chunk);
   register_fused_phases<float>(chunk);
   register_fused_phases<double>(chunk);
+  register_widths<float>(chunk);
+  register_widths<double>(chunk);
 
   benchmark::Initialize(&nargs, args.data());
   if (benchmark::ReportUnrecognizedArguments(nargs, args.data())) return 1;

@@ -2,7 +2,8 @@
 the same scalar and thread count, measured in the same run), one and two threads side by side.
 
 Entries are Google Benchmark names `<op>/<form>/<scalar>/n:../d:../dv:../threads:<t>[/heads:<h>]/...`, a fixed decay
-`/gamma:<γ>` or per-token gates `/gates:<spec>` after the threads (bars of their own, "γ=0.9" / "gated"); rooflines
+`/gamma:<γ>`, per-token gates `/gates:<spec>` or another chunk width `/w:<w>` after the threads (bars of their own,
+"γ=0.9" / "gated" / "w=16"); rooflines
 `roofline/<library>/<scalar>/threads:<t>` (eigen, openblas, blis, libxsmm: the best of them is drawn);
 the PyTorch peer's entries `peer/torch/<op>/<form>/...` are bars like ours; gemm/, peak/, bandwidth/ and phase/
 entries (the block schedule's two products alone, read by the work/span model) are skipped.
@@ -35,6 +36,8 @@ def parse(name):
                 f["decay"] = f" γ={v}"
             elif k == "gates":
                 f["decay"] = " gated"
+            elif k == "w":  # another chunk width than the bench's (.../threads:1/w:<w>): a bar of its own
+                f["decay"] = f" w={v}"
         elif p in SCALARS:
             f["scalar"] = p
     if parts[0] in ("gemm", "peak", "bandwidth", "phase"):

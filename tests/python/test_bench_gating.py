@@ -114,6 +114,22 @@ class Figure(unittest.TestCase):
         self.assertEqual(decay(bench_targets.FIXED_GAMMA), " γ=0.9")
 
 
+class ChunkWidths(unittest.TestCase):
+    """The threaded chunked forms at other chunk widths (.../threads:1/w:<w>): bench_targets reads the fastest width
+    beside the plain entry (at its `chunk` counter), and the figure draws each width as its own bar."""
+
+    def test_fastest_width_and_bars(self):
+        base = f"hla2/chunked-fused/float/{SHAPE}/threads:1"
+        plain = dict(median(base, 40.0), chunk=48)
+        m = bench_targets.medians({"benchmarks": [plain, median(f"{base}/w:16", 42.0), median(f"{base}/w:32", 38.0),
+                                                  median(f"{base}/w:64", 45.0)]})
+        by_width = bench_targets.widths(m, "hla2", "chunked-fused", "float")
+        self.assertEqual(by_width, {16: 0.042, 32: 0.038, 48: 0.040, 64: 0.045})
+        self.assertEqual(min(by_width, key=by_width.get), 32)
+        labels = {bench_plot.parse(f"{base}{suffix}")[1]["decay"] for suffix in ("", "/w:16", "/w:32")}
+        self.assertEqual(labels, {"", " w=16", " w=32"})
+
+
 class Model(unittest.TestCase):
     def test_grouped_rows(self):
         with tempfile.TemporaryDirectory() as tmp:
