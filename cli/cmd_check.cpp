@@ -121,6 +121,15 @@ template <class T> std::string distributed_cell(const Entry<T>& mpi, const Entry
     ok = false;
     return "non-finite";
   }
+  // Outputs only (Options::state = false): the same outputs to the bit, no state — across ranks the fused hla2 pass
+  // then carries no C, and the last rank computes no state.
+  Options bare = opt;
+  bare.state = false;
+  const Run<T> only = mpi(p, bare, s);
+  if (!(only.O == got.O) || !only.state.parts.empty()) {
+    ok = false;
+    return "OUTPUTS-ONLY DIFFER";
+  }
   if constexpr (is_exact_v<T>) {
     want = serial(p, opt, s);
     const ErrorStats e = compare_exact(got.O, want.O);

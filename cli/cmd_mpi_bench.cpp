@@ -42,7 +42,7 @@ struct BenchArgs {
   std::string op = "hla2", form = "mpi-chunked";
   long n = 16384, d = 16, dv = 16;
   int chunk = 64, repeats = 5;
-  bool calibrate = false;
+  bool calibrate = false, outputs_only = false;
 };
 
 // Round-trip time of `bytes` between ranks 0 and 1, median of `reps` (half of it is one message).
@@ -78,6 +78,7 @@ nlohmann::json run_bench(const BenchArgs& a) {
   const Problem<double> p = gaussian_problem(Shape{a.n, a.d, a.dv}, 1);
   Options o;
   o.chunk = a.chunk;
+  o.state = !a.outputs_only;
   std::vector<double> total, local, scan_t, finish, gather;
   distributed::PhaseStats last;
   for (int r = 0; r < a.repeats + 1; ++r) {  // the first run warms caches and the MPI connections
@@ -106,6 +107,7 @@ nlohmann::json run_bench(const BenchArgs& a) {
                    {"d", a.d},
                    {"dv", a.dv},
                    {"chunk", a.chunk},
+                   {"outputs_only", a.outputs_only},
                    {"scalar", "double"},
                    {"repeats", a.repeats},
                    {"host", distributed::host_name()},
@@ -173,6 +175,7 @@ const CommandRegistrar mpi_bench_registrar([](CLI::App& app) {
   sub->add_option("--chunk", a->chunk, "chunk width")->check(CLI::PositiveNumber);
   sub->add_option("--repeats", a->repeats, "timed repeats (median)")->check(CLI::PositiveNumber);
   sub->add_flag("--calibrate", a->calibrate, "also measure MPI latency/bandwidth and one combine");
+  sub->add_flag("--outputs-only", a->outputs_only, "no final state (Options::state = false), as make bench times");
   sub->callback([a] {
     if (!distributed::mpi_active()) throw InputError("mpi-bench: run it under mpirun (it times the ranks of a job)");
     const nlohmann::json j = run_bench(*a);

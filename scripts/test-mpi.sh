@@ -4,7 +4,8 @@
 # oversubscribed (up to 4 on any machine): these runs check correctness, never timing.
 #   1-4  mpirun -n P hla check --distributed-only, P = 1..4: every mpi-* form equals its serial form
 #        (fp61, rational: exactly, outputs and final state; mpfr256/double/float: within the rounding
-#        bound), every option, with and without an initial state, n = P (one token per rank), 2P + 1, 13
+#        bound), every option, with and without an initial state, n = P (one token per rank), 2P + 1, 13; and
+#        outputs only (Options::state = false) the same outputs to the bit, with no state
 #   5    the binary without mpirun: the same check on one rank, and MPI never initialized
 #   6    mpirun -n 3 hla sweep: the same rows as one process (timings, host and rank aside)
 #   7    SIGKILL of the whole distributed sweep mid-run, then a rerun: nothing lost, nothing duplicated

@@ -88,10 +88,11 @@ template <class Op, class T> typename Op::Seg local_summary(const Op& op, const 
     if (b >= e) return op.identity(p.d(), p.dv());
     const Problem<T> block = slice_rows(p, b, e);
     // Only the state is kept: no normalization (a local normalizer from the zero state may vanish where
-    // the true one, with the carry, does not).
+    // the true one, with the carry, does not), and the state even when the caller asked for outputs only.
     Options unnormalized = o;
     unnormalized.normalized = false;
     unnormalized.eps = 0;
+    unnormalized.state = true;
     const Run<T> r = finisher(block, unnormalized, nullptr);
     return segment_from_state(op, load_state<Serial>(&r.state, p.d(), p.dv()), block,
                               fast::chunked::segment_decay(block.gates, from_rational<T>(o.gamma), 0, block.n()));
@@ -314,6 +315,7 @@ template <class T, class Op> LocalRun<T> linear_corrected_local(const Op& op, co
       Options unnormalized = o;
       unnormalized.normalized = false;
       unnormalized.eps = 0;
+      unnormalized.state = true;  // the block's state is its segment, outputs only or not
       Run<T> r = chunked(block, unnormalized, nullptr);
       Y = std::move(r.O);
       Serial st = load_state<Serial>(&r.state, d, va);
