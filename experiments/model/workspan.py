@@ -277,14 +277,15 @@ def mpi_here(args):
           f" GEMM rate from {args.bench}.\n")
     print(header("case"))
     for r1 in [r for r in runs if r["op"] == "hla2" and r["P"] == 1 and r["scaling"] == "strong"]:
-        same = [r for r in runs if r["op"] == "hla2" and r["scaling"] == "strong"
-                and r["n"] == r1["n"] and r["d"] == r1["d"] and r["form"] == r1["form"]]
+        only = r1.get("outputs_only", False)  # runs before 2026-12-06 have no such field: they timed the state
+        same = [r for r in runs if r["op"] == "hla2" and r["scaling"] == "strong" and r["n"] == r1["n"]
+                and r["d"] == r1["d"] and r["form"] == r1["form"] and r.get("outputs_only", False) == only]
         meas = {r["P"]: r["time_s"] * 1e3 for r in same}
         T1 = r1["time_s"] * 1e3
         pred = {P: blocked(T1, r1["n"], r1["d"], r1["dv"] + 1, rate, P, phi(times, "double", P), chunk=r1["chunk"],
                            shared=False)
                 for P in PS}
-        label = f"{r1['form']} n={r1['n']} d={r1['d']}"
+        label = f"{r1['form']} n={r1['n']} d={r1['d']}" + (" outputs only" if only else "")
         print(fmt_row(label, meas, pred))
         gathers = {r["P"]: r.get("gather_s", 0) * 1e3 for r in same}
         print(f"| {label}: gather of the whole output (not in the time) | " + " | ".join(
