@@ -81,9 +81,23 @@ inline void prefetch_into_l2(const void* p) {
 #endif
 }
 
-// Asks the cache for rows [c, c+L) of Q, K, V (the next chunk's, while this one computes): each column's
-// segment is contiguous, but the segments of one chunk lie n numbers apart, more streams than the hardware
-// prefetcher follows. float/double only (a no-op for the exact scalars).
+// Rows [r, r+L) of the `cols` columns of a column-major matrix (leading dimension ld) into L2: each cache line a
+// column's segment spans, once.
+template <class T>
+void prefetch_segments(const T* base, Eigen::Index ld, Eigen::Index cols, Eigen::Index r, Eigen::Index L) {
+  constexpr std::uintptr_t line = 64;
+  for (Eigen::Index i = 0; i < cols; ++i) {
+    const T* col = base + i * ld + r;
+    const std::uintptr_t last = reinterpret_cast<std::uintptr_t>(col + L - 1);
+    for (std::uintptr_t a = reinterpret_cast<std::uintptr_t>(col) & ~(line - 1); a <= last; a += line)
+      prefetch_into_l2(reinterpret_cast<const void*>(a));
+  }
+}
+
+// Asks the cache for the next chunk's rows — [c, c+L) of Q, K, V, and rows [y, y+L) of the outputs Y it will write —
+// while this one computes: each column's segment is contiguous, but the segments of one chunk lie n numbers apart (at
+// power-of-two n each in its own 4 KiB page), more streams than the hardware prefetcher follows. float/double only (a
+// no-op for the exact scalars).
 //
 // Into L2, not L1: the next chunk's rows are 3·d column segments, 36 KiB at w = 48, d = dv = 64 in float (72 in
 // double), more than a 32-48 KiB L1 holds beside the chunk's own buffers and states (S, C'ᵀ, Cᵀ: 48 KiB in
@@ -95,16 +109,17 @@ inline void prefetch_into_l2(const void* p) {
 // time whenever the segment ended in a line already asked for: at w = 16 in float, every segment's only line twice).
 // Measured, Zen 4, one thread, two interleaved rounds: w = 16 float 38.9 → 37.9 ms (an earlier A/B of the same change
 // 38.1 → 36.8); double, and w = 32 and 48, unchanged within the noise.
-template <class T> void prefetch_rows(const Problem<T>& p, Eigen::Index c, Eigen::Index L) {
+//
+// The outputs' lines too (since 2026-12-06): a chunk's rows of Y lie in one line per column as well, which the store
+// of its outputs first had to read from memory. Measured, Zen 4, outputs only, n = 65536, d = dv = 64, ms, without →
+// with: two interleaved rounds of this code against the build before it, w = 16 float 1T 37.9 → 36.7, double 1T
+// 65.7 → 63.6, 2T within 1-2%; w = 32 1-1.5% (three rounds of an earlier switchable build: w = 16 float 38.1 → 35.9,
+// double 65.9 → 63.5). PREFETCHW (for writing) gained nothing.
+template <class T>
+void prefetch_rows(const Problem<T>& p, Eigen::Index c, Eigen::Index L, const Mat<T>& Y, Eigen::Index y) {
   if constexpr (std::is_same_v<T, double> || std::is_same_v<T, float>) {
-    constexpr std::uintptr_t line = 64;
-    for (const Mat<T>* X : {&p.Q, &p.K, &p.V})
-      for (Eigen::Index i = 0; i < X->cols(); ++i) {
-        const T* col = X->data() + i * X->rows() + c;
-        const std::uintptr_t last = reinterpret_cast<std::uintptr_t>(col + L - 1);
-        for (std::uintptr_t a = reinterpret_cast<std::uintptr_t>(col) & ~(line - 1); a <= last; a += line)
-          prefetch_into_l2(reinterpret_cast<const void*>(a));
-      }
+    for (const Mat<T>* X : {&p.Q, &p.K, &p.V}) prefetch_segments(X->data(), X->rows(), X->cols(), c, L);
+    prefetch_segments(Y.data(), Y.rows(), Y.cols(), y, L);
   }
 }
 
@@ -506,7 +521,7 @@ template <class T> void FusedPass<T>::run(Eigen::Index k0, Eigen::Index k1, Carr
     const Eigen::Index c = plan_.begin(k), L = plan_.len(k);
     const ChunkProducts<T>& mm = L == w ? full_ : last_;
     const T g = gates ? gates->g[k] : dec.chunk_factor(L), g2 = g * g;
-    if (k + 1 < M) prefetch_rows(p, row0_ + plan_.begin(k + 1), plan_.len(k + 1));
+    if (k + 1 < M) prefetch_rows(p, row0_ + plan_.begin(k + 1), plan_.len(k + 1), Y, plan_.begin(k + 1));
     if (gates) gates->decay_mask(k, b.F.topLeftCorner(L, L));
     // Copies: the chunk's rows of Q, K, [V 1]; Kᵀ weighted by γ^{L−1−b}, [V 1]ᵀ by γ^{2(L−1−b)} (and by
     // γ^{L−1−b} for C); Q weighted by γ^{a+1}, γ^{2(a+1)} (and λγ^{a+1} with ridge).
