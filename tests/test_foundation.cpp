@@ -257,17 +257,15 @@ TEMPLATE_TEST_CASE("outputs only: every form's outputs unchanged to the bit, its
           INFO(e.key() << " gates=" << with_gates << " gamma=" << o.gamma << " normalized=" << o.normalized
                        << " ridge=" << o.ridge << " threads=" << threads);
           const Problem<TestType>& p = with_gates ? gated : plain;
+          Options bare = o;
+          bare.state = false;
           Run<TestType> whole;
           try {
             whole = e(p, o);
           } catch (const NumericalError&) {  // an exactly vanishing normalizer: outputs only must refuse it too
-            Options bare = o;
-            bare.state = false;
             CHECK_THROWS_AS(e(p, bare), NumericalError);
             continue;
           }
-          Options bare = o;
-          bare.state = false;
           const Run<TestType> outputs_only = e(p, bare);
           CHECK(outputs_only.O == whole.O);
           CHECK(outputs_only.state.parts.empty());
