@@ -6,10 +6,12 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <random>
 
 #include "core/inputs.hpp"
 #include "core/registry.hpp"
 #include "fast/chunked/hla2.hpp"
+#include "fast/gemm/transpose.hpp"
 #include "fast/heads.hpp"
 #include "numerics/compare.hpp"
 
@@ -321,4 +323,29 @@ TEST_CASE("multi-head: every head through one form equals that form on the head 
   }
   CHECK_THROWS_AS(fast::multi_head(hla2, heads, base, {init[0]}), InputError);
   CHECK_THROWS_AS(fast::multi_head(hla2, {}, base), InputError);
+}
+
+namespace {
+// gemm::transpose of every rows × cols up to 2 tiles and a remainder, with leading dimensions larger than the block,
+// against Eigen's transpose: every entry equal to the bit, and B's padding (rows of B beyond A's columns) untouched.
+template <class T> void check_transpose() {
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<double> u(-1, 1);
+  for (Eigen::Index rows = 1; rows <= 19; ++rows)
+    for (Eigen::Index cols : {1, 3, 4, 7, 8, 9, 16, 17, 65}) {
+      const Eigen::Index lda = rows + 3, ldb = cols + 2;
+      Mat<T> A(lda, cols), B = Mat<T>::Constant(ldb, rows, T(42));
+      for (Eigen::Index i = 0; i < A.size(); ++i) A.data()[i] = T(u(rng));
+      gemm::transpose<T>(A.data(), lda, rows, cols, B.data(), ldb);
+      CAPTURE(rows, cols);
+      REQUIRE(B.topRows(cols) == A.topRows(rows).transpose());
+      REQUIRE((B.bottomRows(ldb - cols).array() == T(42)).all());
+    }
+}
+}  // namespace
+
+TEST_CASE("the chunk kernels' transpose moves every value to the bit, tiled or not", "[chunked][transpose]") {
+  check_transpose<float>();
+  check_transpose<double>();
+  check_transpose<rational>();
 }

@@ -53,6 +53,7 @@
 #include "fast/chunked/gated.hpp"
 #include "fast/chunked/hla2.hpp"
 #include "fast/gemm/small_gemm.hpp"
+#include "fast/gemm/transpose.hpp"
 
 namespace hla::fast::chunked {
 
@@ -529,17 +530,16 @@ template <class T> void FusedPass<T>::run(Eigen::Index k0, Eigen::Index k1, Carr
     b.K.topRows(L) = rows_of(p.K, c, L);
     b.V.topLeftCorner(L, dv) = rows_of(p.V, c, L);
     if (aug) b.V.col(dv).head(L).setOnes();
-    for (Eigen::Index j = 0; j < L; ++j) {
-      const T x = en(c, L, j, 1), x2 = en(c, L, j, 2);
-      if (decays) {
-        b.Kt.col(j) = x * b.K.row(j).transpose();
-        b.Vt2.col(j) = x2 * b.V.row(j).transpose();
-        if (carry_c) b.Vt1.col(j) = x * b.V.row(j).transpose();
-      } else {
-        b.Kt.col(j) = b.K.row(j).transpose();
-        b.Vt2.col(j) = b.V.row(j).transpose();
+    // The transposes in register tiles (fast/gemm/transpose.hpp), then the weights column by column.
+    gemm::transpose(b.K.data(), w, L, d, b.Kt.data(), d);
+    gemm::transpose(b.V.data(), w, L, va, b.Vt2.data(), va);
+    if (decays)
+      for (Eigen::Index j = 0; j < L; ++j) {
+        const T x = en(c, L, j, 1);
+        if (carry_c) b.Vt1.col(j) = x * b.Vt2.col(j);
+        b.Kt.col(j) *= x;
+        b.Vt2.col(j) *= en(c, L, j, 2);
       }
-    }
     const T* Q1 = b.Q.data();  // diag(γ^{a+1}) Q
     const T* Q2 = b.Q.data();  // diag(γ^{2(a+1)}) Q
     if (decays) {
