@@ -16,7 +16,9 @@ are what the targets read):
   - the PyTorch peer's time ÷ ours (target ≥ 3×), both precisions: the peer is the fastest of its
     formulations (batched, per-chunk loops at w = 32, 48, 64, torch.compile where it runs), each listed; beside
     it the most a form doing the serial recurrence's useful flops could reach against it, were it to run at the
-    best 1024² roofline (the peer's time ÷ those flops at that rate);
+    best 1024² roofline (the peer's time ÷ those flops at that rate), and at one thread the most chunked-fused
+    could reach with everything but its products free (the peer's time ÷ its products alone at their fastest
+    width, phase/hla2/chunked-fused/products/...; each width's products are also read against the loop's time);
   - torch.mm's 1024² product (roofline/torch/..., from the peer's run) among the rooflines when present;
   - the decoding kernel's time per token ÷ its bandwidth bound: the state it reads and writes per token
     (S, [C m]ᵀ, [G h]ᵀ: d² + 2d(dv + 1) numbers) at the measured read+write rate of a buffer that size;
@@ -81,6 +83,22 @@ def widths(m, op, form, s):
     return dict(sorted(out.items()))
 
 
+def products(m, s):
+    """{w: seconds} of hla2/chunked-fused's chunk loop with its products alone, one thread
+    (phase/hla2/chunked-fused/products/.../w:<w>; none in runs before 13)."""
+    base = f"phase/hla2/chunked-fused/products/{s}/{SHAPE}/threads:1/w:"
+    return dict(sorted((int(k[len(base):]), seconds(b)) for k, b in m.items() if k.startswith(base)))
+
+
+def products_bound(peer_seconds, prods):
+    """(the peer's time ÷ the fastest products-alone time, its width): the most chunked-fused could reach against the
+    peer with these kernels were everything but its products free; None without products entries."""
+    if not prods:
+        return None
+    w = min(prods, key=prods.get)
+    return peer_seconds / prods[w], w
+
+
 def compute(m):
     """The targets' numbers, as a dict (raises KeyError naming a missing entry)."""
 
@@ -137,6 +155,11 @@ def compute(m):
                 "ceiling_speedup_2t": seconds(h[1]) / seconds(ceiling2),
                 "x_two_core_ceiling": seconds(ceiling2) / seconds(h[2]),
             }
+            prods = products(m, s) if form == "chunked-fused" else {}
+            if prods:  # each width's products alone, and their share of the loop at that width
+                t["hla2"][form][s].update({
+                    "products_ms_1t": {w: sec * 1e3 for w, sec in prods.items()},
+                    "products_share_1t": {w: sec / by_width[w] for w, sec in prods.items() if w in by_width}})
         for op in ("hla2", "linear"):
             for th in (1, 2):
                 # the peer: the fastest of its formulations (peer/torch/<op>/<formulation>/...), each reported
@@ -162,6 +185,9 @@ def compute(m):
                     "ours_ms": ours[fastest] * 1e3, "ours_form": fastest,
                     "peer_over_ours": seconds(peer) / ours[fastest], "peer_max_rel_error": peer["max_rel_error"],
                     "peer_over_useful_at_roofline": seconds(peer) / (useful / (roof[th][best[th]] * 1e9))}
+                bound = products_bound(seconds(peer), products(m, s)) if op == "hla2" and th == 1 else None
+                if bound:
+                    t["peer"][op][s][th].update({"peer_over_products": bound[0], "products_width": bound[1]})
         dec = entry(f"hla2/decode/{s}/{SHAPE}/threads:1")
         bws = [b for k, b in m.items() if k.startswith(f"bandwidth/{s}/")]
         if not bws:
@@ -227,12 +253,21 @@ def report(t, context, path):
                 cells = ", ".join(f"w={w} {ms:.1f}" for w, ms in h["widths_ms_1t"].items())
                 print(f"    1T by chunk width (ms): {cells} → fastest w={h['fastest_width_1t']}:"
                       f" {h['x_best_roofline_fastest_width_1t']:.2f} × best roofline (target ≥ 0.75)")
+            if "products_ms_1t" in h:
+                cells = ", ".join(f"w={w} {ms:.1f}" + (f" ({h['products_share_1t'][w]:.2f} of the loop)"
+                                                       if w in h["products_share_1t"] else "")
+                                  for w, ms in h["products_ms_1t"].items())
+                print(f"    1T its products alone (ms): {cells}")
         for op, per in t["peer"].items():
             cells = "  ".join(f"{th}T {c['peer_over_ours']:.2f}× ({c['peer_ms']:.0f} ms {c['peer_formulation']} vs"
                               f" {c['ours_ms']:.0f} ms {c['ours_form']})" for th, c in per[s].items())
             print(f"  PyTorch peer {op:6} (its fastest formulation) time ÷ ours: {cells}  (target ≥ 3)")
             most = "  ".join(f"{th}T {c['peer_over_useful_at_roofline']:.2f}×" for th, c in per[s].items())
             print(f"    the most a form doing the useful flops at the best roofline could reach: {most}")
+            if "peer_over_products" in per[s][1]:
+                c = per[s][1]
+                print(f"    the most chunked-fused could reach with everything but its products free: 1T"
+                      f" {c['peer_over_products']:.2f}× (its products alone at w={c['products_width']})")
             for th, c in per[s].items():
                 each = ", ".join(f"{f} {ms:.0f} ms ({c['formulations_over_fastest'][f]:.2f}×)"
                                  for f, ms in c["formulations_ms"].items())

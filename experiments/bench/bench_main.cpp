@@ -12,6 +12,8 @@
 //             <op>/<form>/.../threads:<t>/gates:range:0.8,1 and <op>/chunked/.../threads:<t>/gamma:0.9: the gated
 //             chunked forms and their fixed-γ siblings at the gates' mean decay (register_gated below)
 //             <op>/<form>/.../threads:1/w:<w>: the threaded chunked forms at other chunk widths (register_widths)
+//             phase/hla2/chunked-fused/{summary,carry}/...: the block schedule's two extra products; .../products/
+//             .../threads:1/w:<w>: the chunk loop's products alone (register_fused_phases)
 //   timed     a form's outputs only (Options::state = false, since run 11: what the PyTorch peer computes, and
 //             what a forward pass that carries no state on asks for); hla2's chunked forms then skip C
 //   counters  tokens_per_s; gflops = useful flops / s, with useful flops counted by the *serial* formula
@@ -215,12 +217,43 @@ template <class T> void bench_fused_phase(benchmark::State& state, bool carry, E
       benchmark::Counter::kIsRate);
 }
 
+// The chunk loop's products alone at width w, one thread (FusedPass::products_only: the eight products of a chunk,
+// outputs only, on buffers in cache, ⌈n/w⌉ chunks per iteration): phase/hla2/chunked-fused/products/<scalar>/n/d/dv/
+// threads:1/w:<w>, read beside the plain entry at the same width — what everything but the products costs, and the
+// most the form could reach with these kernels (experiments/bench_targets.py). Counters: gflops = the products'
+// flops per second; tokens_per_s.
+template <class T>
+void bench_fused_products(benchmark::State& state, Eigen::Index n, Eigen::Index d, Eigen::Index dv, int w) {
+  const Problem<T> p = convert_problem<T>(inputs(n, d, dv));
+  Options opt;
+  opt.threads = 1;
+  opt.chunk = w;
+  opt.state = false;  // as bench_form
+  Eigen::setNbThreads(1);
+  const fast::chunked::FusedPass<T> pass(p, opt);
+  const Eigen::Index chunks = (n + w - 1) / w;
+  for (auto _ : state) {
+    pass.products_only(chunks);
+    benchmark::ClobberMemory();
+  }
+  const double va = double(pass.va()), dd = double(d), ww = double(w);
+  const double flops = 2.0 * double(chunks) * (3 * ww * ww * dd + 2 * ww * dd * dd + ww * ww * va + 2 * ww * va * dd);
+  state.counters["gflops"] = benchmark::Counter(flops / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["tokens_per_s"] = benchmark::Counter(double(n), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["chunk"] = w;
+}
+
 template <class T> void register_fused_phases(int chunk) {
   const Eigen::Index n = 65536, d = 64, dv = 64;
   for (const bool carry : {false, true}) {
     const std::string name = fmt::format("phase/hla2/chunked-fused/{}/{}/n:{}/d:{}/dv:{}/threads:1",
                                          carry ? "carry" : "summary", scalar_name<T>(), n, d, dv);
     add_entry(name, [=](benchmark::State& s) { bench_fused_phase<T>(s, carry, n, d, dv, chunk); });
+  }
+  for (const int w : {16, 32, 48, 64}) {
+    const std::string name = fmt::format("phase/hla2/chunked-fused/products/{}/n:{}/d:{}/dv:{}/threads:1/w:{}",
+                                         scalar_name<T>(), n, d, dv, w);
+    add_entry(name, [=](benchmark::State& s) { bench_fused_products<T>(s, n, d, dv, w); });
   }
 }
 

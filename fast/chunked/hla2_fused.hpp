@@ -415,6 +415,13 @@ template <class T> class FusedPass {
   void run(Eigen::Index k0, Eigen::Index k1, Carried& X, Mat<T>& Y, bool final_rows,
            std::atomic<Eigen::Index>& zero_den) const;
 
+  // The products alone of `chunks` full chunks of the loop above, for outputs only without ridge (the eight that
+  // run() calls then, in its order, with its kernels): on one chunk's buffers and states, in cache, with no copy,
+  // mask, prefetch or output written — the least the loop can take with these kernels at this width, against
+  // which its time is read (hla_bench's phase/hla2/chunked-fused/products entries, experiments/bench_targets.py).
+  // Timing only: the values are those of constant inputs.
+  void products_only(Eigen::Index chunks) const;
+
   // (C) Rows [a0, a1) of Y, in a block starting at row r0 that ran from zero C' (and C), gain the carry of the
   // entering ones, x_i² Q C'ᵀ [+ λ x_i Q Cᵀ] for row i of the block, x_i = γ^{i+1} (Γ(r0+i, r0−1) with gates); then
   // normalized if `normalize_rows`. Any split of a block's rows gives the same rows.
@@ -604,6 +611,24 @@ template <class T> void FusedPass<T>::run(Eigen::Index k0, Eigen::Index k1, Carr
     // Outputs from the true entering states are final: normalized here (no second pass).
     if (final_rows) normalize(b.Y.topRows(L), c, zero_den);
     Y.middleRows(c, L) = b.Y.topRows(L);
+  }
+}
+
+template <class T> void FusedPass<T>::products_only(Eigen::Index chunks) const {
+  const Eigen::Index w = plan_.w, d = d_, va = va_;
+  fused_detail::Buffers<T> b(w, d, va, false, false, false);
+  for (Mat<T>* m : {&b.Q, &b.K, &b.V, &b.Kt, &b.Vt2}) m->setConstant(T(1) / T(static_cast<int>(d)));
+  fused_detail::Carried<T> X = zero();
+  const fused_detail::ChunkProducts<T>& mm = full_;
+  for (Eigen::Index k = 0; k < chunks; ++k) {
+    mm.W(b.Q.data(), b.K.data(), b.W.data());
+    mm.U(b.W.data(), b.K.data(), b.U.data());
+    mm.U_carry(b.Q.data(), X.S.data(), b.U.data());
+    mm.S_next(b.Kt.data(), b.K.data(), X.S.data());
+    mm.P(b.Q.data(), b.U.data(), b.P.data());
+    mm.Y(b.P.data(), b.V.data(), b.Y.data());
+    mm.Y_carry(b.Q.data(), X.CpT.data(), b.Y.data());
+    mm.Cp_next(b.Vt2.data(), b.U.data(), X.CpT.data());
   }
 }
 

@@ -130,6 +130,22 @@ class ChunkWidths(unittest.TestCase):
         self.assertEqual(labels, {"", " w=16", " w=32"})
 
 
+class ProductsAlone(unittest.TestCase):
+    """hla2/chunked-fused's products alone (phase/.../products/.../w:<w>): bench_targets reads them per width and
+    bounds the peer ratio by the fastest of them; a run without them (before 13) has no bound."""
+
+    def test_products_bound(self):
+        base = f"phase/hla2/chunked-fused/products/double/{SHAPE}/threads:1"
+        m = bench_targets.medians({"benchmarks": [median(f"{base}/w:16", 50.0), median(f"{base}/w:32", 57.0),
+                                                  median(f"hla2/chunked-fused/float/{SHAPE}/threads:1/w:16", 9.0)]})
+        self.assertEqual(bench_targets.products(m, "double"), {16: 0.050, 32: 0.057})
+        self.assertEqual(bench_targets.products(m, "float"), {})
+        ratio, w = bench_targets.products_bound(0.155, bench_targets.products(m, "double"))
+        self.assertAlmostEqual(ratio, 3.1)
+        self.assertEqual(w, 16)
+        self.assertIsNone(bench_targets.products_bound(0.155, {}))
+
+
 class Model(unittest.TestCase):
     def test_grouped_rows(self):
         with tempfile.TemporaryDirectory() as tmp:
