@@ -260,13 +260,14 @@ void add_carry_rows(YRows Y, const QRows& Q, const State& M, Weight&& w) {
 //   (C), Eigen → tiles: float 2.7-3.2 → 2.2-2.5 ms, γ = 0.9 7.9 → 3.5, gates 6.2 → 2.6;
 //                       double 5.9-6.1 → 4.8-5.5, γ = 0.9 13.7 → 8.0, gates 12.7 → 6.1;
 //   (A) with weights:   float γ = 0.9 4.0 → 3.1, gates 3.1 → 2.4; double 7.1 → 6.4, 6.5 → 5.3.
-// (A) without weights stays one Eigen product (FusedPass::s_summary says why).
+// (A) without weights is by tiles too since 2026-12-06 (FusedPass::s_summary).
 constexpr Eigen::Index kRowTile = 256;
 
 // S += Kᵀ diag(x) K over the m rows of K (column-major, leading dimension ld; x empty: no weights). Each tile is
-// copied once, as it is and as its weighted transpose (LIBXSMM 1.17 takes no transposed A), and one product
-// accumulates into S. Read in place the tile's columns lie ld numbers apart — all in the same cache sets when ld is a
-// power of two, as in the chunk loop (the copies' comment there) — which measured slower than Eigen's packing.
+// copied once, as it is and as its weighted transpose (LIBXSMM 1.17 takes no transposed A; the transpose in register
+// tiles, fast/gemm/transpose.hpp, then the weights), and one product accumulates into S. Read in place the tile's
+// columns lie ld numbers apart — all in the same cache sets when ld is a power of two, as in the chunk loop (the
+// copies' comment there) — which measured slower than Eigen's packing.
 template <class T>
 void add_gram_by_tiles(Mat<T>& S, const T* K, Eigen::Index ld, Eigen::Index m, Eigen::Index d, const ColVec<T>& x) {
   using Stride = Eigen::OuterStride<>;
@@ -275,10 +276,9 @@ void add_gram_by_tiles(Mat<T>& S, const T* K, Eigen::Index ld, Eigen::Index m, E
   for (Eigen::Index a = 0; a < m; a += kRowTile) {
     const Eigen::Index r = std::min(kRowTile, m - a);
     Kc.topRows(r) = Eigen::Map<const Mat<T>, 0, Stride>(K + a, r, d, Stride(ld));
+    gemm::transpose(Kc.data(), kRowTile, r, d, Kt.data(), d);
     if (x.size())
-      Kt.leftCols(r) = (x.segment(a, r).asDiagonal() * Kc.topRows(r)).transpose();
-    else
-      Kt.leftCols(r) = Kc.topRows(r).transpose();
+      for (Eigen::Index j = 0; j < r; ++j) Kt.col(j) *= x(a + j);
     if (r == kRowTile)
       full(Kt.data(), Kc.data(), S.data());
     else
@@ -288,13 +288,16 @@ void add_gram_by_tiles(Mat<T>& S, const T* K, Eigen::Index ld, Eigen::Index m, E
 
 // Y += diag(w) Q Mᵀ over the m rows of Q (leading dimension ldq) and of Y (ldy), M stored va×d (C'ᵀ, Cᵀ): the carry
 // of a state entering a block (w empty: no weights). Per tile: Q's rows copied (weighted) into a contiguous tile, one
-// product into a contiguous result, added to Y's rows column by column — for the same cache sets as above.
+// product accumulating into Y's rows in place (β = 1, leading dimension ldy). Until 2026-12-06 the product went into
+// a contiguous tile that was then added to Y column by column; in place measured the same in float and 5% faster
+// in double (phase/hla2/chunked-fused/carry, Zen 4, three interleaved rounds: 7.5-7.8 ms both ways in float,
+// 15.5-16.0 → 14.5-15.0 in double).
 template <class T> void add_carry_by_tiles(T* Y, Eigen::Index ldy, const T* Q, Eigen::Index ldq, Eigen::Index m,
                                            const Mat<T>& M, const ColVec<T>& w) {
   using Stride = Eigen::OuterStride<>;
   const Eigen::Index d = M.cols(), va = M.rows();
-  Mat<T> Qc(kRowTile, d), Z(kRowTile, va);
-  const gemm::Product<T> full({kRowTile, va, d, kRowTile, va, kRowTile, true, false});
+  Mat<T> Qc(kRowTile, d);
+  const gemm::Product<T> full({kRowTile, va, d, kRowTile, va, ldy, true, true});
   for (Eigen::Index a = 0; a < m; a += kRowTile) {
     const Eigen::Index r = std::min(kRowTile, m - a);
     const Eigen::Map<const Mat<T>, 0, Stride> Qa(Q + a, r, d, Stride(ldq));
@@ -303,10 +306,9 @@ template <class T> void add_carry_by_tiles(T* Y, Eigen::Index ldy, const T* Q, E
     else
       Qc.topRows(r) = Qa;
     if (r == kRowTile)
-      full(Qc.data(), M.data(), Z.data());
+      full(Qc.data(), M.data(), Y + a);
     else
-      gemm::Product<T>({r, va, d, kRowTile, va, kRowTile, true, false})(Qc.data(), M.data(), Z.data());
-    Eigen::Map<Mat<T>, 0, Stride>(Y + a, r, va, Stride(ldy)) += Z.topRows(r);
+      gemm::Product<T>({r, va, d, kRowTile, va, ldy, true, true})(Qc.data(), M.data(), Y + a);
   }
 }
 
@@ -394,15 +396,14 @@ template <class T> class FusedPass {
       x = fused_detail::gate_products(block_gates_, a0, r1, false).head(a1 - a0);  // Γ(r1−1, j), from r1 back
     else if (decays_)
       x = fused_detail::powers(gamma_, a1 - a0, r1 - a1).reverse();  // γ^{r1−1−j}
-    // Weighted, in float and double: by tiles (add_gram_by_tiles). Unweighted, Eigen's one product over the rows
-    // reads K in place and measured faster than the tiles' two copies (2.2-2.3 against 2.4-2.5 ms in float, 4.2-4.4
-    // against 5.3-5.6 in double, at 2 threads): the tiles pay off where Eigen first made diag(x) K whole.
+    // In float and double by tiles (add_gram_by_tiles), weighted or not. Unweighted, Eigen's one product over the
+    // rows (which reads K in place) was faster until the tiles' transpose ran in register tiles (2026-12-06):
+    // phase/hla2/chunked-fused/summary, Zen 4, two interleaved rounds, Eigen → tiles: float 8.3-8.6 → 6.3-6.7 ms,
+    // double 15.6-16.4 → 14.2-14.4.
     if constexpr (std::is_floating_point_v<T>) {
-      if (x.size()) {
-        Mat<T> S = Mat<T>::Zero(d_, d_);
-        fused_detail::add_gram_by_tiles<T>(S, Kb.data(), p_.K.rows(), a1 - a0, d_, x);
-        return S;
-      }
+      Mat<T> S = Mat<T>::Zero(d_, d_);
+      fused_detail::add_gram_by_tiles<T>(S, Kb.data(), p_.K.rows(), a1 - a0, d_, x);
+      return S;
     }
     return weighted_gram<T>(Kb, x, Kb, 1);
   }
