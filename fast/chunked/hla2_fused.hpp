@@ -275,7 +275,7 @@ void add_gram_by_tiles(Mat<T>& S, const T* K, Eigen::Index ld, Eigen::Index m, E
   const gemm::Product<T> full({d, d, kRowTile, d, kRowTile, d, false, true});
   for (Eigen::Index a = 0; a < m; a += kRowTile) {
     const Eigen::Index r = std::min(kRowTile, m - a);
-    if (a + kRowTile < m) prefetch_segments(K, ld, d, a + kRowTile, std::min(kRowTile, m - a - kRowTile));
+    if (a + r < m) prefetch_segments(K, ld, d, a + r, std::min(kRowTile, m - a - r));
     Kc.topRows(r) = Eigen::Map<const Mat<T>, 0, Stride>(K + a, r, d, Stride(ld));
     gemm::transpose(Kc.data(), kRowTile, r, d, Kt.data(), d);
     if (x.size())
@@ -303,9 +303,10 @@ template <class T> void add_carry_by_tiles(T* Y, Eigen::Index ldy, const T* Q, E
   const gemm::Product<T> full({kRowTile, va, d, kRowTile, va, ldy, true, true});
   for (Eigen::Index a = 0; a < m; a += kRowTile) {
     const Eigen::Index r = std::min(kRowTile, m - a);
-    if (a + kRowTile < m) {  // the next tile's rows of Q and Y into L2 while this one computes
-      prefetch_segments(Q, ldq, d, a + kRowTile, std::min(kRowTile, m - a - kRowTile));
-      prefetch_segments(Y, ldy, va, a + kRowTile, std::min(kRowTile, m - a - kRowTile));
+    if (a + r < m) {  // the next tile's rows of Q and Y into L2 while this one computes
+      const Eigen::Index next = std::min(kRowTile, m - a - r);
+      prefetch_segments(Q, ldq, d, a + r, next);
+      prefetch_segments(Y, ldy, va, a + r, next);
     }
     const Eigen::Map<const Mat<T>, 0, Stride> Qa(Q + a, r, d, Stride(ldq));
     if (w.size())
@@ -427,8 +428,13 @@ template <class T> class FusedPass {
   // run() calls then, in its order, with its kernels): on one chunk's buffers and states, in cache, with no copy,
   // mask, prefetch or output written — the least the loop can take with these kernels at this width, against
   // which its time is read (hla_bench's phase/hla2/chunked-fused/products entries, experiments/bench_targets.py).
-  // Timing only: the values are those of constant inputs.
+  // Timing only: the values are those of constant inputs. products_only_flops: the flops it executes.
   void products_only(Eigen::Index chunks) const;
+  double products_only_flops(Eigen::Index chunks) const {
+    const double w = double(plan_.w), d = double(d_), va = double(va_);
+    // W, U, P: w·w·d each; U_carry, S_next: w·d·d; Y: w·w·va; Y_carry, Cp_next: w·va·d
+    return 2.0 * double(chunks) * (3 * w * w * d + 2 * w * d * d + w * w * va + 2 * w * va * d);
+  }
 
   // (C) Rows [a0, a1) of Y, in a block starting at row r0 that ran from zero C' (and C), gain the carry of the
   // entering ones, x_i² Q C'ᵀ [+ λ x_i Q Cᵀ] for row i of the block, x_i = γ^{i+1} (Γ(r0+i, r0−1) with gates); then
