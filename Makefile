@@ -7,7 +7,7 @@ CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
 # whole targets: docs/build.md "Sixth pass"); one configured before keeps its generator, which CMake would not change.
 generator = $(if $(wildcard $(1)/CMakeCache.txt),,-G Ninja)
 
-.PHONY: deps deps-test deps-clang configure build test run bench bench-distributed report figures debug-build debug debug-python fuzz tsan clean
+.PHONY: deps deps-test deps-clang configure build test run bench bench-distributed test-gpu bench-gpu report figures debug-build debug debug-python fuzz tsan clean
 
 # Dependency tiers (scripts/install-deps.sh): run < test (PyTorch, Chromium, pytest) ; clang (fuzz, tsan).
 deps:
@@ -47,6 +47,20 @@ bench: build
 # Sequence-parallel forms over MPI ranks (issue 13): results/distributed/ (docs/distributed.md).
 bench-distributed: build
 	@bash scripts/bench-distributed.sh $(BUILD)
+
+# ---- the GPU forms (issue 52, docs/gpu.md): on a machine with a CUDA device and nvcc, after the build is configured
+# there (on the GPU machine: source scripts/device-build.sh, which configures BUILD=build-device from carried packages).
+# No deps step: that machine has no apt. test-gpu runs the Catch2 cases tagged [gpu] (hidden from make test);
+# bench-gpu times our GPU forms beside fla and a PyTorch peer into results/gpu/bench.json (scripts/bench-gpu.py;
+# GPU_BENCH_ARGS, e.g. --quick).
+PYTHON ?= python3
+GPU_BENCH_ARGS ?=
+test-gpu:
+	@cmake --build $(BUILD) -j $(JOBS) --target hla hla_tests
+	@$(BUILD)/bin/hla_tests "[gpu]"
+bench-gpu:
+	@cmake --build $(BUILD) -j $(JOBS) --target hla
+	@$(PYTHON) scripts/bench-gpu.py --hla $(BUILD)/bin/hla $(GPU_BENCH_ARGS)
 
 # Every figure from the committed results (no build needed), then the report page results/report.html.
 figures:

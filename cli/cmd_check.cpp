@@ -69,8 +69,17 @@ void run_check(const Shape& shape, std::uint64_t seed) {
   fmt::print("{:<14} {:<14} {:<10} {:<19}", "operator", "form", "variant", "options");
   for (const auto& s : scalar_names()) fmt::print(" {:>12}", s);
   fmt::print("\n{}\n", std::string(14 + 15 + 11 + 20 + 13 * scalar_names().size(), '-'));
-  // Rows come from the double registry (every form has a double instance); other scalars fill cells.
-  for (const auto& e : registry<double>().entries()) {
+  // Rows come from the double registry (every CPU form has a double instance), then the float-only forms (the GPU
+  // forms' tf32 and bf16 products); other scalars fill cells.
+  struct Row {
+    std::string op, form, variant;
+    Caps caps;
+  };
+  std::vector<Row> all;
+  for (const auto& e : registry<double>().entries()) all.push_back({e.op, e.form, e.variant, e.caps});
+  for (const auto& e : registry<float>().entries())
+    if (!registry<double>().try_find(e.op, e.form, e.variant)) all.push_back({e.op, e.form, e.variant, e.caps});
+  for (const Row& e : all) {
     for (const auto& oc : option_cases()) {
       if (!supports(e.caps, oc)) continue;
       fmt::print("{:<14} {:<14} {:<10} {:<19}", e.op, e.form, e.variant, oc.label);

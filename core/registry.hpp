@@ -12,19 +12,22 @@
 #include <vector>
 
 #include "core/operators.hpp"
+#include "core/products.hpp"
 #include "core/types.hpp"
 
 namespace hla {
 
 // What a form accepts; anything else is rejected with InputError before it runs.
 struct Caps {
-  bool decay = false;       // γ < 1
-  bool normalized = false;  // divide by den_t + ε
-  bool ridge = false;       // λ > 0
-  bool state = false;       // initial state in / final state out
-  bool chunk = false;       // uses Options::chunk
-  bool threads = false;     // uses Options::threads
-  bool gates = false;       // per-token gates (Problem::gates): set by Registry::add_gates, never by hand
+  bool decay = false;                  // γ < 1
+  bool normalized = false;             // divide by den_t + ε
+  bool ridge = false;                  // λ > 0
+  bool state = false;                  // initial state in / final state out
+  bool chunk = false;                  // uses Options::chunk
+  bool threads = false;                // uses Options::threads
+  bool gates = false;                  // per-token gates (Problem::gates): set by Registry::add_gates, never by hand
+  bool device = false;                 // runs on a CUDA GPU (fast/cuda/): registered only where one is present
+  Products products = Products::ieee;  // how its matrix products round (core/products.hpp)
 };
 
 // What a registered form computes, and so what the tests hold it to.
@@ -103,5 +106,6 @@ template <class T> void register_reference(Registry<T>&);
 template <class T> void register_serial(Registry<T>&);
 template <class T> void register_scan(Registry<T>&);
 template <class T> void register_chunked(Registry<T>&);
+template <class T> void register_cuda(Registry<T>&);
 
 }  // namespace hla

@@ -136,6 +136,7 @@ template <class T> const Registry<T>& registry() {
     register_scan(r);
     register_chunked(r);
     register_distributed(r);
+    register_cuda(r);
     return r;
   }();
   return reg;

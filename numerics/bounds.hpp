@@ -16,7 +16,9 @@
 #include <string>
 
 #include "core/operators.hpp"
+#include "core/products.hpp"
 #include "core/types.hpp"
+#include "fast/cuda/device.hpp"
 
 namespace hla::bounds {
 
@@ -45,11 +47,13 @@ inline Problem<double> augmented(const Problem<double>& p, bool absolute) {
 // 2⌈log₂ n⌉, chunked/two-level w + ⌈n/w⌉. An unknown algorithm (an outside implementation) gets the
 // serial depth, the largest of them.
 inline long accumulation_depth(const std::string& form, long n, long w) {
+  if (form.rfind("cuda-fused", 0) == 0) w = fast::cuda::kFusedChunk;  // its chunk width is its own
   if (form.rfind("scan-blelloch", 0) == 0 || form.rfind("scan-tree", 0) == 0)
     return 2 * std::max<long>(1, static_cast<long>(std::ceil(std::log2(static_cast<double>(n)))));
   if (form.rfind("mpi-", 0) == 0)
     return w + (n + w - 1) / w + 4 * std::max<long>(1, static_cast<long>(std::ceil(std::log2(static_cast<double>(n)))));
-  if (form.rfind("scan-twolevel", 0) == 0 || form.rfind("chunked", 0) == 0) return w + (n + w - 1) / w;
+  if (form.rfind("scan-twolevel", 0) == 0 || form.rfind("chunked", 0) == 0 || form.rfind("cuda-", 0) == 0)
+    return w + (n + w - 1) / w;
   return n;
 }
 
@@ -92,10 +96,14 @@ inline double log_mass(const ColVec<double>& gates) {
 //                    one rounding each): a term passes through the ρ of every block between its source and its
 //                    output and one weight at each end, at most 2n gates, squared for C' (2·2n + 2). The MPI forms
 //                    are hla2's fused pass over ranks, or finish with the chunked form: at most that.
+//   cuda-chunked*    the GPU forms (fast/cuda/pass.cu; cuda-fused* at their own chunk width): within-chunk log-gates
+//   cuda-fused*      in double, each factor rounded once to the scalar; counted as the chunked form's (more than
+//                    enough in float, the same in double)
 //   anything else    0 (serial, decode and the scans multiply by each gate once per step; exact gate products)
 inline long gate_factor_depth(const std::string& form, long n, long w, double log_mass) {
   if (form == "chunked-fused" || form.rfind("mpi-", 0) == 0) return log_gate_depth(n, w, log_mass) + 4 * n + 2;
-  if (form == "chunked") return log_gate_depth(n, w, log_mass);
+  if (form == "chunked" || form.rfind("cuda-chunked", 0) == 0) return log_gate_depth(n, w, log_mass);
+  if (form.rfind("cuda-fused", 0) == 0) return log_gate_depth(n, fast::cuda::kFusedChunk, log_mass);
   return 0;
 }
 
@@ -110,6 +118,17 @@ inline double gamma_h(long h, double u) {
 // is a product of `factors` inputs (linear q·k·v: 3; second order: 5; third order: 7), each rounded once on
 // input and at most once more as part of an intermediate operand — twice the factors.
 inline long operand_roundings(const std::string& op) { return 2 * (2 * order_of(op) + 1); }
+
+// γ per term of a form with h roundings in its own arithmetic (unit roundoff u) whose matrix products round their
+// operands to a narrower format (Caps::products, core/products.hpp; u_op = 0: none): each term passes through at
+// most operand_roundings(op) such roundings (the GPU forms count theirs in fast/cuda/pass.cu: 8 for second order, 4
+// for linear), and a tensor core's fp32 accumulation may truncate rather than round, so its h roundings count
+// twice u. (1 + γ_h)(1 + γ_op) − 1.
+inline double mixed_gamma(long h, double u, const std::string& op, double u_op) {
+  if (u_op == 0) return gamma_h(h, u);
+  const double ga = gamma_h(h, 2 * u), gb = gamma_h(operand_roundings(op), u_op);
+  return ga + gb + ga * gb;
+}
 
 // Per-entry bounds on |computed − exact| for outputs R (exact or MPFR, n × dv), given the abs operator's
 // values A (n × (dv+1): numerator columns, then the denominator column) and, when normalized, the exact

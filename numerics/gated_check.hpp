@@ -9,6 +9,7 @@
 #include <string>
 
 #include "core/gates.hpp"
+#include "core/products.hpp"
 #include "core/registry.hpp"
 #include "fast/gated_forms.hpp"
 #include "numerics/bounds.hpp"
@@ -70,15 +71,15 @@ struct FloatingCheck {
   long vacuous_rows = 0;      // rows whose denominator lies within its own error of 0 (their bound is +∞)
 };
 
-// Computed outputs O (float or double) against the reference, with h roundings per term (bounds::rounding_depth
-// and what the form adds to it). A row whose bound is vacuous (a denominator within its error of 0) is counted.
+// Computed outputs O (float or double) against the reference, within γ = `gam` per term (bounds::output_bounds_for).
+// A row whose bound is vacuous (a denominator within its error of 0) is counted.
 template <class T>
-FloatingCheck check_within_bound(const Mat<T>& O, const FloatingReference& ref, const Options& opt, long h) {
+FloatingCheck check_within(const Mat<T>& O, const FloatingReference& ref, const Options& opt, double gam) {
   const double u = unit_roundoff<T>();
   const Eigen::Index n = ref.O.rows();
   long vacuous = 0;
-  const Mat<double> B =
-      bounds::output_bounds(ref.O, ref.A, opt.normalized, ref.den, from_rational<double>(opt.eps), u, h, &vacuous);
+  const Mat<double> B = bounds::output_bounds_for(ref.O, ref.A, opt.normalized, ref.den, from_rational<double>(opt.eps),
+                                                  u, gam, 0.0, &vacuous);
   // Old terms whose factors underflow lose their relative accuracy: an absolute floor of n² + 1 times the
   // format's smallest normal number, times the largest abs sum (cases.cpp's floor, scaled to these inputs).
   const double tiny = std::numeric_limits<T>::min() * static_cast<double>(n * n + 1) * (1 + ref.A.maxCoeff());
@@ -95,6 +96,18 @@ FloatingCheck check_within_bound(const Mat<T>& O, const FloatingReference& ref, 
   c.normwise_rel = compare_to(O, ref.O).normwise_rel;
   c.bound_normwise = max_b / max_r;
   return c;
+}
+
+// With h roundings per term in T's own arithmetic (bounds::rounding_depth and what the form adds to it).
+template <class T>
+FloatingCheck check_within_bound(const Mat<T>& O, const FloatingReference& ref, const Options& opt, long h) {
+  return check_within(O, ref, opt, bounds::gamma_h(h, unit_roundoff<T>()));
+}
+
+// The same for a form whose products round their operands to a narrower format (Caps::products; bounds::mixed_gamma).
+template <class T> FloatingCheck check_within_bound(const Mat<T>& O, const FloatingReference& ref, const Options& opt,
+                                                    long h, const std::string& op, Products products) {
+  return check_within(O, ref, opt, bounds::mixed_gamma(h, unit_roundoff<T>(), op, operand_roundoff(products)));
 }
 
 }  // namespace hla::gated

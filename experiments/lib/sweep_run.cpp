@@ -252,8 +252,10 @@ template <class T> void evaluate_point(const Point& pt, const Problem<double>& i
       ColVec<mpfr256> den(n);
       for (Eigen::Index t = 0; t < n; ++t) den(t) = pt.normalized ? mpfr256(ref.num(t, dv) + eps) : mpfr256(1);
       long vacuous_rows = 0;
-      const Mat<double> B =
-          bounds::output_bounds(R, ref.abs, pt.normalized, den, from_rational<double>(pt.eps), u, h, &vacuous_rows);
+      // A form whose products round to a narrower format (the GPU forms' tf32/bf16) adds its operand roundings.
+      const double gam = bounds::mixed_gamma(h, u, pt.op, operand_roundoff(e.caps.products));
+      const Mat<double> B = bounds::output_bounds_for(R, ref.abs, pt.normalized, den, from_rational<double>(pt.eps), u,
+                                                      gam, 0.0, &vacuous_rows);
       double max_b = 0, max_r = 0, ratio = 0;
       for (Eigen::Index t = 0; t < n; ++t)
         for (Eigen::Index c = 0; c < dv; ++c) {
