@@ -16,6 +16,9 @@ import json
 import os
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gpu_report  # noqa: E402  (experiments/gpu_report.py: the GPU results' section)
+
 SWEEPS = [
     ("stability", "Numerical stability (float/double against MPFR-256)"),
     ("complexity", "Complexity: time and state against n, d, dv"),
@@ -47,6 +50,7 @@ code,.mono{font-family:"DejaVu Sans Mono",monospace;font-size:.85em;overflow-wra
 .summary{font-size:1.05rem;background:#f4f8f6;border-left:4px solid #009E73;padding:.5rem .8rem}
 nav a{margin-right:.8rem}
 .small{color:#555;font-size:.88rem}
+.alarm{color:#b34700;font-weight:600}
 """
 
 
@@ -202,6 +206,10 @@ def build(results, out):
         nav.append('<a href="#bench">Benchmarks</a>')
         sections.append('<h2 id="bench">Benchmarks (make bench)</h2>')
         sections.extend(figure_html(results, e, out_dir) for e in bench_figs)
+    gpu = gpu_report.html_section(results)
+    if gpu:
+        nav.append(gpu[0])
+        sections.append(gpu[1])
     for name, title in SWEEPS:
         directory = os.path.join(results, name)
         figs = figures_of(directory)
