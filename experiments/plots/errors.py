@@ -382,7 +382,10 @@ def gated_error_vs_n(rows, outdir):
         ax.set_title(op)
         ax.set_xlabel("n (tokens)")
     style.ylabel(axes, "normwise error in units of u\n(numbers: fitted exponent in n)")
-    style.legend_below(fig, style.family_handles(families) + style.precision_handles(), ncol=4)
+    fused = [Line2D([], [], color=style.FAMILY_COLOR["chunked"], marker="^", label="chunked-fused")
+             if any(r["form"].endswith("fused") for r in gated) else None]
+    style.legend_below(fig, style.family_handles(families) + style.precision_handles() + [h for h in fused if h],
+                       ncol=4)
     reading = f"Gates {spec}: " + "; ".join(parts) + "."
     style.save(fig, outdir, "gated_error_vs_n", "How fast does the gated forms' rounding error grow with n?", reading,
                key=True, shows=scope(gated))
