@@ -30,8 +30,8 @@ def seconds(env):
 
 class OneThreadMeansOne(unittest.TestCase):
     def test_threads_1_beside_a_cpu_hog_runs_like_omp_num_threads_1(self):
-        asked = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "OMP_WAIT_POLICY",
-                                                                   "GOMP_SPINCOUNT")}
+        unset = ("OMP_NUM_THREADS", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
+        asked = {k: v for k, v in os.environ.items() if k not in unset}
         pinned = dict(asked, OMP_NUM_THREADS="1")
         hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 2)]
         try:
