@@ -7,7 +7,7 @@ CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
 # whole targets: docs/build.md "Sixth pass"); one configured before keeps its generator, which CMake would not change.
 generator = $(if $(wildcard $(1)/CMakeCache.txt),,-G Ninja)
 
-.PHONY: deps deps-test deps-clang configure build test run bench bench-distributed test-gpu bench-gpu report figures debug-build debug debug-python fuzz tsan clean
+.PHONY: deps deps-test deps-clang configure build test run publish bench bench-distributed test-gpu bench-gpu report figures debug-build debug debug-python fuzz tsan clean
 
 # Dependency tiers (scripts/install-deps.sh): run < test (PyTorch, Chromium, pytest) ; clang (fuzz, tsan).
 deps:
@@ -35,10 +35,18 @@ test: deps-test configure
 	@start=$$(date +%s); bash scripts/test.sh $(BUILD); rc=$$?; \
 	  echo "make test: the suites took $$(( $$(date +%s) - start )) s"; exit $$rc
 
-# Only what running the harness needs: the hla executable.
+# Only what running the harness needs: the hla executable. It measures on this machine into a run directory of its
+# own, RUN (default runs/<host>-<commit>, untracked), and ends with that run's report page (scripts/run.sh).
+# SWEEPS=<configs> runs those sweeps instead of the default and gated ones.
+RUN ?=
 run: configure
 	@cmake --build $(BUILD) -j $(JOBS) --target hla
-	@bash scripts/run.sh $(BUILD)
+	@$(if $(SWEEPS),SWEEPS="$(SWEEPS)") bash scripts/run.sh $(BUILD) $(RUN)
+
+# The deliberate refresh of the published results/ (the committed run the README and docs show): a make run into
+# RUN, then its ledger and sweeps replace the published ones whole (scripts/publish.sh).
+publish: run
+	@bash scripts/publish.sh $(or $(RUN),$(shell bash scripts/run-dir.sh))
 
 bench: build
 	@cmake --build $(BUILD) -j $(JOBS) --target hla_bench
@@ -62,12 +70,15 @@ bench-gpu:
 	@cmake --build $(BUILD) -j $(JOBS) --target hla
 	@$(PYTHON) scripts/bench-gpu.py --hla $(BUILD)/bin/hla $(GPU_BENCH_ARGS)
 
-# Every figure from the committed results (no build needed), then the report page results/report.html.
+# Every figure of a results directory (no build needed), then its report page: the published results/ by default,
+# any run directory (a make run's, a user's sweep's parent) with RUN=dir.
+REPORT_DIR = $(or $(RUN),results)
 figures:
-	@/usr/bin/python3 experiments/plot.py $(wildcard results/*/points.csv) $(wildcard results/claims.json results/bench.json)
+	@/usr/bin/python3 experiments/plot.py $(wildcard $(REPORT_DIR)/*/points.csv) \
+	  $(wildcard $(REPORT_DIR)/claims.json $(REPORT_DIR)/bench.json)
 
 report: figures
-	@/usr/bin/python3 experiments/report.py
+	@/usr/bin/python3 experiments/report.py --results $(REPORT_DIR)
 
 # ASan + UBSan build in build-debug/ (tests only). Any sanitizer report fails it. DEBUG_TESTS: a Catch2
 # test spec (tags), default every test, as CI runs it (docs/hardening.md "Sanitizers in CI").

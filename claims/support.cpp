@@ -7,6 +7,7 @@
 #include <cmath>
 #include <ctime>
 
+#include "core/build_info.hpp"
 #include "core/parse.hpp"
 #include "numerics/compare.hpp"
 #include "numerics/evaluate.hpp"
@@ -239,7 +240,47 @@ PowerFit fit_power(const std::vector<double>& x, const std::vector<double>& y) {
     ss += e * e;
   }
   f.rms_residual = std::sqrt(ss / k);
+  const double spread = sxx - sx * sx / k;  // Σ (log x − mean)²
+  f.exponent_std_error = k > 2 && spread > 0 ? std::sqrt(ss / (k - 2) / spread) : INFINITY;
   return f;
+}
+
+GrowthVerdict decide_growth(const std::function<PowerFit()>& measure, double expected, double tol,
+                            bool upper_bound_only) {
+  constexpr double kNoisy = 0.25;  // rms log residual above which a fit decides nothing
+  GrowthVerdict v;
+  auto load = [] { return fmt::format("{:.1f}", build_info::load_1min()); };
+  // How far past the claim's tolerance the exponent lies, in standard errors (≤ 0: within it).
+  auto miss = [&](const PowerFit& f) {
+    const double over = upper_bound_only ? f.exponent - (expected + tol) : std::abs(f.exponent - expected) - tol;
+    return over <= 0 ? 0.0 : over / f.exponent_std_error;
+  };
+  auto describe = [](const PowerFit& f) {
+    return fmt::format("exponent {:.3f} ± {:.3f} (rms {:.3f})", f.exponent, f.exponent_std_error, f.rms_residual);
+  };
+  const std::string load_before = load();
+  v.fits.push_back(measure());
+  const PowerFit& first = v.fits.front();
+  if (first.rms_residual > kNoisy) {
+    v.verdict = "inconclusive";
+    v.reason = fmt::format("the fit is too noisy to decide ({}; rms > {}) at load {} → {}", describe(first), kNoisy,
+                           load_before, load());
+    return v;
+  }
+  if (miss(first) <= 0) {
+    v.verdict = "holds";
+    return v;
+  }
+  v.fits.push_back(measure());  // a failure: measured again before it is believed
+  const PowerFit& again = v.fits.back();
+  const bool reproduced = again.rms_residual <= kNoisy && miss(first) > 2 && miss(again) > 2;
+  v.verdict = reproduced ? "fails" : "inconclusive";
+  v.reason = fmt::format("{}: first {}, repeat {} at load {} → {}",
+                         reproduced ? "the failure reproduced"
+                                    : "a failure that did not reproduce beyond twice its "
+                                      "standard error in a repeat",
+                         describe(first), describe(again), load_before, load());
+  return v;
 }
 
 namespace {

@@ -71,11 +71,26 @@ ClaimResult check_custom(const CustomSides& sides, const std::vector<Shape>& sha
 nlohmann::json counterexample_json(const Counterexample& c, const std::string& options, const std::string& lhs_name,
                                    const std::string& rhs_name);
 
-// Least-squares fit of log(y) = a + b log(x): exponent b and RMS residual in log space.
+// Least-squares fit of log(y) = a + b log(x): exponent b, RMS residual in log space, and the standard error of b
+// (infinite with fewer than 3 points).
 struct PowerFit {
-  double exponent = 0, intercept = 0, rms_residual = 0;
+  double exponent = 0, intercept = 0, rms_residual = 0, exponent_std_error = 0;
 };
 PowerFit fit_power(const std::vector<double>& x, const std::vector<double>& y);
+
+// A growth claim decided from timings. Thread-CPU time keeps other processes' time out, but not their effect on the
+// caches, the memory bus and the clock, so a verdict must not flip with the machine's load: the claim fails only on a
+// failure that reproduces — `measure` (which times the series again and fits it) is called a second time, and both fits
+// must be clean (rms residual ≤ 0.25) and miss the claim by more than twice the exponent's standard error. A noisy fit,
+// or a failure the repeat does not reproduce, is inconclusive, and `reason` says which, with the load
+// (/proc/loadavg) around the measurements. "Exactly like x^e" needs |b − e| ≤ tol; an O(x^e) bound (upper_bound_only)
+// needs only b ≤ e + tol.
+struct GrowthVerdict {
+  std::string verdict, reason;
+  std::vector<PowerFit> fits;  // one, or two when a failure was measured again
+};
+GrowthVerdict decide_growth(const std::function<PowerFit()>& measure, double expected, double tol,
+                            bool upper_bound_only = false);
 
 // Median thread-CPU time per call of f over `repeats` samples (after one warm-up); see the .cpp.
 double median_seconds(const std::function<void()>& f, int repeats);

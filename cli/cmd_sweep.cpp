@@ -14,7 +14,7 @@ namespace {
 
 struct SweepArgs {
   std::string config, shard = "1/1", out;
-  bool dry_run = false, one_per_host = false;
+  bool dry_run = false, one_per_host = false, same_build = false;
 };
 
 void run_sweep_cmd(const SweepArgs& a) {
@@ -35,6 +35,7 @@ void run_sweep_cmd(const SweepArgs& a) {
   o.shard = shard;
   o.progress = &std::cerr;
   o.one_per_host = a.one_per_host;
+  o.same_build = a.same_build;
   const sweep::SweepSummary s = sweep::run_sweep(c, o);
   if (distributed::world_rank() != 0) return;  // under mpirun rank 0 wrote the files and reports
   fmt::print("{}: {} points ({} already done, {} run, {} failed) → {}\n", c.name, s.points, s.already_done, s.ran,
@@ -48,6 +49,9 @@ const CommandRegistrar sweep_registrar([](CLI::App& app) {
   sub->add_option("--shard", args->shard, "run shard i of N (1-based, e.g. 2/4): the points with index % N == i-1");
   sub->add_option("--out", args->out, "output directory (default results/<config name>)");
   sub->add_flag("--dry-run", args->dry_run, "list the points (after skips) and exit");
+  sub->add_flag("--same-build", args->same_build,
+                "resume only points this build measured on this machine (source tree, compiler, flags, CPU, host): "
+                "an output file holding any other point is refused, never mixed (make run)");
   sub->add_flag("--one-per-host", args->one_per_host,
                 "under mpirun: time at most one point per host at a time (no co-running ranks in the timings)");
   sub->callback([args] { run_sweep_cmd(*args); });

@@ -1,5 +1,6 @@
 #include "core/build_info.hpp"
 
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <fstream>
@@ -59,6 +60,13 @@ std::string utc_now() {
   char buf[32];
   std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
   return buf;
+}
+
+double load_1min() {
+  std::ifstream in("/proc/loadavg");
+  double load = NAN;
+  if (!(in >> load)) return NAN;
+  return load;
 }
 
 }  // namespace hla::build_info

@@ -15,5 +15,8 @@ std::string build_type();         // Release, Debug, ...
 std::string compiler();           // e.g. "gcc 12.2.0"
 std::string cpu_model();          // /proc/cpuinfo's first "model name"
 std::string utc_now();            // ISO 8601, seconds, Z
+// The machine's load when a result was measured: /proc/loadavg's 1-minute average (runnable and uninterruptible
+// tasks, this process's included), NaN where there is none. On a machine with fewer cores than that, timings share.
+double load_1min();
 
 }  // namespace hla::build_info

@@ -1,9 +1,13 @@
 #!/usr/bin/env python3
-"""One static report page from results/: the ledger's summary and failing claims with their counterexamples,
-every figure with its question and the reading computed from the data (figures.json, written by
-experiments/plot.py), and the machine, compiler and commit each result was made with.
+"""One static report page from a results directory: the ledger's summary and failing claims with their
+counterexamples, every figure with its question, what it shows and the reading computed from the data (figures.json,
+written by experiments/plot.py), and the machine, compiler and commit each result was made with.
 
-  python3 experiments/report.py [--results results] [--out results/report.html]
+  python3 experiments/report.py [--results DIR] [--out DIR/report.html]
+
+DIR is the published run (results/, the default: the project's machines, committed), a `make run` directory
+(runs/<host>-<commit>/: this machine's own measurements) or any directory of sweeps (a sweep's own directory, or one
+holding several); the page says which, with the machine, commit and date.
 
 The page has no external CSS, JS or fonts; images are linked by relative path, so it reads offline as long
 as it stays beside results/ (or is written elsewhere with --out: the paths are made relative to it).
@@ -41,6 +45,8 @@ figure img{display:block;max-width:100%;height:auto;border:1px solid #eee}
 figure img.one{max-width:min(100%,30rem)}
 figcaption{margin-top:.35rem;font-size:.93rem}
 figcaption .q{font-weight:600}
+figcaption .shows{color:#444;font-style:italic}
+.run{background:#f6f4fb;border-left:4px solid #CC79A7;padding:.5rem .8rem}
 figcaption .files{color:#666;font-size:.85rem}
 table{border-collapse:collapse;width:100%;font-size:.88rem;table-layout:fixed}
 th,td{border:1px solid #ddd;padding:.3rem .45rem;vertical-align:top;text-align:left;overflow-wrap:anywhere}
@@ -75,7 +81,9 @@ def figure_html(directory, entry, out_dir):
     one = ' class="one"' if entry["stem"] in ONE_COLUMN else ""
     return (f'<figure id="{esc(os.path.basename(directory))}-{esc(entry["stem"])}"><img{one} src="{esc(png)}" '
             f'alt="{esc(entry["question"])}" loading="eager">'
-            f'<figcaption><span class="q">{esc(entry["question"])}</span> {esc(entry["reading"])} '
+            f'<figcaption><span class="q">{esc(entry["question"])}</span> '
+            + (f'<span class="shows">{esc(entry["shows"])}.</span> ' if entry.get("shows") else "")
+            + f'{esc(entry["reading"])} '
             f'<span class="files">({links})</span></figcaption></figure>')
 
 
@@ -172,10 +180,11 @@ def provenance_html(results, ledger_meta):
         rows.append(("benchmarks (bench.json)", "", ctx.get("hla_git_commit", ""), ctx.get("hla_compiler", ""),
                      (ctx.get("hla_cxx_flags") or "").strip() + f"; Eigen {ctx.get('hla_eigen', '?')}", cpu,
                      ctx.get("date", "")))
-    for name, _ in SWEEPS:
-        m = sweep_meta(os.path.join(results, name))
+    for directory, _ in sweep_dirs(results):
+        m = sweep_meta(directory)
         if m:
-            rows.append((f"sweep {name}", m["points"], m["commit"], m["compiler"], m["flags"], m["cpu"], m["date"]))
+            rows.append((f"sweep {os.path.basename(directory)}", m["points"], m["commit"], m["compiler"], m["flags"],
+                         m["cpu"], m["date"]))
     out = ['<table><colgroup><col style="width:16%"><col style="width:7%"><col style="width:19%">'
            '<col style="width:11%"><col style="width:15%"><col style="width:16%"><col style="width:16%"></colgroup>'
            "<tr><th>result</th><th>points</th><th>commit</th><th>compiler</th><th>flags</th><th>machine</th>"
@@ -186,6 +195,44 @@ def provenance_html(results, ledger_meta):
     return "\n".join(out)
 
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def sweep_dirs(results):
+    """The sweeps of a results directory: the known ones in their order, then any other subdirectory with figures (a
+    user's own sweep), or the directory itself when it is one sweep."""
+    if os.path.exists(os.path.join(results, "points.csv")):
+        return [(results, f"The sweep {os.path.basename(results)}")]
+    known = [(os.path.join(results, name), title) for name, title in SWEEPS]
+    names = {name for name, _ in SWEEPS}
+    others = sorted(d for d in os.listdir(results)
+                    if d not in names and os.path.exists(os.path.join(results, d, "points.csv")))
+    return known + [(os.path.join(results, d), f"The sweep {d}") for d in others]
+
+
+def run_label(results, ledger_meta):
+    """Whose measurements these are: the published run (committed results/) or a run of this machine."""
+    metas = [m for m in (sweep_meta(d) for d, _ in sweep_dirs(results)) if m]
+    meta = ledger_meta or {}
+    cpu = meta.get("cpu") or (metas[0]["cpu"] if metas else "an unknown machine")
+    commit = meta.get("commit") or (metas[0]["commit"] if metas else "unknown")
+    date = meta.get("date") or (metas[0]["date"] if metas else "")
+    load = meta.get("load_1min")
+    where = f"{cpu}, commit <code>{esc(commit)}</code>, {esc(date)}" + (
+        f", load {load:.1f} on {meta.get('cores', '?')} cores" if isinstance(load, (int, float)) else "")
+    if os.path.realpath(results) == os.path.realpath(os.path.join(ROOT, "results")):
+        return ('<p class="run"><b>The published run</b>: the project\'s own measurements, committed in '
+                f"<code>results/</code> — measured on {where} (each result's machine and commit below). They are not "
+                "this machine's: <code>make run</code> measures yours into a run directory of its own "
+                "(<code>runs/&lt;host&gt;-&lt;commit&gt;/</code>) and shows its own page.</p>")
+    run_json = os.path.join(results, "run.json")
+    host = load_json(run_json).get("host", "") if os.path.exists(run_json) else ""
+    return (f'<p class="run"><b>Your run</b> <code>{esc(os.path.relpath(results, ROOT))}</code>: measured on '
+            + (f"host <code>{esc(host)}</code>, " if host else "") + where
+            + ". Every point here was measured by this build on this machine (<code>hla sweep --same-build</code>); "
+            "the published run is <code>results/report.html</code>.</p>")
+
+
 def build(results, out):
     results = os.path.abspath(results)
     out = os.path.abspath(out)
@@ -193,12 +240,11 @@ def build(results, out):
     os.makedirs(out_dir, exist_ok=True)
     ledger, meta = ledger_html(results, out_dir)
     generated = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    body = ["<h1>HLA harness: results report</h1>",
+    body = ["<h1>HLA harness: results report</h1>", run_label(results, meta),
             f'<p class="small">Generated {esc(generated)} '
-            "by <code>experiments/report.py</code> from <code>results/</code>. Each figure's reading is computed from "
-            "the "
-            "data by <code>experiments/plot.py</code> (figures.json beside the figure). Vector versions: PDF and SVG "
-            "links under each figure.</p>"]
+            "by <code>experiments/report.py</code>. Each figure's caption says what it shows, and its reading is "
+            "computed from the data by <code>experiments/plot.py</code> (figures.json beside the figure). Vector "
+            "versions: PDF and SVG links under each figure.</p>"]
     nav = ['<a href="#ledger">Ledger</a>']
     sections = ['<h2 id="ledger">Do the paper\'s claims hold?</h2>', ledger]
     bench_figs = [e for e in figures_of(results) if e["stem"].startswith("bench")]
@@ -210,16 +256,17 @@ def build(results, out):
     if gpu:
         nav.append(gpu[0])
         sections.append(gpu[1])
-    for name, title in SWEEPS:
-        directory = os.path.join(results, name)
+    for directory, title in sweep_dirs(results):
         figs = figures_of(directory)
         if not figs:
             continue
-        nav.append(f'<a href="#{name}">{esc(name)}</a>')
+        name = os.path.basename(directory)
+        nav.append(f'<a href="#{esc(name)}">{esc(name)}</a>')
         m = sweep_meta(directory)
-        sections.append(f'<h2 id="{name}">{esc(title)}</h2>')
+        sections.append(f'<h2 id="{esc(name)}">{esc(title)}</h2>')
         summary = esc(os.path.relpath(os.path.join(directory, "summary.txt"), out_dir))
-        sections.append(f'<p class="small"><code>results/{name}/</code>: {m["points"] if m else "?"} points; '
+        sections.append(f'<p class="small"><code>{esc(os.path.relpath(directory, ROOT))}/</code>: '
+                        f'{m["points"] if m else "?"} points; '
                         f'every fitted slope and error exponent in <a href="{summary}">'
                         "summary.txt</a>.</p>")
         sections.extend(figure_html(directory, e, out_dir) for e in sorted(figs, key=lambda e: not e["key"]))
@@ -238,10 +285,13 @@ def build(results, out):
 
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    ap.add_argument("--results", default=os.path.join(root, "results"))
+    ap.add_argument("--results", default=os.path.join(ROOT, "results"))
     ap.add_argument("--out", default=None)
     a = ap.parse_args(argv[1:])
+    if not os.path.isdir(a.results):
+        print(f"report.py: error: {a.results} is not a directory (a make run directory, results/ or a sweep's)",
+              file=sys.stderr)
+        return 2
     out = build(a.results, a.out or os.path.join(a.results, "report.html"))
     print(f"report: {os.path.relpath(out)}  (file://{out})")
     return 0

@@ -3,6 +3,7 @@
 // the ledger must be deterministic in its seed and cover every SPEC claim id.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <set>
@@ -110,6 +111,56 @@ TEST_CASE("power fits recover known exponents", "[claims][cost]") {
   PowerFit f = fit_power({1, 2, 4, 8, 16}, {3, 12, 48, 192, 768});
   CHECK(f.exponent == Approx(2.0).margin(1e-12));
   CHECK(f.rms_residual < 1e-12);
+}
+
+// Timings y = x^e · (1 + a wobble of relative size `noise`), x = 1, 2, 4, ..., 64: a growth series as a measurement
+// returns it.
+static PowerFit timed_series(double e, double noise) {
+  std::vector<double> x, y;
+  for (int i = 0; i < 7; ++i) {
+    x.push_back(std::ldexp(1.0, i));
+    y.push_back(std::pow(x.back(), e) * (1 + noise * (i % 2 ? 1 : -1)));
+  }
+  return fit_power(x, y);
+}
+
+TEST_CASE("a cost claim fails only on a failure that reproduces (issue 49)", "[claims][cost]") {
+  auto measurements = [](std::vector<PowerFit> fits) {
+    return [fits, k = std::size_t{0}]() mutable { return fits.at(k++); };
+  };
+  SECTION("the fit's standard error") {
+    CHECK(timed_series(1.0, 0).exponent_std_error < 1e-9);
+    CHECK(timed_series(1.0, 0.05).exponent_std_error > 1e-3);
+  }
+  SECTION("a clean fit within the tolerance holds, measured once") {
+    const GrowthVerdict v = decide_growth(measurements({timed_series(1.05, 0.01)}), 1.0, 0.1);
+    CHECK(v.verdict == "holds");
+    CHECK(v.fits.size() == 1);
+  }
+  SECTION("a miss the repeat does not reproduce is inconclusive, with the reason and the load") {
+    const GrowthVerdict v = decide_growth(measurements({timed_series(1.125, 0.01), timed_series(1.0, 0.01)}), 1.0, 0.1);
+    CHECK(v.verdict == "inconclusive");
+    CHECK(v.fits.size() == 2);
+    CHECK_THAT(v.reason, Catch::Contains("did not reproduce") && Catch::Contains("load"));
+  }
+  SECTION("a clean miss that reproduces fails") {
+    const GrowthVerdict v = decide_growth(measurements({timed_series(2.0, 0.01), timed_series(1.9, 0.01)}), 1.0, 0.1);
+    CHECK(v.verdict == "fails");
+    CHECK_THAT(v.reason, Catch::Contains("reproduced"));
+  }
+  SECTION("a miss within twice the fit's spread is not a failure") {
+    const GrowthVerdict v = decide_growth(measurements({timed_series(1.2, 0.2), timed_series(1.2, 0.2)}), 1.0, 0.1);
+    CHECK(v.verdict == "inconclusive");
+  }
+  SECTION("a noisy fit decides nothing") {
+    const GrowthVerdict v = decide_growth(measurements({timed_series(3.0, 0.6)}), 1.0, 0.1);
+    CHECK(v.verdict == "inconclusive");
+    CHECK(v.fits.size() == 1);
+    CHECK_THAT(v.reason, Catch::Contains("too noisy"));
+  }
+  SECTION("an O() bound is not refuted by slower growth") {
+    CHECK(decide_growth(measurements({timed_series(1.0, 0.01)}), 2.0, 0.3, true).verdict == "holds");
+  }
 }
 
 TEST_CASE("the ledger covers every SPEC claim id exactly once", "[claims][ledger]") {

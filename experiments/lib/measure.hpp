@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <string>
@@ -80,8 +81,35 @@ struct PeakMeter {
   }
 };
 
+// CPU nanoseconds each thread of this process has run (/proc/self/task/<tid>/schedstat, first field), by thread id;
+// empty where the kernel does not provide it.
+inline std::map<long, long long> thread_cpu_ns() {
+  std::map<long, long long> out;
+  std::error_code ec;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task", ec)) {
+    std::ifstream in(task.path() / "schedstat");
+    long long ns = 0;
+    if (in >> ns) out[std::atol(task.path().filename().c_str())] = ns;
+  }
+  return out;
+}
+
+// The threads of this process that ran between two thread_cpu_ns() readings: those whose CPU time advanced (a thread
+// started in between counts when it ran at all). What a point's `threads` asked for is not always what ran: a library's
+// own thread pool (Eigen's OpenMP GEMM, a BLAS) or an earlier region's workers still spinning show up here. 0 when
+// unknown.
+inline int threads_that_ran(const std::map<long, long long>& before, const std::map<long, long long>& after) {
+  int ran = 0;
+  for (const auto& [tid, ns] : after) {
+    const auto it = before.find(tid);
+    if (ns > (it == before.end() ? 0 : it->second)) ++ran;
+  }
+  return ran;
+}
+
 // Runs call() `repeats` times and fills time_median_s, time_min_s, time_max_s, time_iqr_s, tokens_per_s,
-// cpu_time_median_s and peak_rss_delta_bytes (of the first call; empty under AddressSanitizer).
+// cpu_time_median_s, threads_used (threads_that_ran over the first call) and peak_rss_delta_bytes (of the first call;
+// empty under AddressSanitizer).
 template <class F> void measure_calls(int repeats, long n, F&& call, std::map<std::string, std::string>& f) {
   auto cpu_now = [] {
     timespec ts{};
@@ -90,14 +118,22 @@ template <class F> void measure_calls(int repeats, long n, F&& call, std::map<st
   };
   std::vector<double> times, cpu_times;
   PeakMeter meter;
+  std::map<long, long long> threads_before;
   for (int r = 0; r < repeats; ++r) {
-    if (r == 0) meter.start();
+    if (r == 0) {
+      threads_before = thread_cpu_ns();
+      meter.start();
+    }
     const double c0 = cpu_now();
     const auto t0 = std::chrono::steady_clock::now();
     call();
     times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     cpu_times.push_back(cpu_now() - c0);
-    if (r == 0) f["peak_rss_delta_bytes"] = kPeakRssMeasured ? std::to_string(meter.delta_bytes()) : "";
+    if (r == 0) {
+      f["peak_rss_delta_bytes"] = kPeakRssMeasured ? std::to_string(meter.delta_bytes()) : "";
+      const int ran = threads_that_ran(threads_before, thread_cpu_ns());
+      f["threads_used"] = ran > 0 ? std::to_string(ran) : "";
+    }
   }
   std::sort(cpu_times.begin(), cpu_times.end());
   f["cpu_time_median_s"] = fmt_double(cpu_times[cpu_times.size() / 2]);

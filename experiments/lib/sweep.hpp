@@ -92,6 +92,7 @@ struct SweepOptions {
   std::ostream* progress = nullptr;  // stderr in the CLI; nullptr = silent
   std::size_t max_points = 0;        // stop after this many new points (0 = all); used to simulate a crash
   bool one_per_host = false;         // under mpirun: at most one point timed per host at a time
+  bool same_build = false;  // resume only from points of this source tree, compiler, flags, CPU and host; else refuse
 };
 struct SweepSummary {
   std::size_t points = 0, already_done = 0, ran = 0, failed = 0;

@@ -26,13 +26,13 @@ constexpr Column kColumns[] = {
     {"threads", N}, {"seed", N}, {"repeats", N}, {"backward", T},
     {"status", T}, {"note", T},
     {"time_median_s", N}, {"time_min_s", N}, {"time_max_s", N}, {"time_iqr_s", N}, {"tokens_per_s", N},
-    {"cpu_time_median_s", N}, {"peak_rss_delta_bytes", N}, {"state_numbers", N}, {"state_bytes", N},
+    {"cpu_time_median_s", N}, {"threads_used", N}, {"peak_rss_delta_bytes", N}, {"state_numbers", N}, {"state_bytes", N},
     {"checkpoints", N}, {"stored_states", N}, {"stored_bytes", N},
     {"exact_fp61", T}, {"ref_method", T},
     {"err_max_abs", N}, {"err_max_rel", N}, {"err_normwise_rel", N}, {"err_units_u", N},
     {"bound_h", N}, {"bound_normwise_rel", N}, {"bound_units_u", N}, {"err_over_bound", N},
     {"commit", T}, {"source_tree", T}, {"compiler", T}, {"flags", T}, {"cpu", T}, {"host", T}, {"rank", N},
-    {"ranks_on_host", N}, {"date", T}};
+    {"ranks_on_host", N}, {"load_1min", N}, {"date", T}};
 // clang-format on
 }  // namespace
 

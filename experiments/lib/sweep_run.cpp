@@ -311,7 +311,9 @@ struct Outputs {
     if (csv_fd >= 0) ::close(csv_fd);
     if (jsonl_fd >= 0) ::close(jsonl_fd);
   }
-  void open(const fs::path& dir, const std::string& stem) {
+  // same_build: column → this build's value (source tree, compiler, flags, CPU, host); a file holding any point with
+  // another value is refused before anything is written (`hla sweep --same-build`).
+  void open(const fs::path& dir, const std::string& stem, const std::map<std::string, std::string>& same_build) {
     csv = dir / (stem + ".csv");
     jsonl = dir / (stem + ".jsonl");
     const std::string header = csv_line(columns());
@@ -324,6 +326,7 @@ struct Outputs {
       } catch (const InputError&) {
         throw InputError(csv.string() + ": exists with other columns (another version of hla?); move it away to rerun");
       }
+      refuse_other_builds(t, same_build);
       for (const auto& row : t.rows)
         if (row.size() == t.header.size()) done.insert(row[1]);
       if (upgraded) {  // an earlier version's file: rewrite both files in the current columns
@@ -359,6 +362,20 @@ struct Outputs {
     jsonl_fd = ::open(jsonl.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
     if (csv_fd < 0 || jsonl_fd < 0) throw std::runtime_error("cannot open " + csv.string() + " for appending");
     if (fs::file_size(csv) == 0) write_all(csv_fd, header, csv);
+  }
+  void refuse_other_builds(const CsvTable& t, const std::map<std::string, std::string>& same_build) const {
+    for (const auto& [column, mine] : same_build) {
+      const auto at = std::find(t.header.begin(), t.header.end(), column) - t.header.begin();
+      std::size_t others = 0;
+      const std::vector<std::string>* first = nullptr;
+      for (const auto& row : t.rows)
+        if (row.size() == t.header.size() && row[at] != mine && ++others == 1) first = &row;
+      if (others)
+        throw InputError(csv.string() + ": " + std::to_string(others) + " of its " + std::to_string(t.rows.size()) +
+                         " points were measured by another build or machine (" + column + " '" + (*first)[at] +
+                         "', this one '" + mine +
+                         "'); --same-build resumes only this build's own points: use another --out");
+    }
   }
   void append(const std::vector<std::string>& fields) {
     write_all(jsonl_fd, json_line(fields), jsonl);
@@ -407,13 +424,20 @@ SweepSummary run_sweep(const Config& c, const SweepOptions& o) {
     if (ranks > 1) *progress << "; " << ranks - 1 << " worker ranks";
     *progress << "\n";
   }
+  const std::string commit = build_info::head_commit(), tree = source_tree(), comp = compiler(),
+                    flags = build_info::cxx_flags(), cpu = cpu_model();
+  const std::string host = distributed::host_name(), rank = std::to_string(distributed::world_rank()),
+                    on_host = std::to_string(distributed::ranks_on_host());
+  std::map<std::string, std::string> same_build;
+  if (o.same_build)
+    same_build = {{"source_tree", tree}, {"compiler", comp}, {"flags", flags}, {"cpu", cpu}, {"host", host}};
   Outputs out;
   SweepSummary sum;
   sum.points = mine.size();
   std::vector<std::size_t> todo;  // positions in `mine`
   if (writer) {
     fs::create_directories(dir);
-    out.open(dir, shard_file_stem(o.shard));
+    out.open(dir, shard_file_stem(o.shard), same_build);
     sum.csv = out.csv;
     sum.jsonl = out.jsonl;
     for (std::size_t k = 0; k < mine.size(); ++k)
@@ -440,10 +464,6 @@ SweepSummary run_sweep(const Config& c, const SweepOptions& o) {
   ExactnessOracle oracle;
   ReferenceStore refs(dir / "refcache", c.limits, oracle);
   BackwardEvaluator backward(c.limits);
-  const std::string commit = build_info::head_commit(), tree = source_tree(), comp = compiler(),
-                    flags = build_info::cxx_flags(), cpu = cpu_model();
-  const std::string host = distributed::host_name(), rank = std::to_string(distributed::world_rank()),
-                    on_host = std::to_string(distributed::ranks_on_host());
   const auto start = std::chrono::steady_clock::now();
   std::string inputs_key;
   Problem<double> inputs;
@@ -504,6 +524,7 @@ SweepSummary run_sweep(const Config& c, const SweepOptions& o) {
       f["status"] = "rejected";
       f["note"] = e.what();
     }
+    f["load_1min"] = fmt_double(build_info::load_1min());
     f["date"] = utc_now();
     std::vector<std::string> fields;
     for (const auto& col : columns()) fields.push_back(f.count(col) ? f[col] : "");

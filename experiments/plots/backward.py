@@ -13,7 +13,7 @@ import numpy as np
 from matplotlib.lines import Line2D
 
 from . import style
-from .data import fitted, fmt, is_backward, mode, num, options_label, pow2
+from .data import fitted, fmt, is_backward, mode, num, options_label, pow2, scope
 from .errors import _ops
 
 PASSES = ["forward", "serial", "checkpointed", "scan"]
@@ -80,7 +80,8 @@ def _panels(rows, outdir, column, ylabel, stem, question, agg, reading_fn, bound
         ax.set_xlabel("n (tokens)")
     style.ylabel(axes, ylabel)
     style.legend_below(fig, _handles(passes), ncol=2)
-    style.save(fig, outdir, stem, question, reading_fn(notes), key=stem == "backward_time_vs_n")
+    style.save(fig, outdir, stem, question, reading_fn(notes), key=stem == "backward_time_vs_n",
+               shows=scope([r for r in rows if r["operator"] in ops and num(r[column]) > 0]))
 
 
 def _time_reading(notes):
@@ -157,8 +158,9 @@ def memory_vs_chunk(rows, outdir):
     ax.set_ylabel("stored states, MiB")
     handles = _handles(passes) + [Line2D([], [], marker="*", ms=8, color="#000000", ls="none", label="least")]
     style.legend_below(fig, handles, ncol=2)
+    drawn = [r for v in groups.values() for rs in v.values() for r in rs]
     style.save(fig, outdir, "memory_vs_chunk", "Which checkpoint width?",
-               "(n/w + w) states: " + "; ".join(parts) + ".")
+               "(n/w + w) states: " + "; ".join(parts) + ".", shows=scope(drawn))
 
 
 def draw(rows, outdir):

@@ -145,3 +145,30 @@ def fmt(x, digits=2):
 def pow2(n):
     n = int(n)
     return f"2^{n.bit_length() - 1}" if n > 0 and n & (n - 1) == 0 and n >= 1024 else str(n)
+
+
+def _span(values):
+    vs = sorted(set(values))
+    return pow2(vs[0]) if len(vs) == 1 else f"{pow2(vs[0])}…{pow2(vs[-1])}"
+
+
+def scope(rows):
+    """What a figure draws, in one line computed from its rows (the caption beside its question): the sweep, the
+    operators, forms, n, widths, precisions and options. Two figures that ask the same question over different data
+    (the cost of the complexity sweep's fast forms, of the default sweep's serial ones) read apart by it."""
+    if not rows:
+        return ""
+    configs = sorted({r.get("config", "") for r in rows} - {""})
+    ops = operators_in_order({r["operator"] for r in rows})
+    forms = sorted({r["form"] for r in rows})
+    ns = [int(r["n"]) for r in rows]
+    widths = sorted({(int(r["d"]), int(r["dv"])) for r in rows})
+    dims = (f"d = dv = {widths[0][0]}" if len(widths) == 1 and widths[0][0] == widths[0][1]
+            else f"d = {_span(w[0] for w in widths)}, dv = {_span(w[1] for w in widths)}")
+    scalars = [s for s in ("double", "float", "mpfr256") if any(r["scalar"] == s for r in rows)]
+    options = sorted({options_label(r) for r in rows})
+    opts = options[0] if len(options) == 1 else f"{len(options)} option sets"
+    parts = [f"{', '.join(configs)} sweep" if configs else "", ", ".join(ops),
+             ", ".join(forms) if len(forms) <= 4 else f"{len(forms)} forms", f"n = {_span(ns)}", dims,
+             " and ".join(scalars), opts]
+    return "; ".join(p for p in parts if p)

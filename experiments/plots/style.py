@@ -102,8 +102,10 @@ def legend_below(fig, handles, ncol=None):
     fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=ncol or min(len(handles), 4))
 
 
-def save(fig, outdir, stem, question, reading, key=False):
-    """Writes stem.{pdf,svg,png} into outdir and records {question, reading} in outdir/figures.json."""
+def save(fig, outdir, stem, question, reading, key=False, shows=""):
+    """Writes stem.{pdf,svg,png} into outdir and records {question, shows, reading} in outdir/figures.json; `shows`
+    says what this figure draws (data.scope of its rows), so figures asking one question over different data have
+    captions of their own."""
     fig.suptitle(question)
     for ext in ("pdf", "svg", "png"):
         kw = {"dpi": PNG_DPI} if ext == "png" else {}
@@ -113,16 +115,16 @@ def save(fig, outdir, stem, question, reading, key=False):
             kw["metadata"] = {"CreationDate": None}
         fig.savefig(os.path.join(outdir, f"{stem}.{ext}"), **kw)
     plt.close(fig)
-    record(outdir, stem, question, reading, key)
+    record(outdir, stem, question, reading, key, shows)
 
 
-def record(outdir, stem, question, reading, key=False):
+def record(outdir, stem, question, reading, key=False, shows=""):
     path = os.path.join(outdir, "figures.json")
     entries = []
     if os.path.exists(path):
         with open(path) as f:
             entries = [e for e in json.load(f) if e["stem"] != stem]
-    entries.append({"stem": stem, "question": question, "reading": reading, "key": bool(key),
+    entries.append({"stem": stem, "question": question, "shows": shows, "reading": reading, "key": bool(key),
                     "files": [f"{stem}.{ext}" for ext in ("png", "pdf", "svg")]})
     with open(path, "w") as f:
         json.dump(entries, f, indent=1, ensure_ascii=False)

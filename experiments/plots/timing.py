@@ -12,8 +12,8 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter
 
 from . import style
-from .data import (base_dims, fit_slope, fitted, fmt, is_backward, main_chunk, mode, num, options_label, pow2,
-                   width_exponent)
+from .data import (base_dims, fit_slope, fitted, fmt, gates, is_backward, main_chunk, mode, num, options_label, pow2,
+                   scope, width_exponent)
 from .errors import _ops
 
 CPU = "cpu_time_median_s"
@@ -25,6 +25,18 @@ def shared_host_note(rows):
     counts = [num(r.get("ranks_on_host")) for r in rows]
     shared = int(max((c for c in counts if c == c), default=1))  # NaN (no such column): one process
     return f" Timed on a host shared by up to {shared} ranks of an MPI job." if shared > 1 else ""
+
+
+def threads_note(rows):
+    """What a reading says when a point ran on more threads than it asked for (column threads_used, the threads whose
+    CPU time advanced during its first call): its CPU time then counts other threads' work or spinning."""
+    over = [r for r in rows if num(r.get("threads_used")) > num(r["threads"])]
+    if not over:
+        return ""
+    worst = max(over, key=lambda r: num(r["threads_used"]))
+    most = int(num(worst["threads_used"]))
+    return (f" {len(over)} of {len(rows)} points ran on more threads than asked (up to {most} for {worst['threads']}: "
+            f"{worst['operator']} {worst['form']}, n={worst['n']}).")
 
 
 def _timed(rows, column=CPU):
@@ -47,7 +59,23 @@ def _representative(rows, fam):
 
 
 def time_per_token_vs_n(rows, outdir):
-    ok = _timed(rows)
+    """The forms without gates; the gated ones have their own figure (gated_time_per_token_vs_n)."""
+    _per_token(_timed([r for r in rows if gates(r) == "none"]), rows, outdir, "time_per_token_vs_n",
+               "Is per-token cost flat in n?")
+
+
+def gated_time_per_token_vs_n(rows, outdir):
+    """The gated forms at one gate draw (the spec with the most n values)."""
+    ok = _timed([r for r in rows if gates(r) != "none"])
+    spans = {g: len({r["n"] for r in ok if gates(r) == g}) for g in {gates(r) for r in ok}}
+    if not spans or max(spans.values()) < 3:
+        return
+    spec = max(spans, key=lambda g: (spans[g], g))
+    _per_token([r for r in ok if gates(r) == spec], rows, outdir, "gated_time_per_token_vs_n",
+               "Is the gated forms' per-token cost flat in n?")
+
+
+def _per_token(ok, rows, outdir, stem, question):
     if not ok:
         return
     d, dv = base_dims(ok)
@@ -116,8 +144,8 @@ def time_per_token_vs_n(rows, outdir):
                 parts.append(f"{op0} at n={pow2(at)}, {sc}, µs per token: " + ", ".join(cells))
     refs = [(k, v) for k, v in drawn.items() if k[1] == "reference"]
     reading = "; ".join(parts) + "." + (" The literal references grow like n² per token." if refs else "")
-    style.save(fig, outdir, "time_per_token_vs_n", "Is per-token cost flat in n?", reading + shared_host_note(rows),
-               key=True)
+    style.save(fig, outdir, stem, question, reading + threads_note(ok) + shared_host_note(rows), key=True,
+               shows=scope([r for r in ok if r["operator"] in ops]))
 
 
 def time_vs_width(rows, outdir):
@@ -178,7 +206,9 @@ def time_vs_width(rows, outdir):
                      f"({fmt(t[0])} → {fmt(t[-1])} µs/token)")
     reading = ("Small widths are overhead-bound; towards the top of the range the cost approaches the expected "
                "power — " + "; ".join(parts) + ".")
-    style.save(fig, outdir, "time_vs_width", "How does cost grow with d?", reading + shared_host_note(rows), key=True)
+    style.save(fig, outdir, "time_vs_width", "How does cost grow with d?", reading + shared_host_note(rows), key=True,
+               shows=scope([r for r in ok if (r["operator"], r["form"], r["variant"], r["scalar"], r["n"])
+                            in {k[:5] for _, _, groups in panels for k in groups}]))
 
 
 def time_vs_chunk(rows, outdir):
@@ -236,10 +266,12 @@ def time_vs_chunk(rows, outdir):
         if sc in u:
             ratios = [m[sc][w] / u[sc][w] for w in m[sc] if w in u[sc]]
             parts.append(f"the carry is {min(ratios):.2f}–{max(ratios):.2f}× the u-form's time ({sc})")
-    style.save(fig, outdir, "time_vs_chunk", "Which chunk width?", "; ".join(parts) + "." + shared_host_note(rows))
+    style.save(fig, outdir, "time_vs_chunk", "Which chunk width?", "; ".join(parts) + "." + shared_host_note(rows),
+               shows=scope([r for r in ok if r["form"].startswith("chunked")]))
 
 
 def draw(rows, outdir):
     time_per_token_vs_n(rows, outdir)
+    gated_time_per_token_vs_n(rows, outdir)
     time_vs_width(rows, outdir)
     time_vs_chunk(rows, outdir)

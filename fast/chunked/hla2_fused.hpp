@@ -3,8 +3,8 @@
 // is laid out (and C, which hla2/chunked sums over the whole sequence after the last chunk for the exported
 // state, is carried chunk by chunk: one more product per chunk, on data in cache).
 //
-// Within a thread, chunks run in order and update the carried states in place (β = 1 products): the
-// per-chunk fusion below. Across P threads, the paper's two-level scan (§5.2), one OpenMP region, two
+// Within a thread, chunks run in order and add their own sums to the carried states: the per-chunk fusion
+// below. Across P threads, the paper's two-level scan (§5.2), one OpenMP region, two
 // barriers, no hand-off from chunk to chunk between threads:
 //   (A) block t is a contiguous range of chunks (tokens [r_t, r_{t+1})), one per thread; its ΔS_t =
 //       Kᵀ diag(γ^{r_{t+1}−1−j}) K is one product over the block (the last block's is never needed), which
@@ -29,7 +29,9 @@
 //     the same cache set), and the two transposed operands LIBXSMM cannot take as Aᵀ (Kᵀ for S, [V 1]ᵀ for
 //     C') are made from them, with the decay weights folded into the copies. Every product then reads
 //     these buffers directly (fast/gemm/small_gemm.hpp): LIBXSMM for float/double, no packing, β = 0 for
-//     a fresh result (no zeroed destination) and β = 1 to accumulate into the carried state itself.
+//     a fresh result (no zeroed destination), including each chunk's sums of the carried states, which are then
+//     added to them (a β = 1 product into the carried state itself summed every token into it one by one: a
+//     sequence-deep sum, float error growing like √n).
 //   - C' is kept transposed (C'ᵀ, va×d), so that both of its products are A·B or A·Bᵀ.
 //   - Block 0 normalizes while the chunk's outputs are written out (no second pass, no extra column read).
 //
@@ -125,24 +127,27 @@ void prefetch_rows(const Problem<T>& p, Eigen::Index c, Eigen::Index L, const Ma
 }
 
 // The nine (with ridge eleven) products of a chunk of L rows, dispatched once per call for each chunk length.
-// The state products (S_next, Cp_next, C_next) accumulate into the carried state (β = 1).
+// The state products (S_next, Cp_next, C_next) write the chunk's own sum (β = 0), which is then added to the carried
+// state: a β = 1 product adds each token's term to the carried state one at a time inside the kernel, a sum as deep
+// as the sequence, and the float error grew like √n where hla2/chunked's stayed flat (issue 49); the chunk's sum
+// first keeps it w + n/w deep, like hla2/chunked's carry, for d² + 2·va·d additions per chunk.
 template <class T> struct ChunkProducts {
   gemm::Product<T> W, U, U_carry, S_next, P, Y, Y_carry, Cp_next, C_next;
   ChunkProducts(Eigen::Index L, Eigen::Index w, Eigen::Index d, Eigen::Index va)
-      : W({L, L, d, w, w, w, true, false}),            // Q Kᵀ                   (L×d · (L×d)ᵀ)
-        U({L, d, L, w, w, w, false, false}),           // W K                    (L×L · L×d)
-        U_carry({L, d, d, w, d, w, false, true}),      // += diag(γ^{a+1}) Q S0  (L×d · d×d)
-        S_next({d, d, L, d, w, d, false, true}),       // S1 += Kᵀx K            (d×L · L×d)
-        P({L, L, d, w, w, w, true, false}),            // Q Uᵀ, and Q Qᵀ (ridge)
-        Y({L, va, L, w, w, w, false, false}),          // P [V 1]                (L×L · L×va)
-        Y_carry({L, va, d, w, va, w, true, true}),     // += Q C'0 (C'0ᵀ stored va×d), and λ Q C0 (ridge)
-        Cp_next({va, d, L, va, w, va, false, true}),   // C'1ᵀ += [V 1]ᵀx² U     (va×L · L×d)
-        C_next({va, d, L, va, w, va, false, true}) {}  // C1ᵀ += [V 1]ᵀx Q
+      : W({L, L, d, w, w, w, true, false}),             // Q Kᵀ                   (L×d · (L×d)ᵀ)
+        U({L, d, L, w, w, w, false, false}),            // W K                    (L×L · L×d)
+        U_carry({L, d, d, w, d, w, false, true}),       // += diag(γ^{a+1}) Q S0  (L×d · d×d)
+        S_next({d, d, L, d, w, d, false, false}),       // ΔS = Kᵀx K             (d×L · L×d)
+        P({L, L, d, w, w, w, true, false}),             // Q Uᵀ, and Q Qᵀ (ridge)
+        Y({L, va, L, w, w, w, false, false}),           // P [V 1]                (L×L · L×va)
+        Y_carry({L, va, d, w, va, w, true, true}),      // += Q C'0 (C'0ᵀ stored va×d), and λ Q C0 (ridge)
+        Cp_next({va, d, L, va, w, va, false, false}),   // ΔC'ᵀ = [V 1]ᵀx² U      (va×L · L×d)
+        C_next({va, d, L, va, w, va, false, false}) {}  // ΔCᵀ = [V 1]ᵀx Q
 };
 
 // Per-thread buffers of one chunk (w rows), allocated once per thread per call.
 template <class T> struct Buffers {
-  Mat<T> Q, K, V, Kt, Vt2, Vt1, Q1, Q2, Qr, W, P, R, U, Y, F;
+  Mat<T> Q, K, V, Kt, Vt2, Vt1, Q1, Q2, Qr, W, P, R, U, Y, F, dS, dCpT, dCT;  // dX: the chunk's sum of X
   explicit Buffers(Eigen::Index w, Eigen::Index d, Eigen::Index va, bool decays, bool ridge, bool gated)
       : Q(w, d),
         K(w, d),
@@ -158,7 +163,10 @@ template <class T> struct Buffers {
         R(ridge ? w : 0, w),
         U(w, d),
         Y(w, va),
-        F(gated ? w : 0, gated ? w : 0) {}
+        F(gated ? w : 0, gated ? w : 0),
+        dS(d, d),
+        dCpT(va, d),
+        dCT(va, d) {}
 };
 
 // The states carried through a block of chunks: S, C'ᵀ (va×d), m' (d×1, unnormalized only; normalized it is
@@ -584,7 +592,8 @@ template <class T> void FusedPass<T>::run(Eigen::Index k0, Eigen::Index k1, Carr
     mm.U(b.W.data(), b.K.data(), b.U.data());
     mm.U_carry(Q1, X.S.data(), b.U.data());
     if (decays) X.S *= g;
-    mm.S_next(b.Kt.data(), b.K.data(), X.S.data());
+    mm.S_next(b.Kt.data(), b.K.data(), b.dS.data());
+    X.S += b.dS;
 
     // P = (Q Uᵀ) ⊙ D_γ² [+ λ (Q Qᵀ) ⊙ D_γ];  Y = P [V 1] + diag(γ^{2(a+1)}) Q C'0 [+ λ diag(γ^{a+1}) Q C0].
     mm.P(b.Q.data(), b.U.data(), b.P.data());
@@ -613,14 +622,18 @@ template <class T> void FusedPass<T>::run(Eigen::Index k0, Eigen::Index k1, Carr
       if (carry_mp) X.Mp *= g2;
       if (carry_c) X.CT *= g;
     }
-    mm.Cp_next(b.Vt2.data(), b.U.data(), X.CpT.data());
+    mm.Cp_next(b.Vt2.data(), b.U.data(), b.dCpT.data());
+    X.CpT += b.dCpT;
     if (carry_mp) {
       if (decays)
         X.Mp.noalias() += b.U.topRows(L).transpose() * dec2.pw.segment(0, L).reverse();
       else
         X.Mp += b.U.topRows(L).colwise().sum().transpose();
     }
-    if (carry_c) mm.C_next(Vt1, b.Q.data(), X.CT.data());
+    if (carry_c) {
+      mm.C_next(Vt1, b.Q.data(), b.dCT.data());
+      X.CT += b.dCT;
+    }
 
     // Outputs from the true entering states are final: normalized here (no second pass).
     if (final_rows) normalize(b.Y.topRows(L), c, zero_den);
@@ -638,11 +651,13 @@ template <class T> void FusedPass<T>::products_only(Eigen::Index chunks) const {
     mm.W(b.Q.data(), b.K.data(), b.W.data());
     mm.U(b.W.data(), b.K.data(), b.U.data());
     mm.U_carry(b.Q.data(), X.S.data(), b.U.data());
-    mm.S_next(b.Kt.data(), b.K.data(), X.S.data());
+    mm.S_next(b.Kt.data(), b.K.data(), b.dS.data());
+    X.S += b.dS;
     mm.P(b.Q.data(), b.U.data(), b.P.data());
     mm.Y(b.P.data(), b.V.data(), b.Y.data());
     mm.Y_carry(b.Q.data(), X.CpT.data(), b.Y.data());
-    mm.Cp_next(b.Vt2.data(), b.U.data(), X.CpT.data());
+    mm.Cp_next(b.Vt2.data(), b.U.data(), b.dCpT.data());
+    X.CpT += b.dCpT;
   }
 }
 

@@ -8,6 +8,13 @@
 namespace hla::gemm::detail {
 
 namespace {
+// Every matrix product runs on the thread that asks for it: the forms parallelize themselves (Options::threads, over
+// chunks, blocks or heads, each region setting its own threads' count to 1). Eigen's OpenMP GEMM would otherwise start
+// omp_get_max_threads() threads for a large product made outside those regions (hla2/chunked's final Qᵀ·diag(x)·V at
+// one thread), so that `hla run --threads 1` ran on every core and waited on them: beside a CPU hog, 0.28–0.69 s
+// instead of 0.004 s at n = 16384 (issue 49). Set once, when the library is loaded; the bench sets the same.
+[[maybe_unused]] const bool kProductsOnTheCallingThread = (Eigen::setNbThreads(1), true);
+
 int flags_of(const Shape& s) {
   return (s.trans_b ? LIBXSMM_GEMM_FLAG_TRANS_B : 0) | (s.accumulate ? 0 : LIBXSMM_GEMM_FLAG_BETA_0);
 }

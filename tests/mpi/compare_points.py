@@ -6,7 +6,7 @@ import csv
 import sys
 
 RUN_DEPENDENT = {"time_median_s", "time_min_s", "time_max_s", "time_iqr_s", "tokens_per_s", "cpu_time_median_s",
-                 "peak_rss_delta_bytes", "host", "rank", "ranks_on_host", "date"}
+                 "threads_used", "peak_rss_delta_bytes", "host", "rank", "ranks_on_host", "load_1min", "date"}
 
 
 def rows(path):

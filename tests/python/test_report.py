@@ -107,6 +107,12 @@ class ReportRendersInChromium(unittest.TestCase):
         for fig in figures:
             self.assertRegex(fig, r'<span class="q">[^<]+\?</span> \S',
                              "every figure states its question and a reading")
+        captions = re.findall(r'<figcaption><span class="q">([^<]+)</span> (?:<span class="shows">([^<]+)</span>)?',
+                              self.html)
+        self.assertEqual(len(captions), len(figures))
+        repeated = sorted({c for c in captions if captions.count(c) > 1})
+        self.assertEqual(repeated, [], "every figure's caption says what that figure shows")
+        self.assertIn("<b>The published run</b>", self.html)
         with open(os.path.join(ROOT, "results", "claims.json")) as f:
             claims = json.load(f)["claims"]
         for c in claims:
