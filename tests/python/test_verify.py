@@ -811,5 +811,39 @@ class TorchExamples(unittest.TestCase):
         self.assertEqual(r["verdict"], "computes", r["summary"])
 
 
+class FlaStyleOps(unittest.TestCase):
+    """hla_harness.verify(fn, op, layout=...) on an op in fla's calling convention (examples/fla_style_hla2.py:
+    [B, T, H, K] torch tensors, scale, normalize, a state tuple), verified without an adapter (issue 47)."""
+
+    def test_fla_style_op_computes(self):
+        import fla_style_hla2
+        import hla_harness
+        fn = fla_style_hla2.hla2_bthk
+        for more in ({}, {"normalized": True, "eps": 1e-6, "ridge": 0.5}, {"state": True}):
+            with self.subTest(**more):
+                r = hla_harness.verify(fn, "hla2", layout="bthk", max_n=33, d=3, dv=2, **more)
+                self.assertEqual(r["verdict"], "computes", r["summary"])
+
+    def test_head_first_and_declared_scale(self):
+        import fla_style_hla2
+        import hla_harness
+
+        def head_first(q, k, v, **kw):  # [B, H, T, K] in and out
+            o, st = fla_style_hla2.hla2_bthk(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), **kw)
+            return o.transpose(1, 2), st
+
+        r = hla_harness.verify(head_first, "hla2", layout="bhtk", max_n=33, d=3, dv=2, scale=0.5)
+        self.assertEqual(r["verdict"], "computes", r["summary"])
+        # called with its default scale K^-1/2 (scale not passed): 1/d x SPEC's, named
+        r = hla_harness.verify(lambda q, k, v: fla_style_hla2.hla2_bthk(q, k, v), "hla2", layout="bthk", max_n=33,
+                               d=3, dv=2)
+        self.assertEqual(r["verdict"], "differs", r["summary"])
+        factor = [m for m in r["matches"] if m["key"] == "convention:output-factor"]
+        self.assertTrue(factor and factor[0]["factor"] == "d^-1", r["summary"])
+        self.assertIn("queries scaled by d^-1/2", r["summary"])
+        with self.assertRaises(Exception):
+            hla_harness.verify(fla_style_hla2.hla2_bthk, "hla2", layout="tbhk")
+
+
 if __name__ == "__main__":
     unittest.main()
