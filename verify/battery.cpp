@@ -1308,7 +1308,7 @@ std::string chunk_boundary_note(const json& hint) {
   for (std::size_t i = 0; i < widths.size(); ++i)
     list += fmt::format("{}{}", i == 0 ? "" : i + 1 == widths.size() ? " or " : ", ", widths[i].get<long>());
   if (hint["source"] == "diagnosis")
-    return fmt::format("    chunk hint: the matches below reproduce every exact case if chunks are {} wide\n", list);
+    return fmt::format("    chunk hint: the matches above reproduce every exact case if chunks are {} wide\n", list);
   return fmt::format("    chunk hint: the first wrong row starts a chunk if chunks are {} wide\n", list);
 }
 

@@ -373,7 +373,10 @@ class NamedChunkMistakes(unittest.TestCase):
         # the carry bug first shows on the first row of the second chunk, and small inputs are printed inline
         code, r, out = verify("hla2-chunked-carry-exponent", "--op", "hla2", "--gamma", "0.9")
         self.assertEqual(r["counterexample"]["first_wrong_row"], 16, out)
-        self.assertIn("first wrong row 16 = a multiple of 16", out)
+        # the chunk hint: the widths at which the matched chunk mistake reproduces the evidence (issue 47)
+        self.assertEqual(r["counterexample"]["chunk_hint"], {"widths": [16], "source": "diagnosis"}, out)
+        self.assertIn("first wrong row 16\n    chunk hint: the matches above reproduce every exact case if chunks "
+                      "are 16 wide", out)
         self.assertIn("    q = [[", out)
 
     def test_zero_padding_that_decays_the_state(self):
