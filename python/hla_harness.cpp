@@ -6,6 +6,7 @@
 //   o = hla_harness.reference("hla2", q, k, v, gamma=0.9, precision="exact")
 //   report = hla_harness.verify(my_fn, "hla2", gamma=0.9, dtype="float32")   # dict, as `hla verify --json`
 //   assert report["verdict"] == "computes"
+#include <pybind11/eval.h>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -359,12 +360,106 @@ class CallableImplementation : public Implementation {
 // The report as Python objects; a non-UTF-8 byte in it (a function's message) becomes U+FFFD (io/files.hpp).
 py::object to_python(const nlohmann::json& j) { return py::module_::import("json").attr("loads")(json_text(j)); }
 
+// fla's calling convention (fla-org/flash-linear-attention: every op takes torch tensors [B, T, H, K] — or head-first
+// [B, H, T, K] — on the device, a `scale` on the queries, `initial_state` / `output_final_state` tuples, and returns
+// (o, final_state)), turned into the battery's: one case in batch 0, head 0. Written in Python, run once per verify().
+//   scale      passed as `scale=` when fn names it: 1.0 unless declared, so that the op computes SPEC's operator; a
+//              declared scale s is undone by handing fn q / s (exact when s is a power of two)
+//   options    `normalized` as `normalize` or `normalized`, `eps`, `ridge`, as fn names them (an option fn does not
+//              take must be at its neutral value); with gates, `g` (log-gates, fla's) or `gamma`, shape [B, T, H]
+//   state      the tuple's entries are SPEC's parts in order (hla_harness.state_parts), each [B, H, ...]
+// clang-format off
+constexpr const char* kFlaAdapter = R"python(
+import inspect
+import numpy as np
+
+
+def fla_adapter(fn, parts, layout, scale, device, state):
+    import torch
+    if layout not in ("bthk", "bhtk"):
+        raise ValueError(f"layout must be 'bthk' ([B, T, H, K], fla's) or 'bhtk' (head-first), not {layout!r}")
+    dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    every = {"scale", "normalize", "eps", "ridge", "g"}
+    try:
+        params = inspect.signature(fn).parameters.values()
+        names = {p.name for p in params}
+        if any(p.kind == inspect.Parameter.VAR_KEYWORD for p in params):
+            names |= every  # **kwargs: fla's keywords
+    except (TypeError, ValueError):
+        names = every
+
+    def to4(x):
+        t = torch.from_numpy(np.ascontiguousarray(x)).to(dev)
+        return t[None, :, None, :] if layout == "bthk" else t[None, None, :, :]
+
+    def from4(t):
+        t = t.detach().to("cpu")
+        return (t[0, :, 0, :] if layout == "bthk" else t[0, 0, :, :]).numpy()
+
+    def call(q, k, v, gamma=1.0, normalized=False, eps=0.0, ridge=0.0, initial_state=None):
+        kw = {}
+        if "scale" in names:
+            s = 1.0 if scale is None else float(scale)
+            kw["scale"] = s
+            q = q / q.dtype.type(s) if s != 1.0 else q
+        elif scale is not None:
+            raise TypeError("scale declared, but the function takes no 'scale'")
+        norm = "normalize" if "normalize" in names else "normalized" if "normalized" in names else None
+        for name, value, neutral in ((norm, normalized, False), ("eps", eps, 0.0), ("ridge", ridge, 0.0)):
+            if name in names:
+                kw[name] = value
+            elif value != neutral:
+                raise TypeError(f"the function takes no keyword for this option (value {value!r})")
+        if np.ndim(gamma) == 1:
+            g = torch.from_numpy(np.ascontiguousarray(gamma)).to(dev)
+            g = g[None, :, None] if layout == "bthk" else g[None, None, :]
+            if "g" in names:
+                kw["g"] = torch.log(g)
+            elif "gamma" in names:
+                kw["gamma"] = g
+            else:
+                raise TypeError("gates=True, but the function takes no 'g' (log-gates) or 'gamma'")
+        elif gamma != 1.0:
+            raise TypeError("a decay gamma, but the function takes no gates")
+        if state:
+            kw["output_final_state"] = True
+            if initial_state is not None:
+                kw["initial_state"] = tuple(torch.from_numpy(np.ascontiguousarray(initial_state[p]))[None, None].to(dev)
+                                            for p in parts)
+        out = fn(to4(q), to4(k), to4(v), **kw)
+        o, final = out if isinstance(out, tuple) else (out, None)
+        if not state:
+            return from4(o)
+        if final is None or len(final) != len(parts):
+            raise ValueError(f"final_state must be a tuple of the {len(parts)} parts {parts}")
+        return from4(o), {p: x.detach().to("cpu")[0, 0].numpy() for p, x in zip(parts, final)}
+
+    return call
+)python";
+// clang-format on
+
+py::object fla_adapter(py::object fn, const std::string& op, const std::string& layout, const py::object& scale,
+                       const std::string& device, bool state) {
+  py::dict scope;
+  py::exec(kFlaAdapter, scope);
+  py::list parts;
+  for (const PartShape& p : state_layout(op, 2, 3)) parts.append(p.name);
+  return scope["fla_adapter"](fn, py::tuple(parts), layout, scale, device, state);
+}
+
 py::object verify_callable(py::object fn, const std::string& op, const py::object& gamma, bool normalized,
                            const py::object& eps, const py::object& ridge, const std::string& dtype, bool state,
                            long max_n, long d, long dv, std::uint64_t seed, int shrink_rounds, bool diagnose,
                            bool fixed_d, long n_multiple, const std::string& precision, bool grad, double timeout,
-                           bool gates, std::pair<double, double> gate_range) {
+                           bool gates, std::pair<double, double> gate_range, const std::string& layout,
+                           const py::object& scale, const std::string& device) {
   if (!PyCallable_Check(fn.ptr())) throw InputError("verify: fn must be callable");
+  if (!layout.empty()) {
+    if (grad) throw InputError("verify: layout= (fla's convention) takes no grad=True yet");
+    fn = fla_adapter(fn, op, layout, scale, device, state);
+  } else if (!scale.is_none() || !device.empty()) {
+    throw InputError("verify: scale= and device= go with layout= (fla's calling convention)");
+  }
   Request req;
   req.op = op;
   req.opt = options_of(gamma, normalized, eps, ridge);
@@ -514,26 +609,33 @@ PYBIND11_MODULE(hla_harness, m) {
         py::arg("state") = false, py::arg("max_n") = 512, py::arg("d") = 16, py::arg("dv") = 16, py::arg("seed") = 1,
         py::arg("shrink_rounds") = 8, py::arg("diagnose") = true, py::arg("fixed_d") = false, py::arg("n_multiple") = 1,
         py::arg("precision") = "", py::arg("grad") = false, py::arg("timeout") = 300.0, py::arg("gates") = false,
-        py::arg("gate_range") = std::pair<double, double>(0.8, 1.0),
+        py::arg("gate_range") = std::pair<double, double>(0.8, 1.0), py::arg("layout") = "",
+        py::arg("scale") = py::none(), py::arg("device") = "",
         "Runs the `hla verify` battery on fn(q, k, v, gamma=, normalized=, eps=, ridge=) -> o (NumPy in and out; "
         "with state=True: fn(q, k, v, initial_state=dict|None, **options) -> (o, final_state dict); with grad=True "
         "fn(q, k, v, do, **options) -> (o, dq, dk, dv), with both (o, dq, dk, dv, final_state); with gates=True "
         "gamma= is the per-token gates, an array of shape (n,), the random cases' drawn from gate_range, and with "
         "grad=True "
         "fn may return dgamma (shape (n,)) after dv: (o, dq, dk, dv, dgamma[, final_state])). Returns the "
-        "report as a dict with the keys of `hla verify --json` ('verdict', 'matches', 'counterexample', ...). timeout: "
+        "report as a dict with the keys of `hla verify --json` ('verdict', 'matches', 'counterexample', ...). "
+        "timeout: "
         "seconds per "
-        "round, as the CLI's --timeout: past it TimeoutError is raised inside fn and the round's remaining cases carry "
+        "round, as the CLI's --timeout: past it TimeoutError is raised inside fn and the round's remaining cases "
+        "carry "
         "the "
-        "time-out. KeyboardInterrupt (Ctrl-C) inside fn stops the battery.");
-  m.def(
-      "verify_combine", &verify_combine, py::arg("segment"), py::arg("combine"), py::arg("op"), py::kw_only(),
-      py::arg("gamma") = 1.0, py::arg("dtype") = "float64", py::arg("parts") = py::none(), py::arg("d") = 16,
-      py::arg("dv") = 16, py::arg("seed") = 1, py::arg("timeout") = 300.0,
-      "Runs the `hla verify --combine` battery on an outside scan operator: segment(q, k, v, gamma=) -> {part: array} "
-      "and combine(a, b) -> {part: array} (a precedes b; a_tokens=, b_tokens=, gamma= passed if it names them or takes "
-      "**kwargs). parts: {your name: SPEC name "
-      "or None}. Returns the report as a dict ('verdict', 'checks', 'counterexample', ...).");
+        "time-out. KeyboardInterrupt (Ctrl-C) inside fn stops the battery. layout='bthk' or 'bhtk': fn in fla's "
+        "convention, fn(q, k, v, scale=, normalize=, eps=, ridge=, g=, initial_state=tuple, output_final_state=) "
+        "-> (o, final_state), torch tensors [B, T, H, K] (or head-first) on device (default: CUDA when present, "
+        "else the CPU); scale= declares the scale fn applies to q (passed as 1.0 when not declared).");
+  m.def("verify_combine", &verify_combine, py::arg("segment"), py::arg("combine"), py::arg("op"), py::kw_only(),
+        py::arg("gamma") = 1.0, py::arg("dtype") = "float64", py::arg("parts") = py::none(), py::arg("d") = 16,
+        py::arg("dv") = 16, py::arg("seed") = 1, py::arg("timeout") = 300.0,
+        "Runs the `hla verify --combine` battery on an outside scan operator: segment(q, k, v, gamma=) -> {part: "
+        "array} "
+        "and combine(a, b) -> {part: array} (a precedes b; a_tokens=, b_tokens=, gamma= passed if it names them or "
+        "takes "
+        "**kwargs). parts: {your name: SPEC name "
+        "or None}. Returns the report as a dict ('verdict', 'checks', 'counterexample', ...).");
   m.def(
       "state_parts",
       [](const std::string& op, long d, long dv) {

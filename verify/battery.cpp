@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "core/inputs.hpp"
+#include "core/operators.hpp"
 #include "core/parse.hpp"
 #include "verify/diagnosis.hpp"
 #include "verify/driver.hpp"
@@ -347,10 +348,20 @@ std::tuple<Eigen::Index, Eigen::Index, Eigen::Index, long> size_key(const Case& 
   return {c.n(), 2 * c.in.Q.cols() + c.in.V.cols(), c.in.Q.cols(), nnz};
 }
 
+// An exact case whose outputs are wrong by more than any rounding could look like (kNotRounding normwise): its
+// counterexample shows an O(1) difference. A wrong carry under strong gates errs by ~1e-5 relative on the same
+// implementation (issue 47): a counterexample that looks like rounding.
+bool clearly_wrong(const CaseCheck& k) {
+  const MatrixCheck* o = k.part("o");
+  return o && o->mismatch() && o->normwise() > kNotRounding;
+}
+
 // Where the counterexample search starts: the simplest failing option group (unnormalized before normalized,
-// γ = 1 before decay, no ridge before ridge), then the smallest case.
-std::pair<int, std::tuple<Eigen::Index, Eigen::Index, Eigen::Index, long>> start_key(const Case& c) {
-  return {int(c.opt.gamma != 1) + int(c.opt.normalized) + int(c.opt.ridge != 0), size_key(c)};
+// γ = 1 before decay, no ridge before ridge), then a clearly wrong case before one wrong by little, then the
+// smallest case.
+std::tuple<int, bool, std::tuple<Eigen::Index, Eigen::Index, Eigen::Index, long>> start_key(const Case& c,
+                                                                                            const CaseCheck& k) {
+  return {int(c.opt.gamma != 1) + int(c.opt.normalized) + int(c.opt.ridge != 0), !clearly_wrong(k), size_key(c)};
 }
 
 // The first row beyond its bound in any returned matrix (o; dq, dk, dv with --grad).
@@ -384,7 +395,10 @@ json counterexample_json(const Case& c, const Outcome& o, const CaseCheck& k, in
             {"got", matrix_json(o.O)},
             {"first_difference", first_difference_json(k)},
             {"shrink_rounds", rounds}};
-  if (k.output_mismatch()) j["first_wrong_row"] = first_bad_row(c, o);
+  if (k.output_mismatch()) {
+    j["first_wrong_row"] = first_bad_row(c, o);
+    j["relative_difference"] = number(k.part("o")->normwise());  // max |got − expected| / max |expected|
+  }
   if (c.dO.size() && o.dQ.size()) {
     // the upstream gradient, and the returned gradient that differs most, expected and got
     j["do"] = matrix_json(c.dO);
@@ -517,7 +531,7 @@ json diagnose(const std::string& op, const std::vector<const Case*>& cases, cons
     }
     // A mistake or another operator that coincides with the operator on every case it was tried on says
     // nothing (a correct implementation would "match" it); registered forms equal to it are listed.
-    const bool registered = cand.key.rfind("mistake:", 0) != 0 && cand.key.rfind("operator:", 0) != 0;
+    const bool registered = cand.key.find(':') == std::string::npos;  // not a mistake:, operator: or convention:
     if (equal && applied > 0 && (explains_a_failure || !any_failure) && (registered || distinguishable))
       found[ci] = {{"key", cand.key}, {"description", cand.description}, {"claim", cand.claim}, {"cases", applied}};
   }
@@ -569,6 +583,76 @@ json diagnose_gated(const std::string& op, const std::vector<const Case*>& cases
       found[ci] = {{"key", cand.key}, {"description", cand.description}, {"claim", cand.claim}, {"cases", applied}};
   }
   return merge_chunk_widths(found);
+}
+
+// A constant factor between the outputs and SPEC's, the most common convention difference between implementations:
+// on every exact case got = c · SPEC's, with c one constant, or d^-1/2 or d^-1 of the case's head size d (a scale on
+// the queries: an output is of degree (degree − 1)/2 in q, 2 for hla2, so fla's default q · d^-1/2 gives d^-1).
+// Normalized, a scale s on q enters the numerator and the denominator alike and leaves ε / s^deg in place of ε
+// (c = s^deg): judged by SPEC's value at that ε, in float64 (an exact case's A ≤ 2^10 keeps its error far below the
+// case's bound). Listed when it explains a failure and differs from SPEC somewhere (c ≠ 1), as a mistake is.
+std::optional<json> constant_factor(const std::string& op, const std::vector<const Case*>& cases,
+                                    const std::vector<const Outcome*>& outs, const std::vector<bool>& spec_fails) {
+  // the least-squares constant over the unnormalized cases
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    if (cases[i]->opt.normalized) continue;
+    const Mat<double> want = rounded(cases[i]->expected);
+    if (outs[i]->O.rows() != want.rows() || outs[i]->O.cols() != want.cols()) return std::nullopt;
+    num += outs[i]->O.cwiseProduct(want).sum();
+    den += want.squaredNorm();
+  }
+  if (!(den > 0) || !std::isfinite(num)) return std::nullopt;
+  const int q_degree = (operator_info(op).degree - 1) / 2;
+  struct Hypothesis {
+    std::string factor;
+    std::function<double(double d)> c;
+  };
+  const double fitted = num / den;
+  for (const Hypothesis& h : {Hypothesis{"d^-1/2", [](double d) { return 1 / std::sqrt(d); }},
+                              Hypothesis{"d^-1", [](double d) { return 1 / d; }},
+                              Hypothesis{fmt::format("{:.6g}", fitted), [fitted](double) { return fitted; }}}) {
+    bool equal = true, explains = false, distinct = false;
+    for (std::size_t i = 0; i < cases.size() && equal; ++i) {
+      const Case& c = *cases[i];
+      const double f = h.c(static_cast<double>(c.in.Q.cols()));
+      if (!(f > 0) || !std::isfinite(f)) return std::nullopt;
+      Mat<double> r = f * rounded(c.expected);
+      if (c.opt.normalized) {
+        if (c.opt.eps == 0) continue;  // a scale on q changes nothing there
+        Options o = c.opt;
+        o.eps = rational(from_rational<double>(c.opt.eps) / f);
+        try {
+          Problem<double> p = c.in;
+          p.gates = c.gamma;
+          r = c.gamma.size() ? registry<double>().find_exact(op, "serial")(p, o).O
+                             : operator_value<double>(op, c.in, o);
+        } catch (const std::exception&) { return std::nullopt; }
+      }
+      if (spec_fails[i]) explains = true;
+      compare_candidate(c, *outs[i], r, false, c.n(), equal, distinct);
+    }
+    if (!equal || !explains || !distinct) continue;
+    const bool by_d = h.factor.rfind("d^", 0) == 0;
+    std::string what =
+        fmt::format("outputs = {} x SPEC's on every exact case{}", h.factor, by_d ? ", d the head size" : "");
+    if (by_d) {
+      // the scale on q that gives it: c = s^deg
+      const bool half = h.factor == "d^-1/2";
+      const std::string s = q_degree == 1 ? h.factor : q_degree == 2 ? (half ? "d^-1/4" : "d^-1/2") : "";
+      if (!s.empty())
+        what += fmt::format(": queries scaled by {}{}", s,
+                            s == "d^-1/2" ? " (the softmax-style scale, fla's default scale = K^-1/2)" : "");
+    } else {
+      what += ": a constant factor (a scale on q, k or v, or a normalization constant)";
+    }
+    return json{{"key", "convention:output-factor"},
+                {"description", what},
+                {"claim", ""},
+                {"factor", h.factor},
+                {"cases", static_cast<int>(cases.size())}};
+  }
+  return std::nullopt;
 }
 
 // What the returned gradients compute instead (gradients.hpp's candidates), per returned matrix, on the small
@@ -740,6 +824,7 @@ class ForwardBattery {
     decide();
     shrink();
     diagnose_answers();
+    add_chunk_hint();
     return report();
   }
 
@@ -917,7 +1002,7 @@ class ForwardBattery {
       for (std::size_t i = 0; i < cases_.size(); ++i) {
         if (!t.checks[i].answered || cases_[i].kind != (from_random ? CaseKind::random : CaseKind::exact)) continue;
         if (!proves_difference(cases_[i], t.checks[i])) continue;
-        if (!start || start_key(cases_[i]) < start_key(cases_[*start])) start = i;
+        if (!start || start_key(cases_[i], t.checks[i]) < start_key(cases_[*start], t.checks[*start])) start = i;
       }
     if (start) {
       counterexample_ = shrunk(*start);
@@ -934,6 +1019,8 @@ class ForwardBattery {
     Case best = cases_[start];
     Outcome best_out = outs_[start];
     CaseCheck best_check = tally_.checks[start];
+    // a clearly wrong start stays clearly wrong: a smaller case wrong by little would look like rounding
+    const bool clear = clearly_wrong(best_check);
     int used = 0;
     for (int r = 1; r <= opts_.shrink_rounds; ++r) {
       std::vector<Case> trial = simplifications(best, first_bad_row(best, best_out), req_);
@@ -946,7 +1033,7 @@ class ForwardBattery {
       std::size_t pick = trial.size();
       for (std::size_t j = 0; j < trial.size(); ++j) {
         CaseCheck k = check_case(trial[j], got[j], req_);
-        if (!proves_difference(trial[j], k)) continue;
+        if (!proves_difference(trial[j], k) || (clear && !clearly_wrong(k))) continue;
         if (pick == trial.size() || size_key(trial[j]) < size_key(trial[pick])) {
           pick = j;
           best_check = k;
@@ -957,6 +1044,28 @@ class ForwardBattery {
       best_out = got[pick];
     }
     return counterexample_json(best, best_out, best_check, used);
+  }
+
+  // The chunk hint (issue 47: it named the largest power of two, 32 for a carry bug of chunks 16 wide): the widths that
+  // reproduce the evidence, smallest first — those at which a matched chunk candidate reproduces every exact case, or
+  // else every power of two from 4 to 256 of which the counterexample's first wrong row is a multiple (the first row
+  // of a chunk past the first). `source` says which.
+  void add_chunk_hint() {
+    if (!counterexample_.is_object()) return;
+    std::set<long> from_matches;
+    for (const auto& m : matches_)
+      if (m.contains("widths"))
+        for (const auto& w : m["widths"]) from_matches.insert(w.get<long>());
+    json widths = json::array();
+    if (!from_matches.empty()) {
+      for (long w : from_matches) widths.push_back(w);
+      counterexample_["chunk_hint"] = {{"widths", widths}, {"source", "diagnosis"}};
+      return;
+    }
+    const long r = counterexample_.value("first_wrong_row", 0L);
+    for (long w = 4; w <= 256 && r > 0; w *= 2)
+      if (r % w == 0) widths.push_back(w);
+    if (!widths.empty()) counterexample_["chunk_hint"] = {{"widths", widths}, {"source", "first wrong row"}};
   }
 
   json carry_counterexample(std::size_t i) const {
@@ -1012,6 +1121,8 @@ class ForwardBattery {
       const Eigen::Index max_n = std::max<Eigen::Index>(kDiagnosisMaxN, req_.fit_n(1));
       json more =
           req_.gates ? diagnose_gated(req_.op, dc, doo, fails, max_n) : diagnose(req_.op, dc, doo, fails, max_n);
+      if (o_failed)
+        if (auto m = constant_factor(req_.op, dc, doo, fails)) more.push_back(std::move(*m));
       // no catalogued mistake explains the exact cases' failures: the long exact cases may show the underflow
       if (req_.gates && o_failed && more.empty())
         if (auto m = cumprod_underflow(true)) more.push_back(std::move(*m));
@@ -1189,12 +1300,16 @@ std::string options_text(const json& o, bool gated) {
       o["ridge"].get<std::string>());
 }
 
-// Row r (0-based) as the start of a chunk: the largest power of two ≥ 4 dividing it, if any.
-std::string chunk_boundary_note(long row) {
-  if (row <= 0) return "";
-  long w = 1;
-  while (row % (2 * w) == 0) w *= 2;
-  return w >= 4 ? fmt::format(" = a multiple of {}: the first row of a chunk, if chunks are {} wide", w, w) : "";
+// The chunk hint (the counterexample's chunk_hint): every width that reproduces the evidence, smallest first.
+std::string chunk_boundary_note(const json& hint) {
+  if (!hint.is_object()) return "";
+  const json& widths = hint["widths"];
+  std::string list;
+  for (std::size_t i = 0; i < widths.size(); ++i)
+    list += fmt::format("{}{}", i == 0 ? "" : i + 1 == widths.size() ? " or " : ", ", widths[i].get<long>());
+  if (hint["source"] == "diagnosis")
+    return fmt::format("    chunk hint: the matches above reproduce every exact case if chunks are {} wide\n", list);
+  return fmt::format("    chunk hint: the first wrong row starts a chunk if chunks are {} wide\n", list);
 }
 
 }  // namespace
@@ -1236,9 +1351,10 @@ std::string summary_text(const json& r) {
     }
     if (r["localization"].contains("base"))
       s << "  computes the operator at " << (gated ? "the gates" : "gamma = 1") << ", unnormalized, without ridge: "
-        << (r["localization"]["base"] == "computes"  ? "yes"
-            : r["localization"]["base"] == "differs" ? "no"
-                                                     : "unknown (cases unanswered)")
+        << (r["localization"]["base"] == "computes"          ? "yes"
+            : r["localization"]["base"] == "differs"         ? "no"
+            : r["localization"]["base"] == "lower-precision" ? "yes, within the rounding of a lower precision"
+                                                             : "unknown (cases unanswered)")
         << "\n";
   }
   if (r.contains("outputs") && !r["outputs"].empty()) {
@@ -1311,9 +1427,8 @@ std::string summary_text(const json& r) {
     s << fmt::format("    {} at {}row {}, col {}: expected {:.17g}, got {:.17g}\n",
                      f.contains("state_part") ? "first difference" : "worst difference", where, f["row"].get<long>(),
                      f["col"].get<long>(), number_of(f["expected"]), number_of(f["got"]));
-    if (c.contains("first_wrong_row"))
-      s << "    first wrong row " << c["first_wrong_row"].get<long>()
-        << chunk_boundary_note(c["first_wrong_row"].get<long>()) << "\n";
+    if (c.contains("first_wrong_row")) s << "    first wrong row " << c["first_wrong_row"].get<long>() << "\n";
+    s << chunk_boundary_note(c.value("chunk_hint", json()));
     const long entries = c["n"].get<long>() * (2 * c["d"].get<long>() + c["dv"].get<long>());
     if (c.contains("q") && entries <= 160) {
       s << "    q = " << c["q"].dump() << "\n    k = " << c["k"].dump() << "\n    v = " << c["v"].dump() << "\n";
@@ -1329,6 +1444,13 @@ std::string summary_text(const json& r) {
       s << "    (inputs and outputs in --json)\n";
     }
     if (c.contains("detail") && !f.contains("state_part")) s << "    " << c["detail"].get<std::string>() << "\n";
+    // Evidence that looks like rounding (a wrong carry under strong gates errs ~1e-5 relative): how to enlarge it.
+    if (c.contains("relative_difference") && number_of(c["relative_difference"]) < kNotRounding)
+      s << fmt::format(
+          "    the difference is small ({:.2g} of the largest output): a carry or state fault grows with --state "
+          "(the state itself is compared){}, and with longer cases (--max-n)\n",
+          number_of(c["relative_difference"]),
+          gated ? ", and with a narrower --gate-range near 1 (e.g. 0.97,1: weak gates keep what a chunk carries)" : "");
     if (c.contains("note")) s << "    (" << c["note"].get<std::string>() << ")\n";
   }
   s << findings_text(r["findings"]);

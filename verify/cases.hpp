@@ -85,6 +85,8 @@ void validate_request(const Request& r);
 // t = 7 and 13 of short cases (so ≠ 1 on the first tokens and on every token that starts a chunk of an even width;
 // see cases.cpp).
 ColVec<double> exact_gates(Eigen::Index n);
+// Weak gates of an exact --gates case: dyadics 1 − 2^-k … 1 − 2^-(k+2) (cases.cpp says why).
+ColVec<double> weak_gates(Eigen::Index n, int k);
 // The gates of the prefix that a carry case's state_in summarizes (1/2 each: the state stays exact in the dtype).
 ColVec<double> prefix_gates(Eigen::Index n);
 // Refuses given gates (file mode) that are not one per token, each in (0, 1].
@@ -152,6 +154,7 @@ void compute_expected(Case& c, const Request& r);
 
 // The bounds of a computed case (bound, sharp, format_bound, state_bound and the gradients') for an implementation
 // that computes in format f instead of the declared arithmetic: does f explain what the implementation returned?
+// (A narrow format's calibrated bound on exact inputs keeps the proven floor only where its emulation is exact.)
 struct EmulatedFormat;
 void bound_as(Case& c, const Request& r, const EmulatedFormat& f);
 

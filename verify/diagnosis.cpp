@@ -10,7 +10,6 @@
 #include "core/parse.hpp"
 #include "fast/gated_forms.hpp"
 #include "numerics/exactness.hpp"
-#include "reference/second_order.hpp"
 #include "verify/cases.hpp"
 
 namespace hla::verify::ext {
@@ -31,15 +30,18 @@ template <class T> P<T> with_ones(const P<T>& p) {
   return a;
 }
 
-enum class Division { spec, no_eps, abs_den, eps_after };
-// num / (den + ε) in one of the ways an implementation might write it; nullopt on a zero denominator.
+enum class Division { spec, no_eps, abs_den, eps_after, signed_clamp };
+// num / (den + ε) in one of the ways an implementation might write it; nullopt on a zero denominator. signed_clamp:
+// num / (sign(den) · max(|den|, ε)) (fla's normalized form; equal to ε missing wherever |den| ≥ ε).
 template <class T> Out<T> divide(const Mat<T>& nd, const rational& eps, Division how) {
   const Eigen::Index dv = nd.cols() - 1;
+  const T e = from_rational<T>(eps);
   Mat<T> o(nd.rows(), dv);
   for (Eigen::Index t = 0; t < nd.rows(); ++t) {
     T den = nd(t, dv);
     if (how == Division::abs_den && den < 0) den = -den;
-    if (how != Division::no_eps && how != Division::eps_after) den += from_rational<T>(eps);
+    if (how == Division::signed_clamp) den = den >= 0 ? (den < e ? e : den) : (-den < e ? T(-e) : den);
+    if (how == Division::spec || how == Division::abs_den) den += e;
     if (den == 0) return std::nullopt;
     const T after = how == Division::eps_after ? from_rational<T>(eps) : T(0);
     for (Eigen::Index c = 0; c < dv; ++c) o(t, c) = nd(t, c) / den + after;
@@ -192,6 +194,23 @@ template <class T> void add_other_operators(std::vector<Candidate<T>>& out, cons
   }
 }
 
+// The ways of dividing by the normalizer other than SPEC's num / (den + ε): key, description, division, and whether
+// it needs ε > 0 (else it is SPEC's). The fixed-γ and the gated catalogues both list them.
+struct DivisionMistake {
+  const char* key;
+  const char* what;
+  Division how;
+  bool needs_eps;
+};
+const std::vector<DivisionMistake> kDivisionMistakes{
+    {"convention:signed-clamp",
+     "normalized by sign(den) · max(|den|, ε) (fla's form; on cases where every |den| ≥ ε the same as ε "
+     "missing)",
+     Division::signed_clamp, true},
+    {"mistake:eps-missing", "normalized without ε: num / den", Division::no_eps, true},
+    {"mistake:eps-abs-den", "normalized by |den| + ε", Division::abs_den, false},
+    {"mistake:eps-after-division", "ε added after the division: num / den + ε", Division::eps_after, true}};
+
 template <class T> void add_mistakes(std::vector<Candidate<T>>& out, const std::string& op) {
   const OpId id = op_id(op);
   auto add = [&](std::string key, std::string what, std::function<Out<T>(const P<T>&, const Options&)> f) {
@@ -235,19 +254,11 @@ template <class T> void add_mistakes(std::vector<Candidate<T>>& out, const std::
         u.gamma = o.gamma * o.gamma;
         return exact_or_none(op, p, u);
       });
-  add("eps-missing", "normalized without ε: num / den", [op](const P<T>& p, const Options& o) -> Out<T> {
-    if (!o.normalized || o.eps == 0) return std::nullopt;
-    return normalized_from(op, p, o, Division::no_eps);
-  });
-  add("eps-abs-den", "normalized by |den| + ε", [op](const P<T>& p, const Options& o) -> Out<T> {
-    if (!o.normalized) return std::nullopt;
-    return normalized_from(op, p, o, Division::abs_den);
-  });
-  add("eps-after-division", "ε added after the division: num / den + ε",
-      [op](const P<T>& p, const Options& o) -> Out<T> {
-        if (!o.normalized || o.eps == 0) return std::nullopt;
-        return normalized_from(op, p, o, Division::eps_after);
-      });
+  for (const DivisionMistake& m : kDivisionMistakes)
+    out.push_back({m.key, m.what, "", [op, m](const P<T>& p, const Options& o) -> Out<T> {
+                     if (!o.normalized || (m.needs_eps && o.eps == 0)) return std::nullopt;
+                     return normalized_from(op, p, o, m.how);
+                   }});
   add("normalization-flipped", "normalized where SPEC's is not, or not where it is",
       [op](const P<T>& p, const Options& o) {
         Options u = o;
@@ -411,32 +422,40 @@ template <class T> std::optional<ColVec<T>> boundary_gates(const ColVec<T>& g, l
   return changed;
 }
 
-// The decays a chunk form computes when its carry into row a of a chunk starting at s is decayed by γ_s^(a+1) (the
-// chunk's first gate taken for every token of the chunk) in place of Π_{r=s..s+a} γ_r, and the state it hands on
-// likewise by γ_s^L: D(t, j), the weight of token j at t (the true Γ(t, j) within a chunk). `square`: the gates
-// squared (the second pass of hla2's u-form).
-Mat<rational> first_gate_power_decays(const ColVec<rational>& gamma, long w, bool square) {
+// How a chunk form decays its carry (the state at the previous chunk's end), in the catalogue's carry mistakes.
+enum class CarryRule {
+  first_gate_power,    // read at offset a decayed by γ_s^(a+1), handed on by γ_s^L: the chunk's first gate alone
+  decayed_twice,       // handed on decayed by the chunk's total gate twice (read right)
+  not_decayed,         // handed on not decayed at all (read right)
+  tail_decayed_twice,  // only the carry into the last, partial chunk decayed twice: a tail written apart
+};
+
+// The decays D(t, j), the weight of token j at t, of a chunk form of width w whose carry follows `rule` (the true
+// Γ(t, j) = Π_{r=j+1..t} γ_r within a chunk). `square`: the gates squared (the second pass of hla2's u-form).
+template <class T> Mat<T> carry_decays(const ColVec<T>& gamma, long w, CarryRule rule, bool square) {
   const long n = gamma.size();
-  ColVec<rational> g = gamma;
+  ColVec<T> g = gamma;
   if (square) g = g.cwiseProduct(gamma);
-  Mat<rational> D = Mat<rational>::Zero(n, n);
-  ColVec<rational> end = ColVec<rational>::Zero(n);  // X(j): token j's weight in the state at the previous chunk's end
+  Mat<T> D = Mat<T>::Zero(n, n);
+  ColVec<T> end = ColVec<T>::Zero(n);  // token j's weight in the state at the previous chunk's end
   for (long s = 0; s < n; s += w) {
     const long L = std::min<long>(w, n - s);
+    T carry(1);
     for (long a = 0; a < L; ++a) {
       const long t = s + a;
-      rational carry = 1, inside = 1;
-      for (long b = 0; b <= a; ++b) carry *= g(s);
-      for (long j = t; j >= s; --j) {  // Γ(t, j) = Π_{r=j+1..t} γ_r
+      carry *= rule == CarryRule::first_gate_power ? g(s) : g(t);
+      T inside(1);
+      for (long j = t; j >= s; --j) {
         D(t, j) = inside;
         inside *= g(j);
       }
       for (long j = 0; j < s; ++j) D(t, j) = carry * end(j);
     }
-    rational out = 1;
-    for (long b = 0; b < L; ++b) out *= g(s);
+    const bool tail_next = s + L < n && n - (s + L) < w;
+    const bool twice = rule == CarryRule::decayed_twice || (rule == CarryRule::tail_decayed_twice && tail_next);
+    const T out = rule == CarryRule::not_decayed ? T(1) : twice ? T(carry * carry) : carry;
     for (long j = 0; j < s; ++j) end(j) *= out;
-    rational inside = 1;
+    T inside(1);
     for (long j = s + L - 1; j >= s; --j) {
       end(j) = inside;
       inside *= g(j);
@@ -445,23 +464,24 @@ Mat<rational> first_gate_power_decays(const ColVec<rational>& gamma, long w, boo
   return D;
 }
 
-// linear and hla2 with the decays D in place of Γ: linear o_t = Σ_j D(t,j)(q_t·k_j)v_j; hla2 in SPEC's u-form
-// (two gated linear passes, the second at the squared gates): o_t = Σ_{i≤j≤t} D²(t,j) D(j,i) (q_t·k_i)(q_j·k_i) v_j
-// + λ Σ_j D(t,j)(q_t·q_j) v_j, D² the decays of the squared gates.
-Out<rational> with_decays(const std::string& op, const GP& g, long w, const Options& o) {
-  if (g.n() > 72) return std::nullopt;  // the literal sums are cubic: the short exact cases, across every width ≤ 64
-  const Mat<rational> D = first_gate_power_decays(g.gamma, w, false);
-  try {
-    if (op_id(op) == OpId::linear)
-      return reference::linear_sum(g.qkv, o, [&](Eigen::Index t, Eigen::Index j) -> const rational& { return D(t, j); })
-          .O;
-    const Mat<rational> D2 = first_gate_power_decays(g.gamma, w, true);
-    return reference::hla2_sum(
-               g.qkv, o, true,
-               [&](Eigen::Index t, Eigen::Index i, Eigen::Index j) { return rational(D2(t, j) * D(j, i)); },
-               [&](Eigen::Index t, Eigen::Index j) -> const rational& { return D(t, j); })
-        .O;
-  } catch (const std::exception&) { return std::nullopt; }
+// linear and hla2 with those decays in place of Γ, in matrix form: linear o = (D ⊙ QKᵀ) V; hla2 in SPEC's u-form
+// (two gated linear passes, the second at the squared gates), U = (D ⊙ QKᵀ) K, o = (D² ⊙ QUᵀ) V + λ (D ⊙ QQᵀ) V,
+// D² the decays of the squared gates; normalized through [V 1] as SPEC's.
+template <class T> Out<T> with_carry_rule(const std::string& op, const P<T>& p, const ColVec<T>& gamma, long w,
+                                          CarryRule rule, const Options& o) {
+  if (p.Q.rows() <= w) return std::nullopt;
+  const P<T> a = with_ones(p);
+  const Mat<T> D = carry_decays(gamma, w, rule, false);
+  Mat<T> nd;
+  if (op_id(op) == OpId::linear) {
+    nd = Mat<T>(D.cwiseProduct(a.Q * a.K.transpose())) * a.V;
+  } else {
+    const Mat<T> U = Mat<T>(D.cwiseProduct(a.Q * a.K.transpose())) * a.K;
+    nd = Mat<T>(carry_decays(gamma, w, rule, true).cwiseProduct(a.Q * U.transpose())) * a.V;
+    if (o.ridge != 0) nd += from_rational<T>(o.ridge) * (Mat<T>(D.cwiseProduct(a.Q * a.Q.transpose())) * a.V);
+  }
+  if (!o.normalized) return Mat<T>(nd.leftCols(p.V.cols()));
+  return divide(nd, o.eps, Division::spec);
 }
 
 }  // namespace
@@ -503,6 +523,27 @@ std::vector<GatedCandidate> gated_diagnosis_candidates(const std::string& op) {
         "gamma_t^2)",
         "gated.hla2.proposal", [](const GP& g, const Options& o) { return gated_form("hla2", "proposal", g, o); });
   }
+  // The fixed-γ catalogue's division mistakes (ε's placement, the signed clamp) with gates: SPEC's gated numerators
+  // and denominators (the gated serial form on [V 1]) divided another way.
+  for (const DivisionMistake& m : kDivisionMistakes) {
+    GatedCandidate c{m.key, m.what, "", false, [op, m](const GP& g, const Options& o) -> Out<rational> {
+                       if (!o.normalized || (m.needs_eps && o.eps == 0)) return std::nullopt;
+                       Options un = o;
+                       un.normalized = false;
+                       const Out<rational> nd = gated_form(op, "spec", {with_ones(g.qkv), g.gamma}, un);
+                       return nd ? divide(*nd, o.eps, m.how) : std::nullopt;
+                     }};
+    c.eval_double = [op, m](const P<double>& p, const Options& o) -> Out<double> {
+      if (!o.normalized || (m.needs_eps && o.eps == 0)) return std::nullopt;
+      Options un = o;
+      un.normalized = false;
+      P<double> a = with_ones(p);
+      a.gates = p.gates;
+      const Out<double> nd = gated_form_double(op, "", a, un);
+      return nd ? divide(*nd, o.eps, m.how) : std::nullopt;
+    };
+    out.push_back(std::move(c));
+  }
   add_changed("mistake:gates-late",
               "gates misaligned by one token: gamma_{t-1} used for token t (a shift of the gates by one)",
               [](const auto& g) { return late_gates(g); });
@@ -523,16 +564,31 @@ std::vector<GatedCandidate> gated_diagnosis_candidates(const std::string& op) {
                     "last gate too, chunk width {})",
                     w),
         [w](const auto& g) { return boundary_gates(g, w, true); });
-    if (id == OpId::linear || id == OpId::hla2)
-      add(fmt::format("mistake:carry-first-gate-power@w={}", w),
-          fmt::format(
-              "a chunk form whose carry is decayed by the chunk's first gate to a power (gamma_s^(a+1) at offset a, "
-              "for Pi_{{r=s..s+a}} gamma_r; chunk width {})",
-              w),
-          "", [op, w](const GP& g, const Options& o) -> Out<rational> {
-            if (g.n() <= w) return std::nullopt;
-            return with_decays(op, g, w, o);
-          });
+    if (id != OpId::linear && id != OpId::hla2) continue;
+    struct Rule {
+      CarryRule rule;
+      std::string key, what;
+    };
+    for (const Rule& r :
+         {Rule{CarryRule::first_gate_power, "carry-first-gate-power",
+               "decayed by the chunk's first gate to a power (gamma_s^(a+1) at offset a, for Pi_{r=s..s+a} gamma_r)"},
+          Rule{CarryRule::decayed_twice, "carry-decayed-twice",
+               "handed on decayed twice by the chunk's total gate (its product squared)"},
+          Rule{CarryRule::not_decayed, "carry-not-decayed",
+               "handed on without the chunk's decay (S <- S + the chunk's own terms)"},
+          Rule{CarryRule::tail_decayed_twice, "tail-carry-decayed-twice",
+               "decayed twice by the last full chunk's total gate into the tail chunk only (n not a multiple of w: "
+               "the tail computed from the wrong carry)"}}) {
+      GatedCandidate c{fmt::format("mistake:{}@w={}", r.key, w),
+                       fmt::format("a chunk form whose carry is {} (chunk width {})", r.what, w), "", false,
+                       [op, w, rule = r.rule](const GP& g, const Options& o) {
+                         return with_carry_rule<rational>(op, g.qkv, g.gamma, w, rule, o);
+                       }};
+      c.eval_double = [op, w, rule = r.rule](const P<double>& p, const Options& o) {
+        return with_carry_rule<double>(op, p, p.gates, w, rule, o);
+      };
+      out.push_back(std::move(c));
+    }
   }
   return out;
 }

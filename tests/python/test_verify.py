@@ -373,7 +373,10 @@ class NamedChunkMistakes(unittest.TestCase):
         # the carry bug first shows on the first row of the second chunk, and small inputs are printed inline
         code, r, out = verify("hla2-chunked-carry-exponent", "--op", "hla2", "--gamma", "0.9")
         self.assertEqual(r["counterexample"]["first_wrong_row"], 16, out)
-        self.assertIn("first wrong row 16 = a multiple of 16", out)
+        # the chunk hint: the widths at which the matched chunk mistake reproduces the evidence (issue 47)
+        self.assertEqual(r["counterexample"]["chunk_hint"], {"widths": [16], "source": "diagnosis"}, out)
+        self.assertIn("first wrong row 16\n    chunk hint: the matches above reproduce every exact case if chunks "
+                      "are 16 wide", out)
         self.assertIn("    q = [[", out)
 
     def test_zero_padding_that_decays_the_state(self):
@@ -809,6 +812,40 @@ class TorchExamples(unittest.TestCase):
         r = hla_harness.verify(torch_hla2_chunked.hla2_chunked, "hla2", gamma=0.9, normalized=True, eps=1e-3,
                                max_n=300, d=8, dv=8)
         self.assertEqual(r["verdict"], "computes", r["summary"])
+
+
+class FlaStyleOps(unittest.TestCase):
+    """hla_harness.verify(fn, op, layout=...) on an op in fla's calling convention (examples/fla_style_hla2.py:
+    [B, T, H, K] torch tensors, scale, normalize, a state tuple), verified without an adapter (issue 47)."""
+
+    def test_fla_style_op_computes(self):
+        import fla_style_hla2
+        import hla_harness
+        fn = fla_style_hla2.hla2_bthk
+        for more in ({}, {"normalized": True, "eps": 1e-6, "ridge": 0.5}, {"state": True}):
+            with self.subTest(**more):
+                r = hla_harness.verify(fn, "hla2", layout="bthk", max_n=33, d=3, dv=2, **more)
+                self.assertEqual(r["verdict"], "computes", r["summary"])
+
+    def test_head_first_and_declared_scale(self):
+        import fla_style_hla2
+        import hla_harness
+
+        def head_first(q, k, v, **kw):  # [B, H, T, K] in and out
+            o, st = fla_style_hla2.hla2_bthk(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), **kw)
+            return o.transpose(1, 2), st
+
+        r = hla_harness.verify(head_first, "hla2", layout="bhtk", max_n=33, d=3, dv=2, scale=0.5)
+        self.assertEqual(r["verdict"], "computes", r["summary"])
+        # called with its default scale K^-1/2 (scale not passed): 1/d x SPEC's, named
+        r = hla_harness.verify(lambda q, k, v: fla_style_hla2.hla2_bthk(q, k, v), "hla2", layout="bthk", max_n=33,
+                               d=3, dv=2)
+        self.assertEqual(r["verdict"], "differs", r["summary"])
+        factor = [m for m in r["matches"] if m["key"] == "convention:output-factor"]
+        self.assertTrue(factor and factor[0]["factor"] == "d^-1", r["summary"])
+        self.assertIn("queries scaled by d^-1/2", r["summary"])
+        with self.assertRaises(Exception):
+            hla_harness.verify(fla_style_hla2.hla2_bthk, "hla2", layout="tbhk")
 
 
 if __name__ == "__main__":

@@ -89,7 +89,13 @@ class GatedExecVerdicts(unittest.TestCase):
                 self.assertTrue(meta["gates"])
                 self.assertEqual(gamma.shape, (meta["n"],))
                 self.assertTrue(np.all((gamma > 0) & (gamma <= 1)))
-                if meta["kind"] == "exact":
+                weak = meta["kind"] == "exact" and set(gamma.tolist()).isdisjoint({0.25, 0.5625, 0.765625, 1.0})
+                if weak:
+                    # the weak exact gates (issue 47): dyadics 1 - 2^-e, 2 <= e <= 10, varying, never 1
+                    e = -np.log2(1 - gamma)
+                    self.assertTrue(np.all((e == np.round(e)) & (e >= 2) & (e <= 10)), case)
+                    self.assertGreater(len(set(gamma.tolist())), 1, case)
+                elif meta["kind"] == "exact":
                     # ≠ 1 on the first tokens and at every chunk boundary of every even width (t a multiple of 2)
                     t = np.arange(meta["n"])
                     self.assertTrue(np.all(gamma[(t % 2 == 0) | (t < 3)] != 1), case)
@@ -252,6 +258,58 @@ class GatedDiagnosis(unittest.TestCase):
                 self.assertTrue(named(r, key), [m["key"] for m in r["matches"]])
 
 
+TORCH_GATED = os.path.join(ROOT, "tests", "verify_impls", "torch_gated_chunked.py")
+
+
+class ChunkedCarries(unittest.TestCase):
+    """Issue 47: a researcher's chunked gated hla2 in PyTorch (float32, w = 16, tests/verify_impls/
+    torch_gated_chunked.py) with carry bugs that the strong exact gates (1/4 .. 49/64, ~1e-5 across 16 tokens) let
+    pass as rounding: the weak exact gates (1 - 2^-k) make every carry O(1) of the output."""
+
+    F32 = ["--op", "hla2", "--dtype", "float32", "--normalized", "--eps", "1e-3"]
+
+    def verify(self, name, *args):
+        return run(["--gates", "--exec", f"{PY} {TORCH_GATED} {name}", *QUICK, *self.F32, *args])
+
+    def assert_named(self, name, key, *args):
+        code, report, out = self.verify(name, *args)
+        self.assertEqual((code, report["verdict"]), (1, "differs"), out)
+        self.assertIsNone(report["precision_diagnosis"], out)  # not taken for a lower precision
+        self.assertTrue(named(report, key), (key, [m["key"] for m in report["matches"]], out))
+        return report, out
+
+    def test_right_one_computes(self):
+        code, report, out = self.verify("right")
+        self.assertEqual((code, report["verdict"]), (0, "computes"), out)
+        self.assertFalse([m for m in report["matches"] if m["key"].startswith(("mistake:", "gated:", "convention:"))],
+                         out)
+
+    def test_wrong_carries_differ_with_an_o1_counterexample(self):
+        for name, key in [("tail-carry", "mistake:tail-carry-decayed-twice@w=16"),
+                          ("carry-twice", "mistake:carry-decayed-twice@w=16"),
+                          ("carry-kept", "mistake:carry-not-decayed@w=16")]:
+            with self.subTest(name=name):
+                report, out = self.assert_named(name, key)
+                c = report["counterexample"]
+                expected, got = np.array(c["expected"], float), np.array(c["got"], float)
+                # an O(1) difference, not one that looks like rounding (was 8e-5 relative for carry-twice)
+                self.assertGreater(np.abs(got - expected).max(), 0.05 * np.abs(expected).max(), out)
+                # the chunk hint names the widths that reproduce the evidence: 16 (was 32 or 64, the largest power
+                # of two dividing the first wrong row)
+                self.assertEqual(c["chunk_hint"], {"widths": [16], "source": "diagnosis"}, out)
+                self.assertIn("if chunks are 16 wide", out)
+
+    def test_conventions_are_named(self):
+        # ε after the division under --gates (named without gates only, before), fla's signed clamp, and fla's
+        # default scale q * d^-1/2: outputs 1/d x SPEC's
+        self.assert_named("eps-after", "mistake:eps-after-division")
+        self.assert_named("signed-clamp", "convention:signed-clamp")
+        report, out = self.assert_named("scale", "convention:output-factor")
+        factor = [m for m in report["matches"] if m["key"] == "convention:output-factor"][0]
+        self.assertEqual(factor["factor"], "d^-1", out)
+        self.assertIn("queries scaled by d^-1/2", out)
+
+
 class GatedGrad(unittest.TestCase):
     """--gates --grad: dq, dk, dv as without gates, dgamma (∂L/∂γ) judged when returned; a torch implementation
     differentiated by autograd (tests/verify_impls/gated_grad_impls.py)."""
@@ -353,6 +411,10 @@ class GatedPrecision(unittest.TestCase):
         code, report, out = verify_gated("hla2-bf16", *f32)
         self.assertEqual((code, report["verdict"]), (1, "lower-precision"), out)
         self.assertIn("bf16", report["precision_diagnosis"]["format"], out)
+        # every case was answered: the base group computes within the lower precision (was "unknown (cases
+        # unanswered)", issue 47)
+        self.assertNotIn("unknown (cases unanswered)", out)
+        self.assertIn("without ridge: yes, within the rounding of a lower precision", out)
         # a wrong rule stays wrong in the format
         code, report, out = verify_gated("hla2-algorithm1-rule-bf16", *f32, "--precision", "bf16")
         self.assertEqual((code, report["verdict"]), (1, "differs"), out)
@@ -371,6 +433,17 @@ class GatedPrecision(unittest.TestCase):
         code, report, out = run(["--gates", "--exec", f"{PY} {GATED} linear-chunked-bf16-operands", *f32])
         self.assertEqual((code, report["verdict"]), (1, "lower-precision"), out)
         self.assertIn("bf16", report["precision_diagnosis"]["format"], out)
+
+    def test_bf16_cumulative_log_gates_are_not_bf16_products(self):
+        # Issue 47, point 9, decided: --precision bf16 means bf16 operands with fp32 accumulation; log-gates cumulated
+        # in bf16 are an accumulation in the format, so such a kernel is a lower precision than declared (not
+        # another function: within every format bound), while the same kernel cumulating in fp32 computes.
+        f32 = ["--op", "linear", "--dtype", "float32", "--precision", "bf16"]
+        code, report, out = run(["--gates", "--exec", f"{PY} {GATED} linear-chunked-bf16-log-gates", *f32, *QUICK])
+        self.assertEqual((code, report["verdict"]), (1, "lower-precision"), out)
+        self.assertEqual(report["exact"]["failed"], 0, out)
+        code, report, out = run(["--gates", "--exec", f"{PY} {GATED} linear-chunked-bf16-operands", *f32, *QUICK])
+        self.assertEqual((code, report["verdict"]), (0, "computes"), out)
 
 
 class GatedRefusals(unittest.TestCase):

@@ -167,13 +167,23 @@ def in_bf16(f):
     return fn
 
 
+def bf16_cumsum(x):
+    """The running sum of x with every partial sum rounded to bfloat16 (a cumulative sum accumulated in bf16)."""
+    out, acc = np.empty_like(x), np.float32(0)
+    for i, xi in enumerate(x):
+        acc = bf16(acc + xi)
+        out[i] = acc
+    return out
+
+
 def linear_chunked_bf16_operands(q, k, v, gamma, normalized, eps, ridge, initial_state=None, return_state=False,
-                                 chunk=32):
+                                 chunk=32, log_gates_in_bf16=False):
     """Gated linear attention as chunked bf16 kernels are written (GLA / fla style): log-gates cumulated within each
     chunk in float32, every matmul operand rounded to bfloat16 — the gate-weighted ones too (Q Kᵀ ⊙ F, Q weighted
     from the chunk's start, K weighted to its end) — with float32 accumulation and a float32 carried state (S, z);
     outputs rounded to bfloat16. A correct kernel of `--precision bf16`, whose gate products (e.g. 441/1024) are not
-    bfloat16 numbers where the emulated kernel's are exact."""
+    bfloat16 numbers where the emulated kernel's are exact. log_gates_in_bf16: the within-chunk cumulative log-gates
+    summed in bfloat16 too (an accumulation in the format, not an operand rounding)."""
     f32 = np.float32
     n, dv = q.shape[0], v.shape[1]
     Sz = np.zeros((q.shape[1], dv + 1), f32)
@@ -184,7 +194,7 @@ def linear_chunked_bf16_operands(q, k, v, gamma, normalized, eps, ridge, initial
     out = np.empty((n, dv + 1), f32)
     for s in range(0, n, chunk):
         e = min(n, s + chunk)
-        L = np.cumsum(np.log(np.asarray(gamma[s:e], f32)))
+        L = (bf16_cumsum if log_gates_in_bf16 else np.cumsum)(np.log(np.asarray(gamma[s:e], f32)))
         a = np.arange(e - s)
         F = np.where(a[:, None] >= a[None, :], np.exp(np.minimum(L[:, None] - L[None, :], 0)), 0).astype(f32)
         out[s:e] = bf16((Q[s:e] @ K[s:e].T) * F) @ V1[s:e] + bf16(Q[s:e] * np.exp(L)[:, None]) @ Sz
@@ -237,11 +247,12 @@ IMPLS = {
     "hla2-algorithm1-rule-bf16": in_bf16(lambda *a, **kw: hla2(*a, **kw, mistake="algorithm1")),
     "linear-undecayed-carry": lambda *a, **kw: linear(*a, **kw, mistake="undecayed-carry"),
     "linear-naive-cumprod": linear_naive_cumprod,
+    "linear-chunked-bf16-log-gates": lambda *a, **kw: linear_chunked_bf16_operands(*a, **kw, log_gates_in_bf16=True),
 }
 # The serial ones, which take an initial state and can return their final state.
 STATEFUL = {"hla2", "hla2-algorithm1-rule", "hla2-gates-shifted", "hla2-mean-gate", "linear", "linear-gates-shifted",
             "linear-mean-gate", "ahla", "hla2-undecayed-carry", "linear-undecayed-carry", "hla2-proposal",
-            "linear-gates-early", "linear-chunked-bf16-operands"}
+            "linear-gates-early", "linear-chunked-bf16-operands", "linear-chunked-bf16-log-gates"}
 
 
 def with_state(name):
