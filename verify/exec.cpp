@@ -141,8 +141,9 @@ pid_t spawn(const std::string& line, const int* channel, const fs::path& out_fil
   }
   if (pid == 0) {
     ::setpgid(0, 0);
-    // It dies with hla, however hla dies (SIGKILL, the OOM killer): no command outlives the harness. /bin/sh execs
-    // the command of a simple line, which keeps the setting.
+    // It dies with hla, however hla dies (SIGKILL, the OOM killer). The setting is this process's, /bin/sh's: it
+    // holds for a command line that starts with `exec`; Debian's dash forks even a simple line, and what it forks is
+    // left to the subreaper's clean-up, which a SIGKILLed hla cannot run (docs/hardening.md, known limit).
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(127);  // hla died before the line above
     // The channel's ends out of the way of 0-4 first (they may hold any of those numbers).
