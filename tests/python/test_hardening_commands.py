@@ -17,6 +17,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_hardening import pid_written_to  # noqa: E402
 from test_verify import HLA, PY, ROOT  # noqa: E402  (the same build and interpreter)
 
 QUICK = ["--max-n", "16", "--d", "2", "--dv", "2", "--quiet", "--shrink-rounds", "0", "--no-diagnose"]
@@ -300,11 +301,7 @@ class Processes(Work):
         # (a forked command is left to the subreaper's clean-up, which a SIGKILLed harness cannot run; hardening.md).
         proc = subprocess.Popen([HLA, "verify", "--op", "hla2", "--exec", f"exec {PY} {script}", *QUICK],
                                 env=self.env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.time() + 60
-        while not (os.path.exists(pid_file) and os.path.getsize(pid_file)) and time.time() < deadline:
-            time.sleep(0.05)
-        with open(pid_file) as f:
-            pid = int(f.read())
+        pid = pid_written_to(pid_file)
         proc.kill()
         proc.wait(timeout=30)
         deadline = time.time() + 5
