@@ -301,9 +301,11 @@ InterruptGuard::InterruptGuard() {
 }
 
 InterruptGuard::~InterruptGuard() {
-  --guards_alive;
   running_group = 0;
   for (std::size_t i = 0; i < std::size(kForwarded); ++i) ::sigaction(kForwarded[i], &previous_[i], nullptr);
+  // The outermost guard left by an exception (Interrupted): the signal went out as that exception, and a later check
+  // outside any guard (run_command's) must not see it again.
+  if (--guards_alive == 0 && std::uncaught_exceptions() > 0) caught_signal = 0;
   // A signal that came after the last check, with no Interrupted on its way: delivered now, as it would have been.
   if (caught_signal && std::uncaught_exceptions() == 0) ::raise(caught_signal);
 }
