@@ -51,13 +51,18 @@ bool is_timed_claim(const std::string& id) { return id.rfind("cost.", 0) == 0; }
 
 // Under mpirun the claims are spread over the ranks (mpi/farm.hpp), the longest first by
 // `ctx.previous_seconds`; rank 0 gathers every result (in ledger order) and alone prints and returns them.
-std::vector<ClaimResult> run_ledger(const LedgerContext& ctx, const std::vector<std::string>& only) {
+std::vector<const Claim*> select_claims(const std::vector<std::string>& only) {
   std::vector<const Claim*> selected;
   for (const Claim& c : all_claims())
     if (only.empty() || std::find(only.begin(), only.end(), c.id) != only.end()) selected.push_back(&c);
   for (const auto& id : only)
     if (std::none_of(selected.begin(), selected.end(), [&](const Claim* c) { return c->id == id; }))
       throw InputError("unknown claim id '" + id + "' (see `hla claims --list`)");
+  return selected;
+}
+
+std::vector<ClaimResult> run_ledger(const LedgerContext& ctx, const std::vector<std::string>& only) {
+  const std::vector<const Claim*> selected = select_claims(only);
   const bool distributed_run = distributed::world_size() > 1;
   std::vector<std::size_t> order(selected.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;

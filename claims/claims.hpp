@@ -36,6 +36,8 @@ const std::vector<Claim>& all_claims();
 // Runs the claims (all, or those whose id is in `only`), printing progress to stderr. Under mpirun the
 // claims are spread over the ranks; rank 0 returns them all, the other ranks an empty list.
 std::vector<ClaimResult> run_ledger(const LedgerContext& ctx, const std::vector<std::string>& only);
+// The claims `only` names (all of them when it is empty), in ledger order; InputError for an unknown id.
+std::vector<const Claim*> select_claims(const std::vector<std::string>& only);
 
 // The claims decided from measured times (cost.*): their verdicts can move with the machine's load, in
 // one process as across ranks; under mpirun each runs alone on its host.

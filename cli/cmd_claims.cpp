@@ -6,6 +6,7 @@
 
 #include "claims/claims.hpp"
 #include "cli/commands.hpp"
+#include "cli/options.hpp"
 #include "core/types.hpp"
 #include "io/files.hpp"
 #include "mpi/comm.hpp"
@@ -37,15 +38,18 @@ void run_claims(const ClaimsArgs& a) {
   const bool full = a.ids.empty() && !a.quick;  // a partial run (--id) or a quick run never overwrites the full ledger
   const std::filesystem::path dir(a.out);
   const std::string stem = full ? "claims" : "claims-partial";
+  (void)verify::select_claims(a.ids);  // an unknown --id is refused before --out is made (it was left behind)
   if (distributed::world_rank() == 0) prepare_output(dir / (stem + ".json"));
   verify::LedgerContext ctx;
   ctx.seed = a.seed;
   ctx.quick = a.quick;
   // The last full ledger's timings order the claims under mpirun (longest first).
-  try {
-    std::ifstream prev(std::filesystem::path(a.out) / "claims.json");
-    if (prev)
-      for (const auto& c : nlohmann::json::parse(prev).at("claims")) ctx.previous_seconds[c.at("id")] = c.at("seconds");
+  try {  // a regular file only: a FIFO named claims.json blocked here
+    const std::filesystem::path prev = std::filesystem::path(a.out) / "claims.json";
+    std::error_code ec;
+    if (std::filesystem::symlink_status(prev, ec).type() != std::filesystem::file_type::not_found)
+      for (const auto& c : nlohmann::json::parse(read_regular_file(prev, 64 << 20)).at("claims"))
+        ctx.previous_seconds[c.at("id")] = c.at("seconds");
   } catch (const std::exception&) {
     ctx.previous_seconds.clear();  // an unreadable old ledger only loses the ordering
   }
@@ -64,7 +68,7 @@ const CommandRegistrar claims_registrar([](CLI::App& app) {
   auto* sub =
       app.add_subcommand("claims", "Decide every claim of the paper by computation; write results/claims.{json,md}");
   sub->add_option("--id", args->ids, "check only these claim ids (writes claims-partial.*)");
-  sub->add_option("--seed", args->seed, "seed of the random points (same seed -> same verdicts)");
+  add_seed_option(sub, args->seed, "seed of the random points (same seed -> same verdicts)");
   sub->add_option("--out", args->out, "output folder");
   sub->add_flag("--list", args->list, "list the claim ids and exit");
   sub->add_flag("--quick", args->quick, "fewer shapes and shorter timings (writes claims-partial.*)");

@@ -13,6 +13,7 @@
 
 #include "cli/commands.hpp"
 #include "core/inputs.hpp"
+#include "core/limits.hpp"
 #include "core/registry.hpp"
 #include "fast/distributed/exscan.hpp"
 #include "fast/distributed/plan.hpp"
@@ -63,6 +64,26 @@ double ping_pong(std::size_t bytes, int reps) {
     t.push_back(seconds_since(t0));
   }
   return median(t);
+}
+
+// Everything checked before MPI or memory is touched: an operator and form of the distributed plan (`--form serial`
+// dereferenced the end of the form table), a shape that fits (--n 1e12 was a bad_alloc), and for --calibrate the 16
+// tokens its two segments of 8 take (--n 4 read tokens 8-16 of a 4-token input).
+void validate_bench(const BenchArgs& a) {
+  const auto& plan = distributed::distributed_plan();
+  if (std::none_of(plan.begin(), plan.end(), [&](const auto& x) { return x.op == a.op; })) {
+    std::string ops;
+    for (const auto& x : plan) ops += (ops.empty() ? "" : ", ") + x.op;
+    throw InputError("--op '" + a.op + "' has no sequence-parallel form (" + ops + " have)");
+  }
+  const auto& forms = distributed::distributed_forms();
+  if (std::none_of(forms.begin(), forms.end(), [&](const auto& f) { return f.first == a.form; })) {
+    std::string names;
+    for (const auto& f : forms) names += (names.empty() ? "" : ", ") + f.first;
+    throw InputError("--form '" + a.form + "' is not a sequence-parallel form (" + names + ")");
+  }
+  require_shape(Shape{a.n, a.d, a.dv}, "hla mpi-bench", bytes_per_value<double>());
+  if (a.calibrate && a.n < 16) throw InputError("--calibrate combines two segments of 8 tokens: it needs --n >= 16");
 }
 
 nlohmann::json run_bench(const BenchArgs& a) {
@@ -177,6 +198,7 @@ const CommandRegistrar mpi_bench_registrar([](CLI::App& app) {
   sub->add_flag("--calibrate", a->calibrate, "also measure MPI latency/bandwidth and one combine");
   sub->add_flag("--outputs-only", a->outputs_only, "no final state (Options::state = false), as make bench times");
   sub->callback([a] {
+    validate_bench(*a);
     if (!distributed::mpi_active()) throw InputError("mpi-bench: run it under mpirun (it times the ranks of a job)");
     const nlohmann::json j = run_bench(*a);
     if (distributed::world_rank() == 0) fmt::print("{}\n", j.dump());

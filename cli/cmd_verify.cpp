@@ -82,12 +82,15 @@ void write_json(const std::string& file, const nlohmann::json& j) {
 Problem<double> given_inputs(const VerifyArgs& a, Mat<double>& out, DType& dtype, ColVec<double>& gates) {
   if (!a.npz.empty() && (!a.q.empty() || !a.k.empty() || !a.v.empty() || !a.o.empty()))
     throw InputError("give either --npz or --q --k --v --o, not both");
-  auto load = [&](const std::string& file, const std::string& what) -> npy::Array {
+  // Headers are held to file mode's limits before any data is read: n <= 8192 tokens of at most kMaxWidth features
+  // (a sparse .npy claiming 2^31 values was 16 GiB allocated before the n check).
+  auto load = [&](const std::string& file, const std::string& what, std::size_t max_values) -> npy::Array {
     if (file.empty())
       throw InputError("file mode needs --q, --k, --v and --o (or --npz with arrays q, k, v, o); " + what +
                        " is missing");
-    return npy::read(file);
+    return npy::read(file, max_values);
   };
+  constexpr std::size_t kMaxFileTokens = 8192, kMaxMatrix = kMaxFileTokens * static_cast<std::size_t>(kMaxWidth);
   if (!a.gamma_npy.empty() && (!a.gates || !a.npz.empty()))
     throw InputError("--gamma-npy goes with --gates and --q --k --v --o (with --npz the gates are its array 'gamma')");
   npy::Array q, k, v, o, g;
@@ -99,8 +102,9 @@ Problem<double> given_inputs(const VerifyArgs& a, Mat<double>& out, DType& dtype
     q = m["q"], k = m["k"], v = m["v"], o = m["o"];
     if (a.gates) g = m["gamma"];
   } else {
-    q = load(a.q, "--q"), k = load(a.k, "--k"), v = load(a.v, "--v"), o = load(a.o, "--o");
-    if (a.gates) g = load(a.gamma_npy, "--gamma-npy (the gates, with --gates)");
+    q = load(a.q, "--q", kMaxMatrix), k = load(a.k, "--k", kMaxMatrix), v = load(a.v, "--v", kMaxMatrix),
+    o = load(a.o, "--o", kMaxMatrix);
+    if (a.gates) g = load(a.gamma_npy, "--gamma-npy (the gates, with --gates)", kMaxFileTokens);
   }
   if (a.gates) {
     if (g.shape.size() != 1)
@@ -124,8 +128,9 @@ Problem<double> given_inputs(const VerifyArgs& a, Mat<double>& out, DType& dtype
     throw InputError(fmt::format("q, k, v shapes do not fit: q {}x{}, k {}x{}, v {}x{}", p.Q.rows(), p.Q.cols(),
                                  p.K.rows(), p.K.cols(), p.V.rows(), p.V.cols()));
   if (p.Q.rows() == 0 || p.Q.cols() == 0 || p.V.cols() == 0) throw InputError("q, k, v must not be empty");
-  if (p.Q.rows() > 8192)
-    throw InputError(fmt::format("file mode checks n <= 8192 tokens (the MPFR reference); got n = {}", p.Q.rows()));
+  if (p.Q.rows() > static_cast<Eigen::Index>(kMaxFileTokens))
+    throw InputError(
+        fmt::format("file mode checks n <= {} tokens (the MPFR reference); got n = {}", kMaxFileTokens, p.Q.rows()));
   for (const Mat<double>* m : {&p.Q, &p.K, &p.V})
     if (!m->allFinite()) throw InputError("q, k, v contain NaN or Inf");
   return p;
@@ -189,6 +194,7 @@ int run_verify(const VerifyArgs& a) {
     const PartMap map = a.parts.empty() ? PartMap{} : read_part_map(a.parts);
     ExecCombine impl(a.exec, a.timeout, a.keep, a.fresh_process);
     nlohmann::json report = run_combine_battery(impl, req, map, a.quiet ? nullptr : &std::cerr);
+    InterruptGuard::check();  // a signal after the last round: exit 128 + signal, no report
     report["command"] = a.exec;
     if (!a.json_file.empty()) write_json(a.json_file, report);
     fmt::print("{}", report["summary"].get<std::string>());
@@ -220,6 +226,7 @@ int run_verify(const VerifyArgs& a) {
     bo.diagnose = !a.no_diagnose;
     bo.progress = a.quiet ? nullptr : &std::cerr;
     report = run_battery(impl, req, bo);
+    InterruptGuard::check();  // a signal after the last round: stopped here (exit 128 + signal), no report
     report["command"] = a.exec;
   }
   if (!a.json_file.empty()) write_json(a.json_file, report);
@@ -262,7 +269,7 @@ const CommandRegistrar verify_registrar([](CLI::App& app) {
                 "every case (exact ones too) at widths --d x --dv: for kernels built for one head size");
   sub->add_option("--n-multiple", a->n_multiple,
                   "every case's length a multiple of this: for kernels that take whole blocks of tokens");
-  sub->add_option("--seed", a->seed, "case seed (0 to 2^64 - 1)")->check(exact_uint64);
+  add_seed_option(sub, a->seed, "case seed");
   sub->add_option("--timeout", a->timeout, "seconds per round before the command is killed (default 300)");
   sub->add_option("--shrink-rounds", a->shrink_rounds, "rounds of the counterexample search (default 8)");
   sub->add_flag("--no-diagnose", a->no_diagnose, "skip comparing with the registered forms and known mistakes");

@@ -6,11 +6,12 @@
 #include <CLI/CLI.hpp>
 
 #include <charconv>
+#include <limits>
 #include <memory>
 
 #include "core/gates.hpp"
 #include "core/inputs.hpp"
-#include "core/memory.hpp"
+#include "core/limits.hpp"
 #include "core/parse.hpp"
 #include "core/registry.hpp"
 
@@ -27,6 +28,12 @@ inline const CLI::Validator exact_uint64(
       return "";
     },
     "UINT64");
+
+// A seed option: every subcommand's --seed goes through exact_uint64 (`--seed -1` and a 21-digit seed are refused,
+// never wrapped or saturated to 2^64 - 1).
+inline CLI::Option* add_seed_option(CLI::App* sub, std::uint64_t& seed, const std::string& help) {
+  return sub->add_option("--seed", seed, help + " (0 to 2^64 - 1)")->check(exact_uint64);
+}
 
 struct RunArgs {
   std::string op = "hla2", form = "serial", variant, scalar = "double";
@@ -63,20 +70,9 @@ template <class T> const Entry<T>& checked_form(const RunArgs& a, const Options&
       throw InputError(e.key() + " does not take per-token gates (`hla list` marks the forms that do)");
     if (opt.gamma != 1) throw InputError("--gates and --gamma together: with gates the decay is the gates'");
   }
-  const auto n = static_cast<std::uint64_t>(a.shape.n), d = static_cast<std::uint64_t>(a.shape.d),
-             dv = static_cast<std::uint64_t>(a.shape.dv);
-  const std::uint64_t inputs = saturating_mul(n, saturating_add(saturating_mul(2, d), dv)),
-                      outputs = saturating_mul(n, dv);
-  // Every operator's state is made of d x d and d x dv parts (and vectors); a form holds a few copies of it at
-  // once (the previous and the next, a chunk's): counted as 4, so that d = 100000 is refused, not a bad_alloc.
-  const std::uint64_t state = saturating_mul(4, saturating_add(saturating_mul(d, d), saturating_mul(d, dv)));
-  // The inputs are drawn in double, converted to T and the form returns n x dv outputs.
-  std::uint64_t needed =
-      saturating_add(saturating_mul(inputs, sizeof(double)),
-                     saturating_mul(saturating_add(saturating_add(inputs, outputs), state), bytes_per_value<T>()));
-  if (with_reference)  // the MPFR-256 reference converts the inputs again and returns its own outputs
-    needed = saturating_add(needed, saturating_mul(saturating_add(inputs, outputs), bytes_per_value<mpfr256>()));
-  require_memory(needed, fmt::format("{} [{}] at n={} d={} dv={}", e.key(), scalar_name<T>(), n, d, dv));
+  // No width limit here beyond the memory: `hla run` times any shape that fits.
+  require_shape(a.shape, fmt::format("{} [{}]", e.key(), scalar_name<T>()), bytes_per_value<T>(),
+                with_reference ? bytes_per_value<mpfr256>() : 0, std::numeric_limits<std::int64_t>::max());
   return e;
 }
 
@@ -90,7 +86,7 @@ inline void add_run_options(CLI::App* sub, RunArgs& a) {
   sub->add_option("--n", a.shape.n, "sequence length");
   sub->add_option("--d", a.shape.d, "query/key width");
   sub->add_option("--dv", a.shape.dv, "value width");
-  sub->add_option("--seed", a.seed, "input seed")->check(exact_uint64);
+  add_seed_option(sub, a.seed, "input seed");
   sub->add_option("--gamma", a.gamma, "decay in (0, 1], e.g. 3/4 or 0.99");
   sub->add_option(
       "--gates", a.gates,

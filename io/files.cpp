@@ -13,6 +13,7 @@
 #include <random>
 #include <vector>
 
+#include "core/memory.hpp"
 #include "core/types.hpp"
 
 namespace hla {
@@ -52,6 +53,113 @@ void require_new_or_regular(const fs::path& path, const std::string& what) {
 }
 
 }  // namespace
+
+InputFile::InputFile(const fs::path& path, bool follow) : what_(path.string()) {
+  fd_ = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | (follow ? 0 : O_NOFOLLOW));
+  if (fd_ < 0)
+    throw InputError(what_ + (errno == ELOOP && !follow ? std::string(": is a symlink (not followed here)")
+                                                        : ": cannot read: " + reason(errno)));
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd_);
+    throw InputError(what_ + ": not a regular file");
+  }
+  // Blocking again: a regular file's reads never wait on a writer, and EAGAIN must not end a read early.
+  (void)::fcntl(fd_, F_SETFL, ::fcntl(fd_, F_GETFL) & ~O_NONBLOCK);
+  size_ = static_cast<std::size_t>(st.st_size);
+}
+
+InputFile::~InputFile() { ::close(fd_); }
+
+void InputFile::read(std::size_t n, std::string& out) {
+  const std::size_t start = out.size();
+  out.resize(start + n);
+  std::size_t done = 0;
+  while (done < n) {
+    const ssize_t got = ::read(fd_, out.data() + start + done, n - done);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) throw InputError(what_ + ": cannot read: " + reason(errno));
+    if (got == 0) throw InputError(what_ + ": file changed size while being read");
+    done += static_cast<std::size_t>(got);
+  }
+}
+
+void InputFile::expect_end() {
+  char extra;
+  ssize_t got;
+  do got = ::read(fd_, &extra, 1);
+  while (got < 0 && errno == EINTR);
+  if (got != 0) throw InputError(what_ + ": file changed size while being read");
+}
+
+void InputFile::seek(std::size_t offset) {
+  if (offset > size_ || ::lseek(fd_, static_cast<off_t>(offset), SEEK_SET) < 0)
+    throw InputError(what_ + ": cannot seek to byte " + std::to_string(offset));
+}
+
+std::string read_regular_file(const fs::path& path, std::uint64_t max_bytes, bool follow) {
+  InputFile f(path, follow);
+  if (f.size() > max_bytes)
+    throw InputError(f.what() + ": a file of " + std::to_string(f.size()) + " bytes, more than the " +
+                     std::to_string(max_bytes) + " accepted");
+  require_memory(f.size(), f.what() + " (read whole)");  // a sparse file costs no disk, but its bytes would be read
+  std::string bytes;
+  f.read(f.size(), bytes);
+  f.expect_end();
+  return bytes;
+}
+
+int open_regular_for_append(const fs::path& path, const std::string& what) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+  if (fd < 0)
+    throw InputError(what + " '" + path.string() + "' cannot be written: " +
+                     (errno == ELOOP   ? std::string("it is a symlink")
+                      : errno == ENXIO ? std::string("it is a FIFO (not a regular file)")
+                                       : reason(errno)));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw InputError(what + " '" + path.string() + "' is not a regular file (a FIFO or a device)");
+  }
+  (void)::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  return fd;
+}
+
+int create_fresh_file(const fs::path& path) {
+  (void)::unlink(path.c_str());  // whatever an outside program left there; a directory stays and fails below
+  return ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+}
+
+DirectoryLock::DirectoryLock(const fs::path& dir, const std::string& what) : file_(dir / ".hla-lock") {
+  // The lock file is removed by its holder when it is done, so a file locked here may have been unlinked by its
+  // holder between our open and our lock: then the lock is on a name nobody will find, and it is taken again.
+  for (int attempt = 0; attempt < 16; ++attempt) {
+    fd_ = ::open(file_.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+    if (fd_ < 0) throw InputError(what + " '" + dir.string() + "': cannot create its lock file: " + reason(errno));
+    struct stat st {};
+    if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+      ::close(fd_);
+      throw InputError(what + " '" + dir.string() + "': its lock file '" + file_.string() + "' is not a regular file");
+    }
+    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      const int err = errno;
+      ::close(fd_);
+      throw InputError(err == EWOULDBLOCK ? what + " '" + dir.string() +
+                                                "' is in use by another running hla (one at a time per directory: "
+                                                "wait for it, or give another directory)"
+                                          : what + " '" + dir.string() + "': cannot lock it: " + reason(err));
+    }
+    struct stat now {};
+    if (::lstat(file_.c_str(), &now) == 0 && now.st_ino == st.st_ino && now.st_dev == st.st_dev) return;
+    ::close(fd_);  // unlinked (or replaced) since it was opened: once more, with the file that is there now
+  }
+  throw InputError(what + " '" + dir.string() + "': its lock file keeps being replaced");
+}
+
+DirectoryLock::~DirectoryLock() {
+  ::unlink(file_.c_str());  // while still holding the lock: a process that opened it before sees it gone
+  ::close(fd_);
+}
 
 void check_writable(const fs::path& path, const std::string& what) {
   std::error_code ec;

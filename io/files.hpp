@@ -4,6 +4,7 @@
 // full disk, a bad TMPDIR) is an InputError naming the path and the reason, never a stray exception.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -11,6 +12,63 @@
 #include <string_view>
 
 namespace hla {
+
+// Every file the harness reads goes through InputFile: opened O_NONBLOCK (a FIFO, which would block the open until
+// a writer came, never does), then fstat'ed and refused unless it is a regular file (a FIFO, a device, a directory,
+// a socket); with `follow` false also O_NOFOLLOW (a path an outside program may have swapped for a symlink). Read in
+// pieces of a known size, so that nothing is read that was not asked for. Errors: InputError "<path>: <problem>".
+class InputFile {
+ public:
+  explicit InputFile(const std::filesystem::path& path, bool follow = true);
+  ~InputFile();
+  InputFile(const InputFile&) = delete;
+  InputFile& operator=(const InputFile&) = delete;
+
+  std::size_t size() const { return size_; }
+  const std::string& what() const { return what_; }
+  // The next n bytes, appended to `out`; the file must still hold them.
+  void read(std::size_t n, std::string& out);
+  // Nothing may follow what was read.
+  void expect_end();
+  // Reads go on from byte `offset` (at most size()).
+  void seek(std::size_t offset);
+
+ private:
+  std::string what_;
+  int fd_ = -1;
+  std::size_t size_ = 0;
+};
+
+// The whole of a regular file (InputFile), refused past max_bytes or past the memory available: an InputError
+// naming `path`.
+std::string read_regular_file(const std::filesystem::path& path, std::uint64_t max_bytes = UINT64_MAX,
+                              bool follow = true);
+
+// A regular file opened for appending (created if missing): O_NONBLOCK for the open, O_NOFOLLOW, fstat'ed; a FIFO,
+// a device, a directory or a symlink at `path` is an InputError naming `what`. Returns the descriptor (O_CLOEXEC).
+int open_regular_for_append(const std::filesystem::path& path, const std::string& what);
+
+// A fresh file at `path` for a child process's output, in a directory of the harness's own that an outside program
+// may have written to: whatever is at `path` (a FIFO, a symlink planted in place of a log) is unlinked, then the file
+// is created O_CREAT|O_EXCL|O_NOFOLLOW, so its open never blocks and never writes through a link. Returns the
+// descriptor (O_CLOEXEC), or -1 with errno set.
+int create_fresh_file(const std::filesystem::path& path);
+
+// An exclusive lock on a directory's lock file `dir/.hla-lock` (created if missing, never through a symlink), held
+// while the object lives and then removed: a second process that asks for the same directory's lock is refused at
+// once, with an InputError naming `what` and the directory (two sweeps writing one --out). The kernel drops the lock
+// when the process dies, however it dies (the file then stays, unlocked, and is taken by the next).
+class DirectoryLock {
+ public:
+  DirectoryLock(const std::filesystem::path& dir, const std::string& what);
+  ~DirectoryLock();
+  DirectoryLock(const DirectoryLock&) = delete;
+  DirectoryLock& operator=(const DirectoryLock&) = delete;
+
+ private:
+  std::filesystem::path file_;
+  int fd_ = -1;
+};
 
 // Refuses, before any work is done, an output path that cannot be written: a directory, a missing
 // folder, a folder without write permission. `what` names the option in messages ("--json").

@@ -24,6 +24,7 @@
 #include <sstream>
 #include <system_error>
 
+#include "core/memory.hpp"
 #include "io/files.hpp"
 
 namespace hla::npy {
@@ -355,57 +356,10 @@ Array parse(std::string_view bytes, const std::string& what) {
 
 namespace {
 
-// A file opened for reading once: a regular file (a FIFO, a device or a directory is refused, and opening
-// never blocks), read in pieces of a known size, so nothing is read that the header did not promise.
-class InputFile {
- public:
-  explicit InputFile(const std::filesystem::path& path) : what_(path.string()) {
-    fd_ = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd_ < 0) fail(what_, std::string("cannot read: ") + std::strerror(errno));
-    struct stat st {};
-    if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
-      ::close(fd_);
-      fail(what_, "not a regular file");
-    }
-    size_ = static_cast<std::size_t>(st.st_size);
-  }
-  ~InputFile() { ::close(fd_); }
-  InputFile(const InputFile&) = delete;
-  InputFile& operator=(const InputFile&) = delete;
-
-  std::size_t size() const { return size_; }
-  const std::string& what() const { return what_; }
-  // The next n bytes, appended to `out`; the file must still hold them.
-  void read(std::size_t n, std::string& out) {
-    const std::size_t start = out.size();
-    out.resize(start + n);
-    std::size_t done = 0;
-    while (done < n) {
-      const ssize_t got = ::read(fd_, out.data() + start + done, n - done);
-      if (got < 0 && errno == EINTR) continue;
-      if (got < 0) fail(what_, std::string("cannot read: ") + std::strerror(errno));
-      if (got == 0) fail(what_, "file changed size while being read");
-      done += static_cast<std::size_t>(got);
-    }
-  }
-  // Nothing may follow what was read.
-  void expect_end() {
-    char extra;
-    ssize_t got;
-    do got = ::read(fd_, &extra, 1);
-    while (got < 0 && errno == EINTR);
-    if (got != 0) fail(what_, "file changed size while being read");
-  }
-
- private:
-  std::string what_;
-  int fd_ = -1;
-  std::size_t size_ = 0;
-};
-
 std::string slurp(const std::filesystem::path& path, std::size_t limit) {
   InputFile f(path);
   if (f.size() > limit) fail(f.what(), "file of " + std::to_string(f.size()) + " bytes is larger than accepted");
+  require_memory(f.size(), f.what() + " (read whole)");  // a sparse file costs no disk, but its bytes would be read
   std::string bytes;
   f.read(f.size(), bytes);
   f.expect_end();
@@ -424,6 +378,9 @@ Array read(const std::filesystem::path& path, std::size_t max_count) {
   if (h.count > max_count)
     fail(f.what(), "shape " + shape_text(h.a.shape) + " has " + std::to_string(h.count) + " values, more than the " +
                        std::to_string(max_count) + " expected");
+  // The file and its values as doubles are held at once: refused before either is read when they cannot fit.
+  require_memory(saturating_add(h.data_bytes, saturating_mul(h.count, sizeof(double))),
+                 f.what() + " (shape " + shape_text(h.a.shape) + ")");
   f.read(h.data_offset + h.data_bytes - bytes.size(), bytes);
   f.expect_end();
   return decode(h, std::string_view(bytes).substr(h.data_offset));

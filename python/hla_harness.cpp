@@ -22,6 +22,7 @@
 #include <thread>
 
 #include "core/inputs.hpp"
+#include "core/limits.hpp"
 #include "core/parse.hpp"
 #include "core/registry.hpp"
 #include "io/files.hpp"
@@ -120,8 +121,22 @@ Options options_of(const py::object& gamma, bool normalized, const py::object& e
 py::array_t<double> reference(const std::string& op, const DoubleArray& q, const DoubleArray& k, const DoubleArray& v,
                               const py::object& gamma, bool normalized, const py::object& eps, const py::object& ridge,
                               const std::string& precision) {
+  // The module goes through the CLI's limits (core/limits.hpp): the environment OpenMP reads, and the memory the
+  // reference needs in its scalar, before anything is converted.
+  check_thread_environment();
   const Options o = options_of(gamma, normalized, eps, ridge);
+  const std::uint64_t value_bytes = precision == "exact"  ? bytes_per_value<rational>()
+                                    : precision == "mpfr" ? bytes_per_value<mpfr256>()
+                                                          : bytes_per_value<double>();
+  if (q.ndim() == 2 && v.ndim() == 2)
+    require_memory(run_bytes(Shape{q.shape(0), q.shape(1), v.shape(1)}, value_bytes),
+                   fmt::format("reference('{}', precision='{}') at n={} d={} dv={}", op, precision, q.shape(0),
+                               q.shape(1), v.shape(1)));
   const Problem<double> p{to_matrix(q, "q"), to_matrix(k, "k"), to_matrix(v, "v")};
+  // Before the conversion: a NaN or an infinity has no exact value, and GMP's conversion of one to a rational was a
+  // division by zero (SIGFPE, the Python process killed). The registry names it too, after converting.
+  for (const Mat<double>* m : {&p.Q, &p.K, &p.V})
+    if (!m->allFinite()) throw InputError("q, k, v contain NaN or Inf");
   Mat<double> out;
   {
     py::gil_scoped_release release;
@@ -454,6 +469,7 @@ py::object verify_callable(py::object fn, const std::string& op, const py::objec
                            bool gates, std::pair<double, double> gate_range, const std::string& layout,
                            const py::object& scale, const std::string& device) {
   if (!PyCallable_Check(fn.ptr())) throw InputError("verify: fn must be callable");
+  check_thread_environment();
   if (!layout.empty()) {
     if (grad) throw InputError("verify: layout= (fla's convention) takes no grad=True yet");
     fn = fla_adapter(fn, op, layout, scale, device, state);
@@ -571,6 +587,7 @@ py::object verify_combine(py::object segment, py::object combine, const std::str
                           double timeout) {
   if (!PyCallable_Check(segment.ptr()) || !PyCallable_Check(combine.ptr()))
     throw InputError("verify_combine: segment and combine must be callable");
+  check_thread_environment();
   Request req;
   req.op = op;
   req.opt.gamma = exact_param(gamma, "gamma");
@@ -639,6 +656,10 @@ PYBIND11_MODULE(hla_harness, m) {
   m.def(
       "state_parts",
       [](const std::string& op, long d, long dv) {
+        // The layout is read off a run of one token at these widths: held to the harness's widths and memory first
+        // (d = -1 was a MemoryError, d = 30000 allocated for 31 s).
+        check_thread_environment();
+        require_shape(Shape{1, d, dv}, "state_parts('" + op + "')", bytes_per_value<double>());
         std::vector<std::pair<std::string, std::vector<long>>> out;
         for (const PartShape& p : state_layout(op, d, dv))
           out.push_back({p.name, p.vector ? std::vector<long>{p.rows} : std::vector<long>{p.rows, p.cols}});

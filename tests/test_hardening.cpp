@@ -8,12 +8,19 @@
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
+#include <cmath>
 #include <csignal>
+#include <cstdint>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "core/inputs.hpp"
+#include "core/limits.hpp"
 #include "core/registry.hpp"
 #include "experiments/lib/sweep.hpp"
 #include "io/files.hpp"
@@ -332,4 +339,138 @@ TEST_CASE("OMP_NUM_THREADS past what the machine can run is refused by name", "[
     CHECK_NOTHROW(check_thread_environment());
   }
   saved ? ::setenv("OMP_NUM_THREADS", old.c_str(), 1) : ::unsetenv("OMP_NUM_THREADS");
+}
+
+// ---- issue 48 (hardening, round three): the limits layer, files that are not what they seem, signals -------------
+
+TEST_CASE("OMP_NUM_THREADS is read as libgomp reads it; OMP_STACKSIZE is held to the memory", "[hardening][limits]") {
+  // Before: " 100000" and "+100000" passed the check (only digit strings were counted) and libgomp read 100000:
+  // `hla verify` died of SIGSEGV. OMP_STACKSIZE=100G made libgomp fail its threads and exit 1 (`differs`).
+  struct Saved {
+    const char* name;
+    std::optional<std::string> value;
+  };
+  std::vector<Saved> saved;
+  for (const char* name : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_STACKSIZE", "GOMP_STACKSIZE"}) {
+    const char* v = std::getenv(name);
+    saved.push_back({name, v ? std::optional<std::string>(v) : std::nullopt});
+    ::unsetenv(name);
+  }
+  for (const char* bad : {" 100000", "+100000", "100000 ", "\t100000", "2, 100000", "abc", "0", "-1", "4x", ","}) {
+    ::setenv("OMP_NUM_THREADS", bad, 1);
+    INFO("OMP_NUM_THREADS='" << bad << "'");
+    CHECK_THAT(error_of([] { check_thread_environment(); }), Contains("OMP_NUM_THREADS"));
+  }
+  for (const char* fine : {"+2", " 1 ", "2,1", " 3 , 1"}) {
+    ::setenv("OMP_NUM_THREADS", fine, 1);
+    INFO("OMP_NUM_THREADS='" << fine << "'");
+    CHECK_NOTHROW(check_thread_environment());
+  }
+  ::unsetenv("OMP_NUM_THREADS");
+  ::setenv("OPENBLAS_NUM_THREADS", " 100000", 1);  // OpenBLAS's own count, the same limit
+  CHECK_THAT(error_of([] { check_thread_environment(); }), Contains("OPENBLAS_NUM_THREADS"));
+  ::unsetenv("OPENBLAS_NUM_THREADS");
+  for (const char* name : {"OMP_STACKSIZE", "GOMP_STACKSIZE"}) {
+    for (const char* bad : {"100000000G", "18446744073709551615", "abc", "12X", "-4M", "M"}) {
+      ::setenv(name, bad, 1);
+      INFO(name << "='" << bad << "'");
+      CHECK_THAT(error_of([] { check_thread_environment(); }), Contains(name));
+    }
+    for (const char* fine : {"512", "8M", " 16 k ", "1048576B", "1g"}) {
+      ::setenv(name, fine, 1);
+      INFO(name << "='" << fine << "'");
+      CHECK_NOTHROW(check_thread_environment());
+    }
+    ::unsetenv(name);
+  }
+  for (const Saved& s : saved)
+    if (s.value) ::setenv(s.name, s.value->c_str(), 1);
+}
+
+TEST_CASE("sizes are counted before anything is allocated", "[hardening][limits]") {
+  // Before: `hla check --d 1000000000 --n 2` was OOM-killed at 23 GB; state_parts(d = 30000) allocated for 31 s.
+  CHECK_THAT(error_of([] { require_shape(Shape{2, 1000000000, 2}, "hla check", 8); }), Contains("d and dv"));
+  CHECK_THAT(error_of([] { require_shape(Shape{1000000000000, 4, 4}, "hla check", 8); }), Contains("needs at least"));
+  CHECK_THAT(error_of([] { require_shape(Shape{-1, 3, 3}, "state_parts", 8); }), Contains(">= 1"));
+  CHECK_THAT(error_of([] { require_shape(Shape{2, 100000, 2}, "run", 8, 0, INT64_MAX); }), Contains("needs at least"));
+  CHECK_NOTHROW(require_shape(Shape{64, 8, 8}, "run", 8));
+  CHECK(run_bytes(Shape{INT64_MAX, INT64_MAX, INT64_MAX}, 8) == UINT64_MAX);  // saturates, never wraps
+}
+
+TEST_CASE("files the harness reads are regular files, and a log is made fresh", "[hardening][files]") {
+  const fs::path dir = fresh_dir("regular");
+  fs::create_directories(dir);
+  REQUIRE(::mkfifo((dir / "fifo").c_str(), 0600) == 0);
+  CHECK_THAT(error_of([&] { (void)read_regular_file(dir / "fifo"); }), Contains("not a regular file"));
+  CHECK_THAT(error_of([&] { (void)read_regular_file(dir); }), Contains("not a regular file"));
+  { std::ofstream(dir / "victim") << "keep"; }
+  fs::create_symlink(dir / "victim", dir / "link");
+  CHECK(read_regular_file(dir / "link") == "keep");
+  CHECK_THAT(error_of([&] { (void)read_regular_file(dir / "link", UINT64_MAX, false); }), Contains("symlink"));
+  CHECK_THAT(error_of([&] { (void)read_regular_file(dir / "victim", 3); }), Contains("more than the 3"));
+  CHECK_THAT(error_of([&] { ::close(open_regular_for_append(dir / "fifo", "out")); }), Contains("FIFO"));
+  CHECK_THAT(error_of([&] { ::close(open_regular_for_append(dir / "link", "out")); }), Contains("symlink"));
+  // A log swapped for a symlink or a FIFO is replaced, never written through nor waited on.
+  for (const char* name : {"link", "fifo"}) {
+    const int fd = create_fresh_file(dir / name);
+    REQUIRE(fd >= 0);
+    CHECK(::write(fd, "x", 1) == 1);
+    ::close(fd);
+    CHECK(fs::is_regular_file(fs::symlink_status(dir / name)));
+  }
+  CHECK(read_regular_file(dir / "victim") == "keep");
+  fs::remove_all(dir);
+}
+
+TEST_CASE("one sweep per output directory: its lock refuses a second", "[hardening][files]") {
+  // Before: two sweeps on one --out at once wrote 72 rows for 36 points.
+  const fs::path dir = fresh_dir("lock");
+  fs::create_directories(dir);
+  {
+    const DirectoryLock first(dir, "sweep output directory");
+    CHECK_THAT(error_of([&] { const DirectoryLock second(dir, "sweep output directory"); }), Contains("in use"));
+  }
+  CHECK_NOTHROW(DirectoryLock(dir, "sweep output directory"));  // released with the first
+  fs::remove(dir / ".hla-lock");
+  fs::create_symlink(dir / "elsewhere", dir / ".hla-lock");
+  CHECK_THAT(error_of([&] { const DirectoryLock planted(dir, "sweep output directory"); }), Contains("lock file"));
+  CHECK_FALSE(fs::exists(dir / "elsewhere"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a command that swaps its log for a symlink or a FIFO neither hangs nor overwrites", "[hardening][files]") {
+  // Before: the next process opened the log with O_TRUNC through the symlink (its target emptied), and a FIFO in its
+  // place blocked the harness's read of the log forever, whatever the time-out.
+  const fs::path dir = fresh_dir("logswap"), logs = dir / "logs", round = dir / "round";
+  fs::create_directories(logs);
+  fs::create_directories(round);
+  { std::ofstream(dir / "victim") << "keep"; }
+  auto swap = [&](const std::string& how) {
+    const fs::path script = dir / "swap.sh";
+    std::ofstream(script) << "log=$(readlink /proc/$$/fd/2); rm -f \"$log\"; " << how << " \"$log\"; exit 1\n";
+    return verify::ext::run_command("sh " + script.string(), round, 20, logs);
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  (void)swap("ln -s " + (dir / "victim").string());
+  (void)swap("mkfifo");
+  const verify::ext::ProcessResult r = swap("true");
+  CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 15);
+  CHECK(r.exit_code == 1);
+  std::ifstream in(dir / "victim");
+  CHECK(std::string(std::istreambuf_iterator<char>(in), {}) == "keep");
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a signal between two rounds is kept for the next", "[hardening][signals]") {
+  // Before: each round's guard forgot what came before it, and between rounds no handler was installed at all (the
+  // default action killed `hla verify`, its log directory left and a kept command running). A session's guard now
+  // spans the rounds, and a round's guard inside it keeps the signal.
+  CHECK_THROWS_AS(
+      [] {
+        const verify::ext::InterruptGuard session;
+        ::raise(SIGTERM);  // caught: the process lives
+        const verify::ext::InterruptGuard round;
+        verify::ext::InterruptGuard::check();
+      }(),
+      verify::ext::Interrupted);
 }

@@ -274,6 +274,9 @@ void write_summary(const fs::path& dir, const Summary& s, DType t) {
 // file can claim more; and at most 64 parts (a summary has fewer than 10).
 constexpr std::size_t kMaxPartValues = std::size_t{1} << 20;
 constexpr std::size_t kMaxParts = 64;
+// The longest part name: the harness writes parts back as <name>.npy through a temporary name beside it, which a
+// 250-character name took past the file system's 255 (E7: "File name too long" and no report).
+constexpr std::size_t kMaxPartName = 64;
 
 // Every .npy file of the folder as a part (the command's own names and shapes).
 Summary read_summary(const fs::path& dir, const std::string& label, DType t, std::string& error) {
@@ -300,6 +303,11 @@ Summary read_summary(const fs::path& dir, const std::string& label, DType t, std
     return out;
   }
   for (const fs::path& f : files) {
+    if (f.stem().string().size() > kMaxPartName) {
+      error = fmt::format("{}/ holds a part named with {} characters, more than the {} a part name may have", label,
+                          f.stem().string().size(), kMaxPartName);
+      return {};
+    }
     try {
       npy::Array a = npy::read(f, kMaxPartValues);
       if (a.dtype != npy_dtype(t)) {
@@ -372,19 +380,17 @@ std::vector<CombineOutcome> ExecCombine::run(const std::vector<CombineCase>& cas
 }
 
 PartMap read_part_map(const std::string& file) {
-  std::error_code ec;
-  if (!fs::is_regular_file(file, ec)) throw InputError("--parts: '" + file + "' is not a file");
-  std::ifstream in(file);
-  if (!in) throw InputError("--parts: cannot read '" + file + "'");
   json j;
   try {
-    j = json::parse(in);
+    j = json::parse(read_regular_file(file, 1 << 20));  // a regular file only: a FIFO never blocks (io/files.hpp)
+  } catch (const InputError& e) {
+    throw InputError(std::string("--parts: ") + e.what());
   } catch (const json::exception& e) { throw InputError("--parts: '" + file + "' is not JSON: " + e.what()); }
   if (!j.is_object() || j.empty())
     throw InputError("--parts: expected an object {\"your part\": \"SPEC part\" | null}");
   PartMap map;
   for (auto& [user, target] : j.items()) {
-    if (user.empty() || user.find('/') != std::string::npos || user.size() > 64)
+    if (user.empty() || user.find('/') != std::string::npos || user.size() > kMaxPartName)
       throw InputError("--parts: '" + user + "' is not a part name (a file name without '/')");
     if (!target.is_null() && !target.is_string())
       throw InputError("--parts: the value of '" + user + "' must be a SPEC part name or null");

@@ -76,7 +76,8 @@ class ExecCombine : public CombineImplementation {
   std::vector<CombineOutcome> run(const std::vector<CombineCase>& cases, const Request& req, RoundLog& log) override;
 
  private:
-  CommandSession session_;  // verify/exec.hpp: one process across rounds when the command answers
+  InterruptGuard session_guard_;  // signals caught between rounds too (ExecImplementation's); goes after session_
+  CommandSession session_;        // verify/exec.hpp: one process across rounds when the command answers
   double timeout_;
   bool keep_;
 };

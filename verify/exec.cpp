@@ -43,18 +43,19 @@ std::string shell_quote(const std::string& s) {
   return out + "'";
 }
 
-// The last max_chars of what the file holds after its first `from` bytes.
+// The last max_chars of what the log file holds after its first `from` bytes. The command may have replaced its log
+// by a FIFO (whose open blocked forever) or a symlink: only a regular file, not through a link, is read (InputFile).
 std::string tail_of(const fs::path& file, std::size_t max_chars, std::streamoff from = 0) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) return "";
-  in.seekg(0, std::ios::end);
-  const std::streamoff size = in.tellg();
-  const std::streamoff start =
-      std::max(from, size > static_cast<std::streamoff>(max_chars) ? size - static_cast<std::streamoff>(max_chars) : 0);
-  if (start >= size) return "";
-  in.seekg(start);
-  std::string s(static_cast<std::size_t>(size - start), '\0');
-  in.read(s.data(), static_cast<std::streamsize>(s.size()));
+  std::string s;
+  try {
+    InputFile in(file, /*follow=*/false);
+    const auto size = static_cast<std::streamoff>(in.size());
+    const std::streamoff start = std::max(
+        from, size > static_cast<std::streamoff>(max_chars) ? size - static_cast<std::streamoff>(max_chars) : 0);
+    if (start >= size) return "";
+    in.seek(static_cast<std::size_t>(start));
+    in.read(static_cast<std::size_t>(size - start), s);
+  } catch (const InputError& e) { return std::string("(its log cannot be read: ") + e.what() + ")"; }
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
   return s;
 }
@@ -120,19 +121,38 @@ pid_t spawn(const std::string& line, const int* channel, const fs::path& out_fil
   for (std::string& e : env_strings) envp.push_back(e.data());
   envp.push_back(nullptr);
   const char* argv[] = {"sh", "-c", line.c_str(), nullptr};
+  // The logs are made here, fresh (create_fresh_file): the previous process may have swapped them for a FIFO, whose
+  // open would block, or a symlink, through which O_TRUNC overwrote its target.
+  const int out = create_fresh_file(out_file), err = create_fresh_file(err_file);
+  if (out < 0 || err < 0) {
+    const int e = errno;
+    for (int fd : {out, err})
+      if (fd >= 0) ::close(fd);
+    throw InputError("cannot create the command's log file in '" + out_file.parent_path().string() +
+                     "': " + std::strerror(e));
+  }
+  const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
-  if (pid < 0) throw std::runtime_error(std::string("fork failed: ") + std::strerror(errno));
+  if (pid < 0) {
+    const int e = errno;
+    ::close(out);
+    ::close(err);
+    throw std::runtime_error(std::string("fork failed: ") + std::strerror(e));
+  }
   if (pid == 0) {
     ::setpgid(0, 0);
+    // It dies with hla, however hla dies (SIGKILL, the OOM killer). The setting is this process's, /bin/sh's: it
+    // holds for a command line that starts with `exec`; Debian's dash forks even a simple line, and what it forks is
+    // left to the subreaper's clean-up, which a SIGKILLed hla cannot run (docs/hardening.md, known limit).
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);  // hla died before the line above
     // The channel's ends out of the way of 0-4 first (they may hold any of those numbers).
     const int reply = channel ? ::fcntl(channel[0], F_DUPFD_CLOEXEC, 10) : -1;
     const int rounds = channel ? ::fcntl(channel[1], F_DUPFD_CLOEXEC, 10) : -1;
     const int in = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-    const int out = ::open(out_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    const int err = ::open(err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (in >= 0) ::dup2(in, 0);  // dup2 leaves the copy open across exec, the original closes
-    if (out >= 0) ::dup2(out, 1);
-    if (err >= 0) ::dup2(err, 2);
+    ::dup2(out, 1);
+    ::dup2(err, 2);
     if (channel) {
       ::dup2(reply, 3);
       ::dup2(rounds, 4);
@@ -144,6 +164,8 @@ pid_t spawn(const std::string& line, const int* channel, const fs::path& out_fil
     ::_exit(127);
   }
   ::setpgid(pid, pid);  // also here: no race with the child's own call
+  ::close(out);
+  ::close(err);
   return pid;
 }
 
@@ -265,8 +287,12 @@ std::string problem_in(const std::exception& e, const fs::path& file) {
 Interrupted::Interrupted(int sig)
     : std::runtime_error(fmt::format("interrupted by signal {} ({})", sig, ::strsignal(sig))), signal(sig) {}
 
+namespace {
+int guards_alive = 0;  // InterruptGuards in scope (they nest); only the outermost forgets an earlier signal
+}
+
 InterruptGuard::InterruptGuard() {
-  caught_signal = 0;
+  if (guards_alive++ == 0) caught_signal = 0;
   struct sigaction sa {};
   sa.sa_handler = forward_signal;
   sigemptyset(&sa.sa_mask);
@@ -277,6 +303,9 @@ InterruptGuard::InterruptGuard() {
 InterruptGuard::~InterruptGuard() {
   running_group = 0;
   for (std::size_t i = 0; i < std::size(kForwarded); ++i) ::sigaction(kForwarded[i], &previous_[i], nullptr);
+  // The outermost guard left by an exception (Interrupted): the signal went out as that exception, and a later check
+  // outside any guard (run_command's) must not see it again.
+  if (--guards_alive == 0 && std::uncaught_exceptions() > 0) caught_signal = 0;
   // A signal that came after the last check, with no Interrupted on its way: delivered now, as it would have been.
   if (caught_signal && std::uncaught_exceptions() == 0) ::raise(caught_signal);
 }

@@ -52,7 +52,8 @@ struct Interrupted : std::runtime_error {
 
 // While one exists, SIGINT, SIGTERM and SIGHUP are caught (not fatal) and remembered: run_command forwards
 // them to the command's process group (which a terminal's Ctrl-C never reaches: it has its own) and
-// throws Interrupted. The previous handlers are restored when it goes.
+// throws Interrupted. The previous handlers are restored when it goes. Guards nest (a session's around each
+// round's): an inner one keeps a signal the outer one caught.
 class InterruptGuard {
  public:
   InterruptGuard();
@@ -131,6 +132,11 @@ class ExecImplementation : public Implementation {
   std::vector<Outcome> run(const std::vector<Case>& cases, const Request& req, RoundLog& log) override;
 
  private:
+  // Signals are caught for the whole session, between rounds too (a SIGTERM while the harness computed killed it by
+  // the default action, leaving its log directory and a kept command running): the next round, or the caller's
+  // InterruptGuard::check() after the battery, throws Interrupted. Declared first, so it goes last: after the
+  // session has ended its command.
+  InterruptGuard session_guard_;
   CommandSession session_;
   double timeout_;
   bool keep_;

@@ -13,12 +13,14 @@
 
 #include "core/dispatch.hpp"
 #include "core/gates.hpp"
+#include "core/limits.hpp"
 #include "core/memory.hpp"
 #include "core/operators.hpp"
 #include "core/parse.hpp"
 #include "core/registry.hpp"
 #include "experiments/lib/sweep.hpp"
 #include "fast/backward/passes.hpp"
+#include "io/files.hpp"
 
 namespace hla::sweep {
 namespace {
@@ -185,8 +187,8 @@ Axes parse_axes(const Reader& r, const toml::table& axes) {
   a.scalars = strs("scalar", {"double"});
   a.n = ints("n", {}, 1);
   // Widths past 4096 hold states of d² numbers per copy that no sweep here needs (and d = 2^32 was a bad_alloc).
-  a.d = ints("d", {8}, 1, 4096);
-  a.dv = ints("dv", {8}, 1, 4096);
+  a.d = ints("d", {8}, 1, kMaxWidth);
+  a.dv = ints("dv", {8}, 1, kMaxWidth);
   a.gamma = nums("gamma", {rational(1)});
   a.gates = strs("gates", {"none"});
   for (const auto& g : a.gates) {
@@ -299,11 +301,8 @@ Config parse_config(const std::string& text, const std::string& source) {
 }
 
 Config load_config(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  if (!in) throw InputError(path.string() + ": cannot read the config file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_config(ss.str(), path.string());
+  // A regular file only (a FIFO blocked here), read whole up to one byte past the size parse_config accepts.
+  return parse_config(read_regular_file(path, kMaxConfigBytes + 1), path.string());
 }
 
 Options Point::options() const {

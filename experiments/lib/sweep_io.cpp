@@ -1,5 +1,6 @@
 // Sweep output: the column list, RFC 4180 CSV lines, JSON lines, reading a CSV back, and `hla merge`.
 #include <algorithm>
+#include <charconv>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -129,12 +130,11 @@ std::string json_line(const std::vector<std::string>& fields) {
       j[cols[i]] = f;
     }
   }
-  return j.dump() + "\n";
+  return json_text(j) + "\n";  // a byte that is not UTF-8 (a file name, a forged field) is U+FFFD, not a lost row
 }
 
 CsvTable read_csv(const std::filesystem::path& p) {
-  std::ifstream in(p);
-  if (!in) throw InputError(p.string() + ": cannot read");
+  std::istringstream in(read_regular_file(p));  // a FIFO named points-x.csv blocked `hla merge`
   CsvTable t;
   std::string line;
   bool first = true;
@@ -179,9 +179,32 @@ CsvTable read_points(const std::filesystem::path& p, bool* upgraded) {
   return out;
 }
 
+namespace {
+// A row's point index: decimal digits within [0, 2^63 - 1], else an InputError naming the file ('abc', '' and 1e20
+// ended `hla merge` as an internal error).
+long long point_index(const std::string& text, const std::filesystem::path& file) {
+  long long v = -1;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || v < 0)
+    throw InputError(file.string() + ": a row's index '" + (text.size() <= 24 ? text : text.substr(0, 24) + "...") +
+                     "' is not a point index (an integer >= 0)");
+  return v;
+}
+}  // namespace
+
 std::size_t merge_outputs(const std::vector<std::filesystem::path>& inputs, const std::filesystem::path& out,
                           std::ostream* report) {
   namespace fs = std::filesystem;
+  {
+    // The CSV and its JSON lines are two files: an --out that is itself the JSON lines' name (o.jsonl) would be
+    // written twice, the CSV lost under the JSON lines.
+    fs::path jsonl = out;
+    jsonl.replace_extension(".jsonl");
+    if (jsonl == out)
+      throw InputError("--out '" + out.string() +
+                       "': the merged CSV's JSON lines go beside it as <name>.jsonl; give the CSV's name (e.g. "
+                       "points.csv)");
+  }
   std::vector<fs::path> files;
   for (const auto& in : inputs) {
     if (fs::is_directory(in)) {
@@ -212,7 +235,7 @@ std::size_t merge_outputs(const std::vector<std::filesystem::path>& inputs, cons
         continue;
       }
       const std::string& key = row[key_col];
-      long long idx = std::stoll(row[index_col]);
+      const long long idx = point_index(row[index_col], f);
       auto it = index_of_key.find(key);
       if (it != index_of_key.end()) {
         ++duplicates;
@@ -232,6 +255,8 @@ std::size_t merge_outputs(const std::vector<std::filesystem::path>& inputs, cons
   fs::path jsonl = out;
   jsonl.replace_extension(".jsonl");
   if (out.has_parent_path()) fs::create_directories(out.parent_path());
+  check_writable(out, "--out");
+  check_writable(jsonl, "--out's JSON lines");
   std::string csv_text = expected, jsonl_text;
   for (const auto& [idx, row] : by_index) {
     csv_text += csv_line(row);

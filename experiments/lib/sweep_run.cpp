@@ -20,6 +20,7 @@
 #include "core/dispatch.hpp"
 #include "core/gates.hpp"
 #include "core/inputs.hpp"
+#include "core/limits.hpp"
 #include "core/parse.hpp"
 #include "core/registry.hpp"
 #include "experiments/lib/measure.hpp"
@@ -92,7 +93,7 @@ class ReferenceStore {
     if (mem_.size() > 8) mem_.clear();  // references of large n are big; keep few in memory
     RefData r;
     const fs::path file = dir_ / (key + ".bin");
-    if (!load(file, r)) {
+    if (!load(file, pt, r)) {
       r = compute(pt, inputs);
       if (!r.method.empty()) store(file, r);
     }
@@ -142,27 +143,45 @@ class ReferenceStore {
     return r;
   }
 
-  bool load(const fs::path& file, RefData& r) {
-    std::ifstream in(file, std::ios::binary);
-    if (!in) return false;
+  // A cache file is the point's only when it is exactly what store() writes for it: the shape of the point (n rows,
+  // dv or dv + 1 columns; the bound's n rows or none), a known method and as many finite numbers as the header says,
+  // no byte more or less. Anything else (a torn write, another version's file, a forged header: 1 x 1 read past its
+  // end, 10^9 x 10^9 allocated) is not used, and the reference is computed again and stored over it.
+  bool load(const fs::path& file, const Point& pt, RefData& r) {
+    std::error_code ec;
+    if (fs::symlink_status(file, ec).type() == fs::file_type::not_found) return false;
+    const auto n = static_cast<std::uint64_t>(pt.n), dv = static_cast<std::uint64_t>(pt.dv);
+    // Its largest valid size: the header, then n x (dv + 1) numbers of kParts doubles and the bound's n x (dv + 1).
+    const std::uint64_t most = saturating_add(4096, saturating_mul(saturating_mul(n, dv + 1), (kParts + 1) * 8));
+    std::string bytes;
+    try {
+      bytes = read_regular_file(file, most, /*follow=*/false);
+    } catch (const InputError&) { return false; }
+    std::istringstream in(bytes);
     std::string magic, method, abs_method;
-    long rows = 0, cols = 0, arows = 0, acols = 0;
+    long long rows = -1, cols = -1, arows = -1, acols = -1;
     std::getline(in, magic);
     std::getline(in, method);
     std::getline(in, abs_method);
     in >> rows >> cols >> arows >> acols;
-    in.get();
-    if (magic != "HLAREF1" || !in || rows < 0 || cols < 0) return false;
-    std::vector<double> buf(static_cast<std::size_t>(rows * cols * kParts));
-    in.read(reinterpret_cast<char*>(buf.data()), static_cast<std::streamsize>(buf.size() * sizeof(double)));
-    Mat<double> a(arows, acols);
-    in.read(reinterpret_cast<char*>(a.data()), static_cast<std::streamsize>(a.size() * sizeof(double)));
-    if (!in) return false;
+    if (magic != "HLAREF1" || !in || in.get() != '\n') return false;
+    const bool streaming = operator_info(pt.op).streaming;
+    const bool known = method == "literal" || (streaming && method.rfind("mpfr-proxy:", 0) == 0);
+    const auto width = static_cast<long long>(dv) + (streaming ? 1 : 0);
+    if (!known || rows != pt.n || cols != width || !((arows == 0 && acols == 0) || (arows == rows && acols == cols)))
+      return false;
+    const auto values = static_cast<std::size_t>(rows * cols) * kParts,
+               abs_values = static_cast<std::size_t>(arows * acols);
+    const auto at = static_cast<std::size_t>(in.tellg());
+    if (bytes.size() - at != (values + abs_values) * sizeof(double)) return false;
+    std::vector<double> buf(values + abs_values);
+    std::memcpy(buf.data(), bytes.data() + at, buf.size() * sizeof(double));
+    if (!std::all_of(buf.begin(), buf.end(), [](double x) { return std::isfinite(x); })) return false;
     r.method = method;
     r.abs_method = abs_method;
     r.num.resize(rows, cols);
     for (Eigen::Index i = 0; i < r.num.size(); ++i) r.num(i) = join(&buf[static_cast<std::size_t>(i) * kParts]);
-    r.abs = a;
+    r.abs = Eigen::Map<const Mat<double>>(buf.data() + values, arows, acols);
     return true;
   }
 
@@ -285,7 +304,7 @@ void write_all(int fd, const std::string& s, const fs::path& p) {
     ssize_t w = ::write(fd, s.data() + done, s.size() - done);
     if (w < 0) {
       if (errno == EINTR) continue;
-      throw std::runtime_error("cannot write " + p.string() + ": " + std::strerror(errno));
+      throw InputError("cannot write " + p.string() + ": " + std::strerror(errno));  // a full disk: exit 2
     }
     done += static_cast<std::size_t>(w);
   }
@@ -294,9 +313,9 @@ void write_all(int fd, const std::string& s, const fs::path& p) {
 
 // Drops a torn last line (a crash mid-write) so the file ends at a complete line.
 void truncate_partial_line(const fs::path& p) {
-  if (!fs::exists(p)) return;
-  std::ifstream in(p, std::ios::binary);
-  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::error_code ec;
+  if (fs::symlink_status(p, ec).type() == fs::file_type::not_found) return;
+  const std::string all = read_regular_file(p, UINT64_MAX, /*follow=*/false);
   if (all.empty() || all.back() == '\n') return;
   const auto last = all.rfind('\n');
   fs::resize_file(p, last == std::string::npos ? 0 : last + 1);
@@ -341,7 +360,7 @@ struct Outputs {
     }
     // The JSON lines are written before the CSV line of the same point: keep exactly the CSV's points.
     if (fs::exists(jsonl)) {
-      std::ifstream in(jsonl);
+      std::istringstream in(read_regular_file(jsonl, UINT64_MAX, /*follow=*/false));
       std::string line, kept;
       std::set<std::string> seen;
       bool dropped = false;
@@ -355,12 +374,10 @@ struct Outputs {
         else
           dropped = true;
       }
-      in.close();
       if (dropped) write_file_atomically(jsonl, kept, "sweep output");
     }
-    csv_fd = ::open(csv.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    jsonl_fd = ::open(jsonl.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    if (csv_fd < 0 || jsonl_fd < 0) throw std::runtime_error("cannot open " + csv.string() + " for appending");
+    csv_fd = open_regular_for_append(csv, "sweep output");
+    jsonl_fd = open_regular_for_append(jsonl, "sweep output");
     if (fs::file_size(csv) == 0) write_all(csv_fd, header, csv);
   }
   void refuse_other_builds(const CsvTable& t, const std::map<std::string, std::string>& same_build) const {
@@ -412,6 +429,11 @@ SweepSummary run_sweep(const Config& c, const SweepOptions& o) {
   const int ranks = distributed::world_size();
   const bool writer = distributed::world_rank() == 0;
   std::ostream* progress = writer ? o.progress : nullptr;
+  std::optional<DirectoryLock> lock;  // one sweep per output directory at a time (two made 72 rows of 36 points)
+  if (writer) {
+    fs::create_directories(dir);
+    lock.emplace(dir, "sweep output directory");
+  }
   if (progress) {
     *progress << "sweep " << c.name << ": " << en.combinations << " combinations, " << en.points.size() << " points";
     std::size_t skipped = 0;
@@ -436,7 +458,6 @@ SweepSummary run_sweep(const Config& c, const SweepOptions& o) {
   sum.points = mine.size();
   std::vector<std::size_t> todo;  // positions in `mine`
   if (writer) {
-    fs::create_directories(dir);
     out.open(dir, shard_file_stem(o.shard), same_build);
     sum.csv = out.csv;
     sum.jsonl = out.jsonl;
@@ -499,6 +520,10 @@ SweepSummary run_sweep(const Config& c, const SweepOptions& o) {
     f["rank"] = rank;
     f["ranks_on_host"] = on_host;
     try {
+      // Before its inputs are drawn: a point that cannot fit in memory is rejected, its row says why (n = 2^26 at
+      // d = dv = 4096 was a bad_alloc that ended the sweep).
+      require_shape(Shape{pt.n, pt.d, pt.dv}, pt.key(),
+                    with_scalar(pt.scalar, []<class T>() { return bytes_per_value<T>(); }), bytes_per_value<mpfr256>());
       const std::string ik = std::to_string(pt.n) + "/" + std::to_string(pt.d) + "/" + std::to_string(pt.dv) + "/" +
                              std::to_string(pt.seed) + "/" + pt.gates;
       if (ik != inputs_key) {

@@ -112,3 +112,14 @@ for i, line in enumerate(["--op hla2 --form decode --variant corrected --gates s
                           " --n 130",
                           "--op linear --form decode --gates range:0.5,1 --gamma 3/4"], start=14):
     write(d, f"seed{i:02d}", "\n".join(line.split()))
+
+# `hla merge`'s CSV reader (issue 48): a committed shard's first rows, and the rows that ended it as exit 70 before
+# (an index that is not one, a byte that is not UTF-8).
+d = target("fuzz_merge_csv")
+with open(os.path.join(root, "results", "complexity", "points.csv"), "rb") as f:
+    header, first, second = f.read().split(b"\n")[:3]
+write(d, "two_rows", header + b"\n" + first + b"\n" + second + b"\n")
+for name, index in (("index_abc", b"abc"), ("index_empty", b""), ("index_1e20", b"1e20")):
+    write(d, name, header + b"\n" + index + first[first.index(b","):] + b"\n")
+write(d, "not_utf8", header + b"\n" + first.replace(b",", b",\xff", 2) + b"\n")
+write(d, "quoted", header + b'\n"' + first.replace(b",", b'","') + b'"\n')

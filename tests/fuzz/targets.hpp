@@ -246,4 +246,24 @@ inline void exec_outputs(std::string_view bytes) {
   require(!fs::exists(fs::symlink_status(root, ec)), "the round's temporary directory was left behind");
 }
 
+// `hla merge`'s CSV reader (experiments/lib/sweep_io.cpp): the bytes as a shard's points.csv, merged into another file.
+// The merged file holds as many rows as merge_outputs says and reads back in this version's columns, or an
+// InputError names the problem (a bad index, other columns, a conflict); bytes that are not UTF-8 reach the JSON lines
+// as U+FFFD, never an exception.
+inline void merge_csv(std::string_view bytes) {
+  namespace fs = std::filesystem;
+  TempDir dir("hla-fuzz-merge");
+  {
+    std::ofstream(dir.path() / "points.csv", std::ios::binary)
+        .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  }
+  const fs::path out = dir.path() / "merged" / "all.csv";
+  try {
+    const std::size_t rows = sweep::merge_outputs({dir.path() / "points.csv"}, out, nullptr);
+    const sweep::CsvTable back = sweep::read_points(out);
+    require(back.rows.size() == rows, "the merged file does not hold the rows merge_outputs counted");
+    require(fs::is_regular_file(dir.path() / "merged" / "all.jsonl"), "no JSON lines beside the merged CSV");
+  } catch (const InputError&) {}
+}
+
 }  // namespace hla::fuzz

@@ -159,17 +159,22 @@ def running_in_group(group):
     return running
 
 
+def pid_written_to(path, timeout=60):
+    """The process id a command writes to `path`, once it has (waiting up to `timeout` s)."""
+    deadline = time.time() + timeout
+    while not (os.path.exists(path) and os.path.getsize(path)) and time.time() < deadline:
+        time.sleep(0.05)
+    with open(path) as f:
+        return int(f.read())
+
+
 class Signals(PrivateTmp):
     def interrupt(self, sig, code):
         pid_file = self.path("pid")
         # The command writes its process group (its shell's pid) and sleeps, as a training script holding a GPU.
         proc = subprocess.Popen([HLA, "verify", "--op", "hla2", "--exec", f"echo $$ > {pid_file}; sleep 60; :", *QUICK],
                                 env=self.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        deadline = time.time() + 60
-        while not (os.path.exists(pid_file) and os.path.getsize(pid_file)) and time.time() < deadline:
-            time.sleep(0.05)
-        with open(pid_file) as f:
-            group = int(f.read())
+        group = pid_written_to(pid_file)
         self.assertTrue(os.listdir(self.tmp))  # the round's folders exist while it runs
         proc.send_signal(sig)
         _, err = proc.communicate(timeout=30)

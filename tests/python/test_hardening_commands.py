@@ -1,0 +1,418 @@
+"""Issue 48 (hardening, round three): the commands beside `verify` — check, run, claims, mpi-bench, sweep, merge,
+scripts/merge-ledger.py — and the module, against the adversarial classes: sizes, seeds and the OpenMP environment
+(one limits layer, core/limits.hpp), FIFOs and symlinks where a file goes (io/files.hpp), malformed CSV, caches and
+ledgers, concurrent runs and processes that outlive the harness. Each case was a crash, a hang, exit 70 or a wrong
+exit code before; every one is now exit 2 with one line (or a ValueError), with nothing left behind.
+
+Run by scripts/test.sh with HLA_BUILD (the build folder) and PYTHONPATH=<build>/python.
+"""
+import fcntl
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_hardening import pid_written_to  # noqa: E402
+from test_verify import HLA, PY, ROOT  # noqa: E402  (the same build and interpreter)
+
+QUICK = ["--max-n", "16", "--d", "2", "--dv", "2", "--quiet", "--shrink-rounds", "0", "--no-diagnose"]
+MERGE_LEDGER = os.path.join(ROOT, "scripts", "merge-ledger.py")
+TINY_SWEEP = ("name = 'tiny'\n[axes]\noperator = 'hla2'\nform = 'serial'\nscalar = 'double'\n"
+              "n = [8]\nd = [2]\ndv = [2]\n")
+
+
+class Work(unittest.TestCase):
+    """A private folder (and TMPDIR) per test; `hla` runs with a time limit, so a hang fails instead of blocking."""
+
+    def setUp(self):
+        self.work = tempfile.mkdtemp()
+        self.tmp = self.path("tmp")
+        os.mkdir(self.tmp)
+
+    def tearDown(self):
+        shutil.rmtree(self.work, ignore_errors=True)
+
+    def path(self, *names):
+        return os.path.join(self.work, *names)
+
+    def env(self, **extra):
+        return {**os.environ, "TMPDIR": self.tmp, **extra}
+
+    def hla(self, *args, timeout=60, env=None):
+        return subprocess.run([HLA, *args], capture_output=True, timeout=timeout, env=env or self.env())
+
+    def expect_2(self, *args, text=None, env=None, timeout=60):
+        t0 = time.time()
+        p = self.hla(*args, env=env, timeout=timeout)
+        self.assertEqual(p.returncode, 2, (args, p.stdout[-2000:], p.stderr[-2000:]))
+        self.assertNotIn(b"internal error", p.stderr)
+        # One line: CLI11 adds its pointer to --help, and libgomp, loaded before main, prints its own complaint about
+        # an OMP_* value it cannot read (and ignores it) before hla refuses it.
+        lines = [x for x in p.stderr.decode(errors="replace").strip().splitlines()
+                 if x and not x.startswith("Run with --help") and not x.startswith("libgomp:")]
+        self.assertEqual(len(lines), 1, p.stderr)
+        if text:
+            self.assertIn(text.encode(), p.stderr)
+        self.assertLess(time.time() - t0, timeout / 2, args)
+        return p
+
+    def write(self, name, text, mode="w"):
+        with open(self.path(name), mode) as f:
+            f.write(text)
+        return self.path(name)
+
+
+class Environment(Work):
+    def test_omp_num_threads_as_libgomp_reads_it(self):
+        # Before: " 100000" (a blank, or a '+') passed the check: libgomp read 100000 and `verify` died of SIGSEGV,
+        # leaving its log directory.
+        for value in (" 100000", "+100000", "100000 ", "2, 100000", "abc", "0", "-1"):
+            for cmd in (["verify", "--op", "hla2", "--exec", "true", *QUICK], ["check"], ["run", "--n", "8"]):
+                self.expect_2(*cmd, text="OMP_NUM_THREADS", env=self.env(OMP_NUM_THREADS=value))
+            self.assertEqual(os.listdir(self.tmp), [], value)
+        for value in ("+2", " 1 ", "2,1"):
+            p = self.hla("run", "--n", "8", env=self.env(OMP_NUM_THREADS=value))
+            self.assertEqual(p.returncode, 0, (value, p.stderr))
+
+    def test_omp_stacksize_beyond_the_machine(self):
+        # Before: libgomp failed to create its threads and exited 1, the code of `differs`.
+        for name in ("OMP_STACKSIZE", "GOMP_STACKSIZE"):
+            for value in ("100000G", "abc", "12X"):
+                self.expect_2("run", "--op", "hla2", "--form", "chunked", "--threads", "2", "--n", "64", text=name,
+                              env=self.env(**{name: value}))
+        p = self.hla("run", "--op", "hla2", "--form", "chunked", "--threads", "2", "--n", "64",
+                     env=self.env(OMP_STACKSIZE="8M"))
+        self.assertEqual(p.returncode, 0, p.stderr)
+
+
+class Sizes(Work):
+    def test_check_counts_memory_before_it_allocates(self):
+        # Before: bad_alloc (exit 70); --d 1000000000 --n 2 was OOM-killed at 23 GB; --d 1e6 --dv 1e6 ran past 60 s.
+        for shape in (["--n", "1000000000000"], ["--d", "1000000000", "--n", "2"], ["--d", "1e6", "--dv", "1e6"]):
+            self.expect_2("check", *shape)
+
+    def test_mpi_bench_checks_before_mpi(self):
+        # Before (under mpirun): bad_alloc for the sizes, exit 0 for --form serial (the end of a table dereferenced)
+        # and for --calibrate --n 4 (tokens 8-16 of 4 read).
+        self.expect_2("mpi-bench", "--n", "1000000000000", text="needs")
+        self.expect_2("mpi-bench", "--n", "1e12")  # not an integer: CLI11 refuses it
+        self.expect_2("mpi-bench", "--d", "100000", "--n", "4", text="d and dv")
+        self.expect_2("mpi-bench", "--dv", "2147483648", text="d and dv")
+        self.expect_2("mpi-bench", "--form", "serial", text="--form")
+        self.expect_2("mpi-bench", "--op", "softmax", text="--op")
+        self.expect_2("mpi-bench", "--calibrate", "--n", "4", text="--n >= 16")
+
+    def test_seeds_are_exact_in_every_subcommand(self):
+        # Before: `check`/`claims --seed -1` and a 20-digit seed ran seed 2^64 - 1 (exit 0).
+        for seed in ("-1", "99999999999999999999", "1e3", ""):
+            for cmd in (["check"], ["claims", "--id", "hla2.scan.masked", "--out", self.path("c")], ["run"],
+                        ["verify", "--op", "hla2", "--exec", "true", *QUICK]):
+                self.expect_2(*cmd, "--seed", seed, text="--seed")
+        self.assertFalse(os.path.exists(self.path("c")))
+
+    def test_file_mode_reads_headers_against_its_limits(self):
+        # Before: a sparse .npy claiming 2^31 values was allocated (16 GiB) before the n <= 8192 check.
+        import numpy as np
+        h = "{'descr': '<f8', 'fortran_order': False, 'shape': (2147483648,), }"
+        h += " " * ((64 - (10 + len(h) + 1) % 64) % 64) + "\n"
+        big = self.write("big.npy", b"\x93NUMPY\x01\x00" + len(h).to_bytes(2, "little") + h.encode(), "wb")
+        os.truncate(big, os.path.getsize(big) + 2 ** 34)
+        small = {}
+        for name in ("q", "k", "v", "o"):
+            small[name] = self.path(name + ".npy")
+            np.save(small[name], np.ones((4, 2)))
+        for arg in ("q", "o"):
+            files = {**small, arg: big}
+            self.expect_2("verify", "--op", "hla2", *[x for k, f in files.items() for x in ("--" + k, f)],
+                          text="more than the", timeout=30)
+        self.expect_2("verify", "--op", "hla2", "--gates", *[x for k, f in small.items() for x in ("--" + k, f)],
+                      "--gamma-npy", big, text="more than the", timeout=30)
+
+
+class Claims(Work):
+    def test_an_unknown_id_makes_no_folder(self):
+        # Before: NEWDIR was created, then the id refused.
+        self.expect_2("claims", "--id", "nope", "--out", self.path("NEWDIR"), text="unknown claim id")
+        self.assertFalse(os.path.exists(self.path("NEWDIR")))
+
+    def test_a_fifo_where_the_ledger_goes_never_blocks(self):
+        # Before: `claims --out D` with D/claims.json a FIFO blocked forever (a full run; a partial one read it).
+        out = self.path("D")
+        os.mkdir(out)
+        os.mkfifo(os.path.join(out, "claims.json"))
+        self.expect_2("claims", "--out", out, text="not a regular file", timeout=30)
+        p = self.hla("claims", "--id", "hla2.scan.masked", "--quick", "--out", out, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertTrue(os.path.exists(os.path.join(out, "claims-partial.json")))
+
+
+class Merge(Work):
+    def setUp(self):
+        """This version's header and one row, from a tiny sweep."""
+        super().setUp()
+        cfg = self.write("tiny.toml", TINY_SWEEP)
+        p = self.hla("sweep", cfg, "--out", self.path("sweep"), timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with open(self.path("sweep", "points.csv"), "rb") as f:
+            self.header, self.row = f.read().split(b"\n")[:2]
+
+    def shard(self, name, rows):
+        """A points CSV with the header and `rows`."""
+        os.makedirs(self.path("m"), exist_ok=True)
+        with open(self.path("m", name), "wb") as f:
+            f.write(self.header + b"\n" + b"".join(r + b"\n" for r in rows))
+
+    def test_malformed_rows_are_exit_2(self):
+        # Before: an index 'abc', '' or 1e20 was std::stoll's exception: exit 70.
+        for index in (b"abc", b"", b"1e20", b"-3", b"99999999999999999999"):
+            self.shard("points.csv", [self.row.replace(self.row.split(b",")[0], index, 1)])
+            self.expect_2("merge", self.path("m"), "--out", self.path("o.csv"), text="index")
+            self.assertFalse(os.path.exists(self.path("o.csv")))
+
+    def test_a_byte_that_is_not_utf8_keeps_the_row(self):
+        # Before: the JSON lines threw on it: exit 70 (and a sweep lost the row of a config named so).
+        self.shard("points.csv", [self.row.replace(b"tiny", b"ti\xffny")])
+        p = self.hla("merge", self.path("m"), "--out", self.path("o.csv"))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with open(self.path("o.jsonl"), encoding="utf-8") as f:
+            self.assertIn("ti\ufffdny", f.read())
+
+    def test_a_fifo_among_the_shards_never_blocks(self):
+        self.shard("points.csv", [self.row])
+        os.mkfifo(self.path("m", "points-x.csv"))
+        self.expect_2("merge", self.path("m"), "--out", self.path("o.csv"), text="not a regular file", timeout=30)
+
+    def test_out_named_like_its_json_lines(self):
+        # Before: exit 0, the merged CSV overwritten by the JSON lines at the same path.
+        self.shard("points.csv", [self.row])
+        self.expect_2("merge", self.path("m"), "--out", self.path("o.jsonl"), text=".jsonl")
+        self.assertFalse(os.path.exists(self.path("o.jsonl")))
+
+
+class Sweeps(Work):
+    def test_a_second_sweep_on_one_out_is_refused(self):
+        # Before: two sweeps on one --out wrote 72 rows for 36 points. The first holds the folder's lock.
+        cfg = self.write("tiny.toml", TINY_SWEEP)
+        os.mkdir(self.path("out"))
+        with open(self.path("out", ".hla-lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            self.expect_2("sweep", cfg, "--out", self.path("out"), text="in use")
+        self.assertFalse(os.path.exists(self.path("out", "points.csv")))
+        p = self.hla("sweep", cfg, "--out", self.path("out"), timeout=120)  # released: runs
+        self.assertEqual(p.returncode, 0, p.stderr)
+
+    def test_a_config_file_name_that_is_not_utf8_loses_no_row(self):
+        # Before: the first point computed, then exit 70 and its row lost.
+        cfg = os.path.join(self.work.encode(), b"ti\xffny.toml")
+        with open(cfg, "w") as f:
+            f.write(TINY_SWEEP.replace("name = 'tiny'\n", ""))
+        p = subprocess.run([HLA.encode(), b"sweep", cfg, b"--out", self.path("o").encode()], capture_output=True,
+                           timeout=120, env=self.env())
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with open(self.path("o", "points.csv"), "rb") as f:
+            self.assertEqual(len(f.read().splitlines()), 2)
+
+    def test_a_point_that_cannot_fit_is_rejected_not_a_crash(self):
+        # Before: n = 2^26 at d = dv = 4096 (within the config limits) was a bad_alloc that ended the sweep.
+        cfg = self.write("big.toml", TINY_SWEEP.replace("n = [8]", "n = [67108864]").replace(
+            "d = [2]\ndv = [2]", "d = [4096]\ndv = [4096]"))
+        p = self.hla("sweep", cfg, "--out", self.path("o"), timeout=300)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with open(self.path("o", "points.csv")) as f:
+            text = f.read()
+        self.assertIn("rejected", text)
+        self.assertIn("needs at least", text)
+
+    def test_a_forged_reference_cache_is_recomputed(self):
+        # Before: a header of 1 x 1 read past its data (an MPFR assertion, SIGABRT); 10^9 x 10^9 was exit 70.
+        cfg = self.write("tiny.toml", TINY_SWEEP)
+        p = self.hla("sweep", cfg, "--out", self.path("a"), timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        cache = self.path("a", "refcache")
+        (name,) = os.listdir(cache)
+        want = first_row(self.path("a", "points.csv"))
+        for forged in (b"HLAREF1\nliteral\n\n1 1 0 0\n" + b"\0" * 40,
+                       b"HLAREF1\nliteral\n\n1000000000 1000000000 0 0\n",
+                       b"HLAREF1\nliteral\n\n8 3 0 0\n" + b"\xff" * 8 * 8 * 3 * 5):
+            shutil.rmtree(self.path("b"), ignore_errors=True)
+            os.makedirs(self.path("b", "refcache"))
+            with open(self.path("b", "refcache", name), "wb") as f:
+                f.write(forged)
+            p = self.hla("sweep", cfg, "--out", self.path("b"), timeout=120)
+            self.assertEqual(p.returncode, 0, (forged[:40], p.stderr))
+            got = first_row(self.path("b", "points.csv"))
+            self.assertEqual(got["status"], want["status"], forged[:40])
+            self.assertEqual(got["err_max_abs"], want["err_max_abs"], forged[:40])  # against a recomputed reference
+            self.assertNotEqual(got["err_max_abs"], "")
+
+
+def first_row(csv_path):
+    import csv
+    with open(csv_path, newline="") as f:
+        return next(csv.DictReader(f))
+
+
+class Module(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        import hla_harness
+        cls.h = hla_harness
+
+    def test_nan_into_the_exact_reference_is_a_value_error(self):
+        # Before: the process died of SIGFPE (GMP's division by zero converting NaN to a rational).
+        code = ("import hla_harness\nfor x in (float('nan'), float('inf')):\n"
+                "    for p in ('exact', 'mpfr', 'float64'):\n"
+                "        try:\n            hla_harness.reference('hla2', [[x]], [[1.0]], [[1.0]], precision=p)\n"
+                "        except ValueError as e:\n            print('ValueError', e)\n")
+        p = subprocess.run([PY, "-c", code], capture_output=True, text=True, timeout=60, env=os.environ)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stdout.count("ValueError"), 6, p.stdout)
+
+    def test_state_parts_holds_its_widths(self):
+        # Before: d = -1 was a MemoryError; d = 30000 allocated for 31 s first.
+        t0 = time.time()
+        for d, dv in ((-1, 3), (0, 3), (30000, 3), (3, 10 ** 12)):
+            with self.assertRaises(ValueError):
+                self.h.state_parts("hla2", d, dv)
+        self.assertLess(time.time() - t0, 5)
+        self.assertTrue(self.h.state_parts("hla2", 3, 2))
+
+    def test_the_module_reads_the_openmp_environment_too(self):
+        code = ("import hla_harness\ntry:\n    hla_harness.state_parts('hla2', 3, 2)\n"
+                "except ValueError as e:\n    print('ValueError', e)\n")
+        p = subprocess.run([PY, "-c", code], capture_output=True, text=True, timeout=60,
+                           env={**os.environ, "OMP_NUM_THREADS": " 100000"})
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("ValueError OMP_NUM_THREADS", p.stdout)
+
+
+class Processes(Work):
+    def test_a_command_dies_with_a_killed_harness(self):
+        # Before: SIGKILL of `hla verify` mid-round left the command running (no parent-death signal).
+        pid_file = self.path("pid")
+        script = self.write("stay.py", "import os, signal, sys, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+                            f"open({pid_file!r}, 'w').write(str(os.getpid()))\ntime.sleep(120)\n")
+        # `exec`: /bin/sh (dash) forks even a simple command line, and the parent-death signal is its direct child's
+        # (a forked command is left to the subreaper's clean-up, which a SIGKILLed harness cannot run; hardening.md).
+        proc = subprocess.Popen([HLA, "verify", "--op", "hla2", "--exec", f"exec {PY} {script}", *QUICK],
+                                env=self.env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        pid = pid_written_to(pid_file)
+        proc.kill()
+        proc.wait(timeout=30)
+        deadline = time.time() + 5
+        while alive(pid) and time.time() < deadline:
+            time.sleep(0.05)
+        if alive(pid):
+            os.kill(pid, signal.SIGKILL)
+            self.fail("the command outlived the SIGKILLed harness")
+
+    def test_a_log_file_swapped_for_a_fifo(self):
+        # Before: a command that replaced its stderr log by a FIFO hung `verify` in open(), with or without
+        # --fresh-process and whatever --timeout (a symlink in its place: tests/test_hardening.cpp).
+        swap = self.write("swap.sh", 'log=$(readlink /proc/$$/fd/2); rm -f "$log"; mkfifo "$log"; exit 1\n')
+        for fresh in ([], ["--fresh-process"]):
+            p = self.hla("verify", "--op", "hla2", "--exec", f"sh {swap}", "--timeout", "10", *fresh, *QUICK,
+                         timeout=60)
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertIn(b"verdict: error", p.stdout)
+            self.assertEqual(os.listdir(self.tmp), [])
+
+
+class Combine(Work):
+    def test_a_part_name_past_the_file_system_keeps_the_report(self):
+        # Before: a 250-character part name was written back through a temporary name past 255 bytes: "File name too
+        # long", exit 2 and no report.
+        parts = self.path("parts")
+        os.mkdir(parts)
+        h = "{'descr': '<f8', 'fortran_order': False, 'shape': (), }"
+        h += " " * ((64 - (10 + len(h) + 1) % 64) % 64) + "\n"
+        with open(os.path.join(parts, "p" * 250 + ".npy"), "wb") as f:
+            f.write(b"\x93NUMPY\x01\x00" + len(h).to_bytes(2, "little") + h.encode() + bytes(8))
+        cmd = self.write("impl.sh", f'for c in "$1"/*/; do ln -s {parts} "$c/summary"; ln -s {parts} "$c/ab"; done\n')
+        p = self.hla("verify", "--op", "hla2", "--combine", "--exec", f"sh {cmd}", "--json", self.path("r.json"),
+                     "--quiet", "--d", "2", "--dv", "2", timeout=120)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertNotIn(b"too long", p.stderr)
+        with open(self.path("r.json")) as f:
+            self.assertIn("more than the 64 a part name may have", f.read())
+        self.assertEqual(os.listdir(self.tmp), [])
+
+
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+class Ledger(Work):
+    """scripts/merge-ledger.py: every input read and checked before anything is written."""
+
+    def setUp(self):
+        super().setUp()
+        self.results = self.path("results")
+        shutil.copytree(os.path.join(ROOT, "results"), self.results,
+                        ignore=lambda d, names: [n for n in names if n not in ("claims.json", "claims.md")])
+        self.partial = self.path("partial")
+        p = self.hla("claims", "--id", "hla2.scan.masked", "--quick", "--out", self.partial, timeout=300)
+        self.assertEqual(p.returncode, 0, p.stderr)
+
+    def merge(self):
+        return subprocess.run([PY, MERGE_LEDGER, self.partial, self.results, "--hla", HLA], capture_output=True,
+                              text=True, timeout=120)
+
+    def snapshot(self):
+        """The ledger's two files as they are (None: missing; 'not a regular file': a FIFO, never opened)."""
+        out = {}
+        for name in ("claims.json", "claims.md"):
+            path = os.path.join(self.results, name)
+            if not os.path.lexists(path) or not os.path.isfile(path):
+                out[name] = None if not os.path.lexists(path) else "not a regular file"
+                continue
+            with open(path, "rb") as f:
+                out[name] = f.read()
+        return out
+
+    def test_malformed_inputs_change_nothing(self):
+        # Before: tracebacks on malformed inputs, and claims.json rewritten before claims.md failed (half-merged).
+        cases = {("partial", "claims-partial.md"): ["", "no table\n", "| id | paper |\nno end"],
+                 ("partial", "claims-partial.json"): ["", "[]", "{\"meta\": {}, \"claims\": [1]}", "\xff"],
+                 ("results", "claims.md"): ["", "| id | paper |"],
+                 ("results", "claims.json"): ["{", "{\"meta\": [], \"claims\": []}"]}
+        for (folder, name), texts in cases.items():
+            path = os.path.join(self.path(folder), name)
+            with open(path, "rb") as f:
+                good = f.read()
+            for text in texts + [None, "FIFO"]:
+                if os.path.lexists(path):
+                    os.unlink(path)
+                if text == "FIFO":
+                    os.mkfifo(path)
+                elif text is not None:
+                    with open(path, "w", encoding="latin-1") as f:
+                        f.write(text)
+                before = self.snapshot()
+                p = self.merge()
+                self.assertEqual(p.returncode, 2, (name, text, p.stderr))
+                self.assertNotIn("Traceback", p.stderr)
+                self.assertEqual(self.snapshot(), before, (name, text))  # nothing written
+                if os.path.lexists(path):
+                    os.unlink(path)
+            with open(path, "wb") as f:
+                f.write(good)
+
+    def test_merging_twice_notes_the_run_once(self):
+        self.assertEqual(self.merge().returncode, 0)
+        once = self.snapshot()
+        self.assertEqual(self.merge().returncode, 0)
+        self.assertEqual(self.snapshot(), once)
+
+
+if __name__ == "__main__":
+    unittest.main()
