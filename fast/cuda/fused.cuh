@@ -10,7 +10,13 @@
 // Chunks are kFusedW = 64 tokens; Kp, Vp are multiples of 16.
 #pragma once
 
+#include <cuda_bf16.h>
 #include <mma.h>
+
+#include <cstddef>
+#include <type_traits>
+
+#include "fast/cuda/device.hpp"
 
 namespace hla::fast::cuda {
 namespace {
