@@ -259,8 +259,9 @@ GrowthVerdict decide_growth(const std::function<PowerFit()>& measure, double exp
     return fmt::format("exponent {:.3f} ± {:.3f} (rms {:.3f})", f.exponent, f.exponent_std_error, f.rms_residual);
   };
   const std::string load_before = load();
+  // By value: the repeat's push_back below may move the vector's storage.
   v.fits.push_back(measure());
-  const PowerFit& first = v.fits.front();
+  const PowerFit first = v.fits.front();
   if (first.rms_residual > kNoisy) {
     v.verdict = "inconclusive";
     v.reason = fmt::format("the fit is too noisy to decide ({}; rms > {}) at load {} → {}", describe(first), kNoisy,
@@ -272,7 +273,7 @@ GrowthVerdict decide_growth(const std::function<PowerFit()>& measure, double exp
     return v;
   }
   v.fits.push_back(measure());  // a failure: measured again before it is believed
-  const PowerFit& again = v.fits.back();
+  const PowerFit again = v.fits.back();
   const bool reproduced = again.rms_residual <= kNoisy && miss(first) > 2 && miss(again) > 2;
   v.verdict = reproduced ? "fails" : "inconclusive";
   v.reason = fmt::format("{}: first {}, repeat {} at load {} → {}",
