@@ -48,9 +48,13 @@ run: configure
 publish: run
 	@bash scripts/publish.sh $(or $(RUN),$(shell bash scripts/run-dir.sh))
 
+# The benchmarks (docs/benchmarks.md): results/bench.json, its figure, the targets and the model (scripts/bench.sh).
+# THREADS="1 2 4 8 16": the thread counts of the threaded entries, the rooflines, the peak FMA rate and the PyTorch
+# peer (HLA_BENCH_THREADS to the script and hla_bench; it must list 1 and 2); unset, hla_bench's default "1 2".
+THREADS ?=
 bench: build
 	@cmake --build $(BUILD) -j $(JOBS) --target hla_bench
-	@bash scripts/bench.sh $(BUILD)
+	@$(if $(THREADS),HLA_BENCH_THREADS="$(THREADS)") bash scripts/bench.sh $(BUILD)
 
 # Sequence-parallel forms over MPI ranks (issue 13): results/distributed/ (docs/distributed.md).
 bench-distributed: build

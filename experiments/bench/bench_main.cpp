@@ -19,7 +19,9 @@
 //   counters  tokens_per_s; gflops = useful flops / s, with useful flops counted by the *serial* formula
 //             per token (useful_flops_per_token below), whatever the form actually executes; chunk
 //
-// Sets: the default one (n = 65536, d = dv = 64, threads 1 and 2) — scripts/bench.sh filters it further;
+// Threads: the threaded entries (forms, gated, multi-head, multi-query), the rooflines and the peak FMA rate run at
+// each count of HLA_BENCH_THREADS (bench_threads below; default "1 2"); the ceiling/ entries stay at two threads.
+// Sets: the default one (n = 65536, d = dv = 64) — scripts/bench.sh filters it further;
 // HLA_BENCH_FULL=1 (or --full) adds n = 2^10, 2^12, ..., 2^20 and d = dv ∈ {16, 64, 128}. Chunk width from
 // HLA_BENCH_CHUNK (default 48: a multiple of the rows of Eigen's AVX2 GEMM micro-tile for both scalars, 12
 // doubles and 24 floats, so the w-row products take no narrow remainder pass; at n = 65536, d = dv = 64 it
@@ -28,8 +30,12 @@
 // the roofline's preallocated product: not page-faulted in afresh from the OS on every iteration.
 #include <benchmark/benchmark.h>
 #include <fmt/core.h>
+#include <fmt/format.h>
 #include <omp.h>
 
+#include <algorithm>
+#include <cctype>
+#include <charconv>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -37,6 +43,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <sstream>
+#include <stdexcept>
 #include <utility>
 #include "core/eigen.hpp"
 
@@ -53,10 +61,50 @@
 
 using namespace hla;
 
-// experiments/bench/gemm_libraries.cpp: the GEMM libraries' versions and chosen code paths.
+// experiments/bench/gemm_libraries.cpp: the GEMM libraries' versions and chosen code paths; the machine's limits,
+// the rooflines and the peak FMA rate at each of `threads`.
 std::vector<std::pair<std::string, std::string>> gemm_library_context();
+void register_gemm_libraries(const std::vector<int>& threads);
 
 namespace {
+
+// The thread counts the threaded entries, the rooflines and the peak FMA rate run at: HLA_BENCH_THREADS (make bench
+// THREADS="1 2 4 8 16"), positive integers up to kMaxBenchThreads separated by spaces, each once; "1 2" when unset.
+// The only reader of the variable: scripts/bench.sh gets the list back from `hla_bench --print-threads`. Sorted, so
+// the entries come in the same order whatever order the list was written in. Throws std::invalid_argument saying
+// what is wrong (an empty list, a word that is not such an integer, a repeated count).
+constexpr int kMaxBenchThreads = 1024;
+
+std::vector<int> bench_threads() {
+  const char* env = std::getenv("HLA_BENCH_THREADS");
+  if (!env) return {1, 2};
+  const auto refuse = [&](const std::string& why) {
+    return std::invalid_argument(
+        fmt::format("HLA_BENCH_THREADS must be thread counts in 1..{} separated by spaces, "
+                    "e.g. \"1 2 4 8 16\"; got '{}': {}",
+                    kMaxBenchThreads, env, why));
+  };
+  std::vector<int> threads;
+  std::istringstream words{std::string(env)};
+  for (std::string word; words >> word;) {
+    int t = 0;
+    const auto [end, ec] = std::from_chars(word.data(), word.data() + word.size(), t);
+    const bool digits = std::all_of(word.begin(), word.end(), [](unsigned char c) { return std::isdigit(c); });
+    if (!digits || ec != std::errc{} || end != word.data() + word.size() || t < 1 || t > kMaxBenchThreads)
+      throw refuse(fmt::format("'{}' is not one", word));
+    threads.push_back(t);
+  }
+  if (threads.empty()) throw refuse("no thread count");
+  std::sort(threads.begin(), threads.end());
+  if (const auto twice = std::adjacent_find(threads.begin(), threads.end()); twice != threads.end())
+    throw refuse(fmt::format("{} is listed twice", *twice));
+  return threads;
+}
+
+// The thread counts of an entry: every one of the run's for a form that takes threads, one thread otherwise.
+std::vector<int> threads_for(bool threaded, const std::vector<int>& threads) {
+  return threaded ? threads : std::vector<int>{1};
+}
 
 // Useful flops per token of the serial recurrence (core/operators.hpp has the count per operator and why).
 double useful_flops_per_token(const std::string& op, double d, double dv) {
@@ -164,14 +212,15 @@ template <class T> void bench_two_core_ceiling(benchmark::State& state, const En
   form_counters(state, e->op, n, d, dv, chunk);
 }
 
-template <class T> void register_forms(const std::vector<std::array<Eigen::Index, 3>>& shapes, int chunk) {
+template <class T> void register_forms(const std::vector<std::array<Eigen::Index, 3>>& shapes, int chunk,
+                                       const std::vector<int>& threads) {
   const std::string scalar = scalar_name<T>();
   std::map<std::string, int> seen;
   for (const Entry<T>& e : registry<T>().entries()) {
     if (e.form == "reference") continue;
     const std::string form = seen[e.op + "/" + e.form]++ ? e.form + "/" + e.variant : e.form;
     for (const auto& [n, d, dv] : shapes)
-      for (int t : e.caps.threads ? std::vector<int>{1, 2} : std::vector<int>{1}) {
+      for (int t : threads_for(e.caps.threads, threads)) {
         const std::string name = fmt::format("{}/{}/{}/n:{}/d:{}/dv:{}/threads:{}", e.op, form, scalar, n, d, dv, t);
         const Entry<T>* ep = &e;
         add_entry(name, [=](benchmark::State& s) { bench_form<T>(s, ep, n, d, dv, t, chunk); });
@@ -292,9 +341,10 @@ template <class T> void bench_multiquery(benchmark::State& state, Eigen::Index n
   head_counters(state, "hla2", n, d, dv, chunk, heads);
 }
 
-template <class T> void register_multiquery(const std::vector<std::array<Eigen::Index, 3>>& shapes, int chunk) {
+template <class T> void register_multiquery(const std::vector<std::array<Eigen::Index, 3>>& shapes, int chunk,
+                                            const std::vector<int>& threads) {
   for (const auto& [n, d, dv] : shapes)
-    for (int t : {1, 2}) {
+    for (int t : threads) {
       const std::string name =
           fmt::format("hla2/chunked-multiquery/{}/n:{}/d:{}/dv:{}/threads:{}/heads:4", scalar_name<T>(), n, d, dv, t);
       add_entry(name, [=](benchmark::State& s) { bench_multiquery<T>(s, n, d, dv, t, chunk, 4); });
@@ -319,12 +369,12 @@ template <class T> void bench_multihead(benchmark::State& state, const Entry<T>*
 
 // Only at the default shape: four copies of the largest full-set inputs would not fit in memory. hla2's heads
 // through both of its chunked forms (<form>-multihead), linear's through its one.
-template <class T> void register_multihead(int chunk) {
+template <class T> void register_multihead(int chunk, const std::vector<int>& threads) {
   const Eigen::Index n = 65536, d = 64, dv = 64;
   const std::pair<const char*, const char*> forms[] = {
       {"hla2", "chunked"}, {"hla2", "chunked-fused"}, {"linear", "chunked"}};
   for (const auto& [op, form] : forms)
-    for (int t : {1, 2}) {
+    for (int t : threads) {
       const Entry<T>* e = &registry<T>().find_exact(op, form);
       const std::string name =
           fmt::format("{}/{}-multihead/{}/n:{}/d:{}/dv:{}/threads:{}/heads:4", op, form, scalar_name<T>(), n, d, dv, t);
@@ -342,7 +392,7 @@ template <class T> void register_multihead(int chunk) {
 constexpr const char* kGates = "range:0.8,1";
 constexpr const char* kGamma = "0.9";
 
-template <class T> void register_gated(int chunk) {
+template <class T> void register_gated(int chunk, const std::vector<int>& threads) {
   const Eigen::Index n = 65536, d = 64, dv = 64;
   for (const Entry<T>& e : registry<T>().entries()) {
     if (!e.gated || !e.form.starts_with("chunked")) continue;
@@ -350,7 +400,7 @@ template <class T> void register_gated(int chunk) {
     std::vector<DecayCase> cases{{.gates = kGates}};
     if (!naive) cases.push_back({.gamma = kGamma});
     for (const DecayCase& decay : cases)
-      for (int t : e.caps.threads && !naive ? std::vector<int>{1, 2} : std::vector<int>{1}) {
+      for (int t : threads_for(e.caps.threads && !naive, threads)) {
         const std::string name = fmt::format("{}/{}/{}/n:{}/d:{}/dv:{}/threads:{}{}", e.op, e.form, scalar_name<T>(), n,
                                              d, dv, t, decay.suffix());
         const Entry<T>* ep = &e;
@@ -381,7 +431,7 @@ template <class T> void register_widths(int chunk) {
   }
 }
 
-void describe_build() {
+void describe_build(const std::vector<int>& threads) {
   const std::string simd = Eigen::SimdInstructionSetsInUse();
   const int float_lanes = Eigen::internal::packet_traits<float>::size;
   const std::pair<std::string, std::string> info[] = {
@@ -390,6 +440,7 @@ void describe_build() {
       {"hla_build_type", build_info::build_type()},
       {"hla_simd", fmt::format("{} ({} float lanes, {}-bit)", simd, float_lanes, 32 * float_lanes)},
       {"hla_openmp_max_threads", std::to_string(omp_get_max_threads())},
+      {"hla_bench_threads", fmt::format("{}", fmt::join(threads, " "))},
       {"hla_git_commit", build_info::source_tree()},
       {"hla_eigen", fmt::format("{}.{}.{}", EIGEN_WORLD_VERSION, EIGEN_MAJOR_VERSION, EIGEN_MINOR_VERSION)},
       {"hla_allocator", ReuseFreedMemory::description},
@@ -441,9 +492,12 @@ int main(int argc, char** argv) {
   bool full = std::getenv("HLA_BENCH_FULL") && std::strcmp(std::getenv("HLA_BENCH_FULL"), "0") != 0;
   std::vector<char*> args;
   const char* peer_dir = nullptr;
+  bool print_threads = false;
   for (int i = 0; i < argc; ++i) {
     if (std::strcmp(argv[i], "--full") == 0)
       full = true;
+    else if (std::strcmp(argv[i], "--print-threads") == 0)  // the checked HLA_BENCH_THREADS, for scripts/bench.sh
+      print_threads = true;
     else if (std::strcmp(argv[i], "--write-peer-inputs") == 0) {
       if (i + 1 >= argc) {
         fmt::print(stderr, "hla_bench: --write-peer-inputs needs a directory\n");
@@ -454,6 +508,17 @@ int main(int argc, char** argv) {
       args.push_back(argv[i]);
   }
   int nargs = static_cast<int>(args.size());
+  std::vector<int> threads;
+  try {
+    threads = bench_threads();
+  } catch (const std::invalid_argument& e) {
+    fmt::print(stderr, "hla_bench: {}\n", e.what());
+    return 2;
+  }
+  if (print_threads) {
+    fmt::print("{}\n", fmt::join(threads, " "));
+    return 0;
+  }
   int chunk = 48;
   if (const char* env = std::getenv("HLA_BENCH_CHUNK")) {
     char* end = nullptr;
@@ -467,20 +532,21 @@ int main(int argc, char** argv) {
   if (peer_dir) return write_peer_inputs(peer_dir, chunk);
   const ReuseFreedMemory steady_state;
 
-  describe_build();
+  describe_build(threads);
   std::vector<std::array<Eigen::Index, 3>> shapes{{65536, 64, 64}};
   if (full)
     for (Eigen::Index d : {16, 64, 128})
       for (Eigen::Index n = 1 << 10; n <= (1 << 20); n <<= 2)
         if (!(n == 65536 && d == 64)) shapes.push_back({n, d, d});
-  register_forms<float>(shapes, chunk);
-  register_forms<double>(shapes, chunk);
-  register_multiquery<float>(shapes, chunk);
-  register_multiquery<double>(shapes, chunk);
-  register_multihead<float>(chunk);
-  register_multihead<double>(chunk);
-  register_gated<float>(chunk);
-  register_gated<double>(chunk);
+  register_gemm_libraries(threads);  // first, as when they were registered before main
+  register_forms<float>(shapes, chunk, threads);
+  register_forms<double>(shapes, chunk, threads);
+  register_multiquery<float>(shapes, chunk, threads);
+  register_multiquery<double>(shapes, chunk, threads);
+  register_multihead<float>(chunk, threads);
+  register_multihead<double>(chunk, threads);
+  register_gated<float>(chunk, threads);
+  register_gated<double>(chunk, threads);
   register_fused_phases<float>(chunk);
   register_fused_phases<double>(chunk);
   register_widths<float>(chunk);

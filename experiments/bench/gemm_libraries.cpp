@@ -2,13 +2,14 @@
 //
 //   roofline/<library>/<scalar>/threads:<t>     the 1024² matrix product C = A·B in each GEMM library Debian
 //                                               offers (eigen, openblas, blis, libxsmm), with the library's own
-//                                               threads (t = 1, 2); the targets read the best of them
+//                                               threads (t: each of HLA_BENCH_THREADS, default 1 and 2:
+//                                               bench_threads in bench_main.cpp); the targets read the best of them
 //   gemm/<library>/<scalar>/w:<w>/m:<m>/n:<n>/k:<k>[/nt]/threads:1
 //                                               the chunk form's own products at d = dv = 64, w = 32..128, one
 //                                               thread, operands contiguous (ld = rows) as the fused form lays
 //                                               them out: the ceiling of a chunk form, and which library to call
 //   peak/fma/<scalar>/threads:<t>               independent FMA chains in registers of the widest vector the
-//                                               build targets: the machine's peak FMA rate
+//                                               build targets: the machine's peak FMA rate (t as above)
 //   peak/clock/threads:1                        a chain of dependent integer adds (one per cycle): the core clock
 //   bandwidth/<scalar>/bytes:<B>/threads:1      y ← g·y + x over a B-byte buffer, repeated: the read+write rate
 //                                               of the cache a decoding kernel's state of B bytes lives in
@@ -290,10 +291,10 @@ template <class T> void bench_bandwidth(benchmark::State& state, long bytes) {
   state.counters["bytes"] = double(len * sizeof(T));
 }
 
-template <class T> void register_scalar() {
+template <class T> void register_scalar(const std::vector<int>& threads) {
   const std::string scalar = scalar_name<T>();
   for (Library lib : kLibraries)
-    for (int t : {1, 2}) {
+    for (int t : threads) {
       const std::string nm = fmt::format("roofline/{}/{}/threads:{}", name(lib), scalar, t);
       benchmark::RegisterBenchmark(
           nm.c_str(), [=](benchmark::State& s) { bench_product<T>(s, lib, 1024, 1024, 1024, false, t, true); })
@@ -312,7 +313,7 @@ template <class T> void register_scalar() {
             ->Unit(benchmark::kMicrosecond)
             ->MinTime(0.05);
       }
-  for (int t : {1, 2}) {
+  for (int t : threads) {
     const std::string nm = fmt::format("peak/fma/{}/threads:{}", scalar, t);
     benchmark::RegisterBenchmark(nm.c_str(), [=](benchmark::State& s) { bench_peak<T>(s, t); })
         ->UseRealTime()
@@ -328,19 +329,24 @@ template <class T> void register_scalar() {
       ->MinTime(0.1);
 }
 
-const bool registered = [] {
+// Every library at one thread from the start: only a roofline entry runs more (set_threads, set back after it).
+const bool one_thread = [] {
   openblas_set_num_threads(1);
   bli_thread_set_num_threads(1);
-  register_scalar<float>();
-  register_scalar<double>();
-  benchmark::RegisterBenchmark("peak/clock/threads:1", bench_clock)
-      ->UseRealTime()
-      ->Unit(benchmark::kMillisecond)
-      ->MinTime(0.2);
   return true;
 }();
 
 }  // namespace
+
+// The machine's limits, registered by bench_main.cpp before its forms (the thread counts are its bench_threads()).
+void register_gemm_libraries(const std::vector<int>& threads) {
+  register_scalar<float>(threads);
+  register_scalar<double>(threads);
+  benchmark::RegisterBenchmark("peak/clock/threads:1", bench_clock)
+      ->UseRealTime()
+      ->Unit(benchmark::kMillisecond)
+      ->MinTime(0.2);
+}
 
 // Versions and the code paths each library chose on this CPU (printed and recorded in the JSON's context).
 std::vector<std::pair<std::string, std::string>> gemm_library_context() {
