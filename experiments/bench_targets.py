@@ -23,6 +23,9 @@ are what the targets read):
   - the decoding kernel's time per token ÷ its bandwidth bound: the state it reads and writes per token
     (S, [C m]ᵀ, [G h]ᵀ: d² + 2d(dv + 1) numbers) at the measured read+write rate of a buffer that size;
   - hla2 chunked ÷ linear chunked time (issue 5's target ≤ 2.5);
+  - every other thread count of the run (make bench THREADS="1 2 4 ...", docs/benchmarks.md): each hla2 chunked
+    form's useful GFLOP/s ÷ the best roofline at that thread count (each count has its own), its speed-up over one
+    thread beside the best roofline's own; the rooflines, peaks, peer and ratios below at every count too;
   - the cost of gating (no target; docs/benchmarks.md "Gated forms"): per (op, scalar, threads), the gated chunked
     form's time (.../gates:range:0.8,1) ÷ its fixed-γ sibling's at γ = 0.9 (.../gamma:0.9: decay weights applied in
     both), beside the sibling's own γ = 0.9 ÷ γ = 1 (the plain entry, which skips every decay weight), and at one
@@ -37,6 +40,7 @@ Exit 2: file missing or an entry absent.
 """
 import argparse
 import json
+import re
 import sys
 
 SHAPE = "n:65536/d:64/dv:64"
@@ -71,6 +75,13 @@ def cvs(data):
 def seconds(b):
     scale = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}[b.get("time_unit", "ns")]
     return b["real_time"] * scale
+
+
+def thread_counts(m):
+    """The thread counts of a run: 1 and 2, which the targets read, and every other count its hla2/chunked-fused
+    entries were timed at (make bench THREADS=...: scripts/bench.sh)."""
+    pattern = re.compile(rf"hla2/chunked-fused/({'|'.join(SCALARS)})/{SHAPE}/threads:(\d+)$")
+    return tuple(sorted({1, 2} | {int(found[2]) for k in m if (found := pattern.match(k))}))
 
 
 def widths(m, op, form, s):
@@ -108,20 +119,22 @@ def compute(m):
         return m[name]
 
     t = {"machine": {}, "ceiling": {}, "hla2": {}, "peer": {}, "decode": {}, "linear_ratio": {}}
+    threads = thread_counts(m)
+    more = [th for th in threads if th not in (1, 2)]  # beyond the targets' two: read, no target
     clock = entry("peak/clock/threads:1")["ghz"]
     for s in SCALARS:
         # torch.mm's 1024² product (the PyTorch peer's run, OpenBLAS unhandicapped) is a roofline when present
         roof = {th: {lib: entry(f"roofline/{lib}/{s}/threads:{th}")["gflops"]
                      for lib in LIBRARIES + ("torch",) if lib in LIBRARIES or f"roofline/{lib}/{s}/threads:{th}" in m}
-                for th in (1, 2)}
-        best = {th: max(roof[th], key=roof[th].get) for th in (1, 2)}
-        peak = {th: entry(f"peak/fma/{s}/threads:{th}")["gflops"] for th in (1, 2)}
+                for th in threads}
+        best = {th: max(roof[th], key=roof[th].get) for th in threads}
+        peak = {th: entry(f"peak/fma/{s}/threads:{th}")["gflops"] for th in threads}
         lanes = entry(f"peak/fma/{s}/threads:1")["lanes"]
         t["machine"][s] = {
-            "roofline": roof, "best": best, "best_gflops": {th: roof[th][best[th]] for th in (1, 2)},
+            "roofline": roof, "best": best, "best_gflops": {th: roof[th][best[th]] for th in threads},
             "peak_gflops": peak, "lanes": lanes, "clock_ghz": clock,
             "fma_per_cycle": peak[1] / (2 * lanes * clock),
-            "best_over_peak": {th: roof[th][best[th]] / peak[th] for th in (1, 2)},
+            "best_over_peak": {th: roof[th][best[th]] / peak[th] for th in threads},
         }
         ceil = {}
         for lib in LIBRARIES:
@@ -139,7 +152,7 @@ def compute(m):
         t["ceiling"][s] = ceil
         best1 = roof[1][best[1]]
         for form in ("chunked", "chunked-fused"):
-            h = {th: entry(f"hla2/{form}/{s}/{SHAPE}/threads:{th}") for th in (1, 2)}
+            h = {th: entry(f"hla2/{form}/{s}/{SHAPE}/threads:{th}") for th in threads}
             ceiling2 = entry(f"ceiling/hla2/{form}/{s}/{SHAPE}/threads:2")
             by_width = widths(m, "hla2", form, s)
             fastest_w = min(by_width, key=by_width.get)
@@ -147,21 +160,26 @@ def compute(m):
             t["hla2"].setdefault(form, {})[s] = {
                 "widths_ms_1t": {w: sec * 1e3 for w, sec in by_width.items()}, "fastest_width_1t": fastest_w,
                 "x_best_roofline_fastest_width_1t": useful1 / by_width[fastest_w] / best1,
-                "gflops": {th: h[th]["gflops"] for th in (1, 2)},
-                "x_best_roofline": {th: h[th]["gflops"] / roof[th][best[th]] for th in (1, 2)},
+                "gflops": {th: h[th]["gflops"] for th in threads},
+                "x_best_roofline": {th: h[th]["gflops"] / roof[th][best[th]] for th in threads},
                 "x_ceiling_w48": h[1]["gflops"] / max(ceil[lib][48] for lib in LIBRARIES),
                 "speedup_2t": seconds(h[1]) / seconds(h[2]),
                 "roofline_speedup_2t": roof[2][best[2]] / best1,
                 "ceiling_speedup_2t": seconds(h[1]) / seconds(ceiling2),
                 "x_two_core_ceiling": seconds(ceiling2) / seconds(h[2]),
             }
+            if more:  # each further thread count against one thread, the form's and the best roofline's own
+                t["hla2"][form][s].update({
+                    "ms": {th: seconds(h[th]) * 1e3 for th in threads},
+                    "speedup_over_1t": {th: seconds(h[1]) / seconds(h[th]) for th in more},
+                    "roofline_speedup_over_1t": {th: roof[th][best[th]] / best1 for th in more}})
             prods = products(m, s) if form == "chunked-fused" else {}
             if prods:  # each width's products alone, and their share of the loop at that width
                 t["hla2"][form][s].update({
                     "products_ms_1t": {w: sec * 1e3 for w, sec in prods.items()},
                     "products_share_1t": {w: sec / by_width[w] for w, sec in prods.items() if w in by_width}})
         for op in ("hla2", "linear"):
-            for th in (1, 2):
+            for th in threads:
                 # the peer: the fastest of its formulations (peer/torch/<op>/<formulation>/...), each reported
                 prefix, suffix = f"peer/torch/{op}/", f"/{s}/{SHAPE}/threads:{th}"
                 peers = {k[len(prefix):-len(suffix)]: b
@@ -201,22 +219,22 @@ def compute(m):
                           "state_bytes": state_bytes, "bandwidth_gbs": bw["bytes_per_s"] / 1e9,
                           "bound_over_time": bound / per_token}
         t["linear_ratio"][s] = {th: seconds(entry(f"hla2/chunked/{s}/{SHAPE}/threads:{th}"))
-                                / seconds(entry(f"linear/chunked/{s}/{SHAPE}/threads:{th}")) for th in (1, 2)}
+                                / seconds(entry(f"linear/chunked/{s}/{SHAPE}/threads:{th}")) for th in threads}
     if any(k.endswith("/" + GATES) for k in m):
-        t["gating"] = compute_gating(entry)
+        t["gating"] = compute_gating(entry, threads)
     return t
 
 
-def compute_gating(entry):
-    return {(op if form == "chunked" else f"{op}/{form}"): {s: gating(entry, op, s, form) for s in SCALARS}
+def compute_gating(entry, threads=(1, 2)):
+    return {(op if form == "chunked" else f"{op}/{form}"): {s: gating(entry, op, s, form, threads) for s in SCALARS}
             for op, form in GATED_FORMS}
 
 
-def gating(entry, op, s, form="chunked"):
-    """The cost of gating for one form and scalar: times in ms and their ratios, per thread count (the naive
-    cumulative-product formulation beside the chunked form at one thread)."""
+def gating(entry, op, s, form="chunked", threads=(1, 2)):
+    """The cost of gating for one form and scalar: times in ms and their ratios, at each of the run's thread counts
+    (thread_counts; the naive cumulative-product formulation beside the chunked form at one thread)."""
     out = {}
-    for th in (1, 2):
+    for th in threads:
         base = f"{op}/{form}/{s}/{SHAPE}/threads:{th}"
         plain, fixed, gated = (seconds(entry(name)) for name in (base, f"{base}/{FIXED_GAMMA}", f"{base}/{GATES}"))
         c = {"gated_ms": gated * 1e3, "fixed_ms": fixed * 1e3, "plain_ms": plain * 1e3,
@@ -234,8 +252,9 @@ def report(t, context, path):
         mc = t["machine"][s]
         print(f"{s}: peak {mc['peak_gflops'][1]:.1f} GFLOP/s on 1 core = {mc['fma_per_cycle']:.2f} FMA/cycle"
               f" × {mc['lanes']} lanes"
-              f" × 2 × {mc['clock_ghz']:.2f} GHz (2 cores: {mc['peak_gflops'][2]:.1f})")
-        for th in (1, 2):
+              f" × 2 × {mc['clock_ghz']:.2f} GHz ("
+              + "; ".join(f"{th} cores: {g:.1f}" for th, g in mc["peak_gflops"].items() if th > 1) + ")")
+        for th in mc["roofline"]:
             libs = ", ".join(f"{lib} {g:.1f}" for lib, g in mc["roofline"][th].items())
             print(f"  roofline {th}T (1024²): {libs} → best {mc['best'][th]}, {mc['best_over_peak'][th]:.2f} of peak")
         ceil = t["ceiling"][s]
@@ -249,6 +268,11 @@ def report(t, context, path):
                   f" (target ≥ 1.85; best roofline's own"
                   f" {h['roofline_speedup_2t']:.2f}×; two-core ceiling {h['ceiling_speedup_2t']:.2f}×, reached"
                   f" {h['x_two_core_ceiling']:.2f})  | × ceiling(w=48) {h['x_ceiling_w48']:.2f}")
+            for th, speedup in h.get("speedup_over_1t", {}).items():
+                print(f"    {th}T: {h['ms'][th]:.1f} ms, × best roofline {h['x_best_roofline'][th]:.2f}"
+                      f" ({h['gflops'][th]:.1f} GFLOP/s, best {mc['best'][th]} {mc['best_gflops'][th]:.1f})"
+                      f"  | speed-up over 1T {speedup:.2f}× (best roofline's own"
+                      f" {h['roofline_speedup_over_1t'][th]:.2f}×)")
             if len(h["widths_ms_1t"]) > 1:
                 cells = ", ".join(f"w={w} {ms:.1f}" for w, ms in h["widths_ms_1t"].items())
                 print(f"    1T by chunk width (ms): {cells} → fastest w={h['fastest_width_1t']}:"
@@ -277,7 +301,7 @@ def report(t, context, path):
               f" ({2 * dc['state_bytes'] / 1024:.0f} KiB"
               f" read+written at {dc['bandwidth_gbs']:.0f} GB/s) → {dc['bound_over_time']:.2f} of the bound")
         lr = t["linear_ratio"][s]
-        print(f"  hla2 / linear chunked time: 1T {lr[1]:.2f}  2T {lr[2]:.2f}  (≤ 2.5)")
+        print("  hla2 / linear chunked time: " + "  ".join(f"{th}T {r:.2f}" for th, r in lr.items()) + "  (≤ 2.5)")
         report_gating(t.get("gating") or {}, s)
 
 
@@ -310,7 +334,8 @@ def main():
         print(f"bench_targets: cannot read {args.path} or an added file: {e}", file=sys.stderr)
         return 2
     try:
-        t = {"gating": compute_gating(medians(data).__getitem__)} if args.only else compute(medians(data))
+        m = medians(data)
+        t = {"gating": compute_gating(m.__getitem__, thread_counts(m))} if args.only else compute(m)
     except KeyError as e:
         print(f"bench_targets: {args.path} has no median for {e}; run `make bench` (the default subset)",
               file=sys.stderr)

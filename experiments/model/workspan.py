@@ -37,12 +37,13 @@ Usage:
                                       (omp65536.json, omp1m.json, roofline.json): calibrated, checked, and
                                       the blocked schedule's prediction at P = 2..64
   workspan.py bench BENCH.json [--old OLD.json]
-                                      P = 1, 2 on this machine: the blocked model from this run's one-thread
-                                      time against its measured two-thread time (and the pipelined model
-                                      against an older run's, if given); predictions at P = 4..64. And the
-                                      grouped schedule's f, calibrated on each <op>/chunked entry's P = 2 here,
-                                      carried to its fixed-γ (/gamma:) and gated (/gates:) siblings: their P = 2
-                                      from their own P = 1 (does the plain form's f hold for them?)
+                                      P = 1, 2 (and every other P the run timed: make bench THREADS=...) on this
+                                      machine: the blocked model from this run's one-thread time against its
+                                      measured times at P > 1 (and the pipelined model against an older run's, if
+                                      given); predictions at P = 4..64. And the grouped schedule's f, calibrated
+                                      on each <op>/chunked entry's P = 2 here, carried to its fixed-γ (/gamma:)
+                                      and gated (/gates:) siblings: their P = 2 and every other P they were timed
+                                      at from their own P = 1 (does the plain form's f hold for them?)
   workspan.py mpi DIR                 hla2 mpi-chunked (d = 64) against DIR/mpi.jsonl: today's two passes and
                                       gather, modelled and measured, and the one-pass schedule's prediction
   workspan.py mpi-here RUNS BENCH     hla2 mpi-chunked at P = 1, 2 here (make bench-distributed's runs.json),
@@ -137,9 +138,9 @@ def blocked(T1, n, d, va, rate, P, ph, chunk=48, barrier_ms=5e-3, state_add_ms=N
     return span / ph + 2 * (barrier_ms + P * state_add_ms)
 
 
-def fmt_row(label, meas, pred):
+def fmt_row(label, meas, pred, ps=PS):
     cells = []
-    for P in PS:
+    for P in ps:
         m, p = meas.get(P), pred.get(P)
         if m is None and p is None:
             cells.append("—")
@@ -152,8 +153,8 @@ def fmt_row(label, meas, pred):
     return f"| {label} | " + " | ".join(cells) + " |"
 
 
-def header(what):
-    return f"| {what} | " + " | ".join(f"P = {P}" for P in PS) + " |\n|---|" + "---|" * len(PS)
+def header(what, ps=PS):
+    return f"| {what} | " + " | ".join(f"P = {P}" for P in ps) + " |\n|---|" + "---|" * len(ps)
 
 
 def xeon(args):
@@ -195,22 +196,31 @@ def xeon(args):
     return report
 
 
+def run_threads(times):
+    """The thread counts a bench run timed hla2/chunked-fused at (1 and 2 by default; make bench THREADS=...)."""
+    return sorted({P for scalar in ["float", "double"]
+                   for P in form_times(times, "hla2", "chunked-fused", scalar, 65536)})
+
+
 def bench(args):
     times, ctx = load(args.bench)
+    measured = run_threads(times)
+    ps = sorted(set(PS) | set(measured))  # the predictions' columns, and every measured P among them
     report = {"machine": "this one", "load_avg": ctx.get("load_avg"), "rows": []}
-    print(f"Model at P = 1, 2 on this machine (load {ctx.get('load_avg')}): measured / modelled ms.\n")
-    print(header("form, schedule"))
+    at = ", ".join(map(str, measured or [1, 2]))
+    print(f"Model at P = {at} on this machine (load {ctx.get('load_avg')}): measured / modelled ms.\n")
+    print(header("form, schedule", ps))
     for scalar in ["float", "double"]:
         rate = gemm_rate(times, scalar)
-        ph = {P: phi(times, scalar, P) for P in PS}
+        ph = {P: phi(times, scalar, P) for P in ps}
         for op, form in [("hla2", "chunked-fused")]:
             meas = form_times(times, op, form, scalar, 65536)
             if 1 not in meas or rate is None:
                 continue
             costs = phase_costs(times, scalar)
-            pred = {P: blocked(meas[1], 65536, 64, 64, rate, P, ph[P], phase_ms=costs) for P in PS}
+            pred = {P: blocked(meas[1], 65536, 64, 64, rate, P, ph[P], phase_ms=costs) for P in ps}
             source = "(A), (C) measured" if costs else "(A), (C) at eigen's 1024^2 rate"
-            print(fmt_row(f"{op}/{form} {scalar} blocked, {source}", meas, pred))
+            print(fmt_row(f"{op}/{form} {scalar} blocked, {source}", meas, pred, ps))
             report["rows"].append({"form": f"{op}/{form}", "scalar": scalar, "schedule": "blocked", "measured": meas,
                                    "predicted": pred, "phases": source})
         for op in ["hla2", "ahla", "linear"]:
@@ -224,12 +234,14 @@ def bench(args):
                 meas = form_times(times, op, "chunked", scalar, 65536, decay=decay)
                 if 1 not in meas:
                     continue
-                pred = {P: grouped(meas[1], f, P, ph[P]) for P in (1, 2)}
+                pred = {P: grouped(meas[1], f, P, ph[P]) for P in sorted({1, 2} | set(meas))}
                 print(fmt_row(f"{op}/chunked{decay} {scalar} grouped (f = {f:.3f}: the plain entry's at P = 2)", meas,
-                              pred))
+                              pred, ps))
                 report["rows"].append({"form": f"{op}/chunked{decay}", "scalar": scalar, "schedule": "grouped", "f": f,
                                        "f_from": f"{op}/chunked at P = 2", "measured": meas, "predicted": pred})
-        print(f"| phi(P) {scalar} (peak/fma; P > 2 assumed = P 2) | " + " | ".join(f"{ph[P]:.2f}" for P in PS) + " |")
+        top = max([P for P in ps if f"peak/fma/{scalar}/threads:{P}" in times] or [2])
+        print(f"| phi(P) {scalar} (peak/fma; P > {top} assumed = P {top}) | " + " | ".join(f"{ph[P]:.2f}" for P in ps)
+              + " |")
     return report
 
 

@@ -33,6 +33,17 @@ def median(name, ms):
             "gflops": 1000.0 / ms}
 
 
+def model_report(entries):
+    """experiments/model/workspan.py bench on a run of these entries (written to a bench.json of its own): its report,
+    and the medians it read."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "bench.json")
+        with open(path, "w") as f:
+            json.dump({"benchmarks": entries}, f)
+        times, _ = workspan.load(path)
+        return workspan.bench(type("Args", (), {"bench": path})()), times
+
+
 def gated_entries():
     """plain 10·k ms, γ = 0.9 12·k, gated 15·k (k = threads' factor), naive 30 ms:
     ratios 1.25, 1.2, 2 (naive ÷ gated at k=1)."""
@@ -148,12 +159,7 @@ class ProductsAlone(unittest.TestCase):
 
 class Model(unittest.TestCase):
     def test_grouped_rows(self):
-        with tempfile.TemporaryDirectory() as tmp:
-            path = os.path.join(tmp, "bench.json")
-            with open(path, "w") as f:
-                json.dump({"benchmarks": gated_entries()}, f)
-            times, _ = workspan.load(path)
-            report = workspan.bench(type("Args", (), {"bench": path})())
+        report, times = model_report(gated_entries())
         rows = {(r["form"], r["scalar"]): r for r in report["rows"] if r.get("schedule") == "grouped"}
         self.assertEqual(len(rows), len(bench_targets.GATED_OPS) * len(bench_targets.SCALARS) * 2)
         # no peak/ entries: phi = 1, so f from the plain entry's 10 → 6 ms is (2/(10/6) − 1)/(2 − 1) = 0.2, and the
@@ -173,11 +179,7 @@ class Model(unittest.TestCase):
                    median("roofline/eigen/float/threads:1", 20.0),
                    median(f"phase/hla2/chunked-fused/summary/float/{SHAPE}/threads:1", 6.5536),
                    median(f"phase/hla2/chunked-fused/carry/float/{SHAPE}/threads:1", 13.1072)]
-        with tempfile.TemporaryDirectory() as tmp:
-            path = os.path.join(tmp, "bench.json")
-            with open(path, "w") as f:
-                json.dump({"benchmarks": entries}, f)
-            report = workspan.bench(type("Args", (), {"bench": path})())
+        report, _ = model_report(entries)
         row = next(r for r in report["rows"] if r.get("schedule") == "blocked" and r["scalar"] == "float")
         self.assertEqual(row["phases"], "(A), (C) measured")
         n0, n1 = 683 * 48, 65536 - 683 * 48
