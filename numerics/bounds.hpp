@@ -71,13 +71,16 @@ inline long rounding_depth(const std::string& op, long acc, bool decays, bool ga
 // per prefix-sum level, for n tokens in chunks of w with log mass Λ = Σ_t |log γ_t|. Within a chunk
 // L_a = Σ_{r≤a} log γ_r (log within 1 ulp = 2u relative, the sum within γ_w of the chunk's Λ_k), one rounding for
 // the difference L_a − L_b, exp within 1 ulp: each factor exp(L_a − L_b) is exact × e^δ (1 + 2u), |δ| ≤ (2w+5) u Λ_k,
-// i.e. at most (2w + 5) Λ_k + 2 roundings (1% slack for the (1 + u) powers). A term of one level passes through at
-// most one factor per chunk it spans (F or the factor to the chunk's end, one whole-chunk factor per chunk between,
-// the factor from the chunk's start): (2w + 5) Λ + 2 (⌈n/w⌉ + 2) in all. Squared factors (hla2's Γ² on C') double
-// that and round once more; the count below is the squared one, for every operator.
+// i.e. at most (2w + 5) Λ_k + 2 roundings (1% slack for the (1 + u) powers). A mask entry computed as the product
+// exp(L_a) · exp(−L_b) (ChunkGates::decay_mask, in chunks whose mass allows) has δ within the two L's errors, no
+// difference rounded, and (1 + 2u)² (1 + u): at most (2w + 5) Λ_k + 5 roundings, the count used for every factor.
+// A term of one level passes through at most one factor per chunk it spans (F or the factor to the chunk's end, one
+// whole-chunk factor per chunk between, the factor from the chunk's start): (2w + 5) Λ + 5 (⌈n/w⌉ + 2) in all.
+// Squared factors (hla2's Γ² on C') double that and round once more; the count below is the squared one, for every
+// operator.
 inline long log_gate_depth(long n, long w, double log_mass) {
   const long chunks = (n + w - 1) / w;
-  return 2 * (static_cast<long>(std::ceil(1.01 * static_cast<double>(2 * w + 5) * log_mass)) + 2 * (chunks + 2) + 1);
+  return 2 * (static_cast<long>(std::ceil(1.01 * static_cast<double>(2 * w + 5) * log_mass)) + 5 * (chunks + 2) + 1);
 }
 
 // The log mass Λ = Σ_t |log γ_t| of a problem's gates (0 without gates): how strong they are in all, the quantity

@@ -252,3 +252,60 @@ TEST_CASE("gated chunked: the forms refuse what they do not define", "[gated][ch
   const Run<rational> lin = gated::run(FormRef{"linear", "chunked"}, g, Options{});
   CHECK_THROWS_AS(gated::run(FormRef{"hla2", "chunked"}, g, Options{}, &lin.state), InputError);
 }
+
+// The mask's factors (fast/chunked/gated.hpp, ChunkGates::decay_mask): in float and double each entry F(a, b) is within
+// numerics/bounds.hpp's per-factor count, (2w + 5) Λ_k + 5 roundings, of the exact gate product Γ(c+a, c+b) — in
+// chunks whose mass lets the mask be the product exp(L_a) · exp(−L_b) and in chunks of stronger gates, where it is
+// the exp of each difference (both kinds are asserted to occur). An entry below the smallest normal number has no
+// relative accuracy (that slack is added). The factors computed over threads are those of one thread, to the bit.
+TEMPLATE_TEST_CASE("gated chunked: every mask entry within its per-factor rounding count, factorized or not",
+                   "[gated][chunked]", float, double) {
+  using T = TestType;
+  const Eigen::Index w = 48;
+  // Chunk strengths (mean −log γ): weak, medium (factorized in both scalars), strong (float's differences), very
+  // strong (double's differences too).
+  const std::vector<double> strengths{0.02, 1.5, 3.0, 20.0};
+  const Eigen::Index n = w * static_cast<Eigen::Index>(strengths.size()) - 7;  // a short last chunk
+  ColVec<double> gd(n);
+  for (std::size_t k = 0; k < strengths.size(); ++k) {
+    const Eigen::Index c = w * static_cast<Eigen::Index>(k), len = std::min(w, n - c);
+    gd.segment(c, len) = gates_of_strength(len, strengths[k], 40 + k);
+  }
+  const ColVec<T> gates = gd.cast<T>();
+  const fast::chunked::ChunkPlan plan(n, w);
+  namespace c = fast::chunked;
+  const c::ChunkGates<T> one(gates, plan, c::GateFactors::log_stable, 1);
+  const c::ChunkGates<T> three(gates, plan, c::GateFactors::log_stable, 3);
+  CHECK(one.st == three.st);
+  CHECK(one.en == three.en);
+  CHECK(one.g == three.g);
+  const double u = unit_roundoff<T>(), tiny = static_cast<double>(std::numeric_limits<T>::min());
+  int factorized = 0, differences = 0;
+  for (Eigen::Index k = 0; k < plan.count; ++k) {
+    const Eigen::Index c0 = plan.begin(k), len = plan.len(k);
+    (one.factorized(k) ? factorized : differences) += 1;
+    Mat<T> F(len, len), F3(len, len);
+    one.decay_mask(k, F);
+    three.decay_mask(k, F3);
+    CHECK(F == F3);
+    double mass = 0;
+    for (Eigen::Index t = c0; t < c0 + len; ++t) mass += -std::log(static_cast<double>(gates(t)));
+    const double bound = bounds::gamma_h(static_cast<long>(std::ceil(1.01 * (2 * w + 5) * mass)) + 5, u);
+    double worst = 0;
+    for (Eigen::Index b = 0; b < len; ++b)
+      for (Eigen::Index a = 0; a < len; ++a) {
+        if (a <= b) {  // the diagonal is 1 and the upper triangle 0, exactly
+          CHECK(F(a, b) == T(a == b ? 1 : 0));
+          continue;
+        }
+        mpfr256 exact(1);
+        for (Eigen::Index r = b + 1; r <= a; ++r) exact *= mpfr256(static_cast<double>(gates(c0 + r)));
+        const double err = abs(mpfr256(static_cast<double>(F(a, b))) - exact).template convert_to<double>();
+        worst = std::max(worst, err / (bound * exact.template convert_to<double>() + tiny));
+      }
+    INFO("chunk " << k << " mass " << mass << " factorized " << one.factorized(k) << " worst err/allowed " << worst);
+    CHECK(worst <= 1);
+  }
+  CHECK(factorized >= 2);
+  CHECK(differences >= 1);
+}

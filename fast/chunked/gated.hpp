@@ -11,9 +11,13 @@
 //   g        = Γ(c+len−1, c−1)                                  (what the chunk does to a carried state; γ^{len})
 // All of them are ≤ 1. How they are computed is the one choice (GateFactors) that differs between scalars:
 //   products       exact scalars (rational, fp61; no log/exp): products of gates within the chunk, no division
-//   log_stable     floating scalars: L_a = Σ_{r=0..a} log γ_{c+r}, reset at each chunk start; every factor is
-//                  exp of a difference L_a − L_b ≤ 0 (b ≤ a; entries above the diagonal are set to 0, never
-//                  exponentiated), so nothing overflows, and no cumulative product is divided by
+//   log_stable     floating scalars: L_a = Σ_{r=0..a} log γ_{c+r}, reset at each chunk start; st, en and g are
+//                  exp of L_a, of L_e − L_a ≤ 0 and of L_e. The mask F(a, b) = exp(L_a − L_b) (b ≤ a; 0 above the
+//                  diagonal, never exponentiated) is, in a chunk whose whole log mass −L_e keeps exp(L_a) and
+//                  exp(−L_b) normal numbers (kFactorizedMass), the product st(a) · exp(−L_b) of two per-token
+//                  exps: 2w exps per chunk instead of w(w−1)/2, the mask then w² products (measured below at
+//                  ChunkGates::decay_mask). A chunk of stronger gates takes the exp of each difference instead.
+//                  Either way nothing overflows, and no cumulative product over the call is divided by
 //   naive_cumprod  P_t = γ_0 ⋯ γ_t over the whole call and every factor a quotient P_t / P_s — the formulation
 //                  many kernels start with. P underflows after a long span of strong gates (float: Σ −log γ
 //                  ≈ 87..103), its quotients lose accuracy and then become 0/0 = NaN. Only for measuring that;
@@ -23,6 +27,8 @@
 #pragma once
 
 #include <cmath>
+#include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "core/gates.hpp"
@@ -58,7 +64,10 @@ template <class T> constexpr GateFactors stable_gate_factors() {
 // F(a, b) filled on demand for one chunk (w² numbers per chunk are not stored).
 template <class T> class ChunkGates {
  public:
-  ChunkGates(const ColVec<T>& gamma, const ChunkPlan& plan, GateFactors how)
+  // threads: the chunks' factors are independent of each other (L restarts at each chunk) and are computed in
+  // parallel (n logs and 3n exps: serial, they were a fixed cost every thread of a threaded form waited for);
+  // the naive cumulative product runs over the whole call, serially.
+  ChunkGates(const ColVec<T>& gamma, const ChunkPlan& plan, GateFactors how, int threads = 1)
       : gamma_(gamma), plan_(plan), how_(how), st(gamma.size()), en(gamma.size()), g(plan.count) {
     if constexpr (!has_exp_v<T>) {
       if (how != GateFactors::products)
@@ -66,48 +75,35 @@ template <class T> class ChunkGates {
     }
     const Eigen::Index n = gamma.size();
     aux_.resize(n);
+    if (how == GateFactors::log_stable) inv_.resize(n);
     if (how == GateFactors::naive_cumprod) {
       aux_(0) = gamma(0);  // P_t = γ_0 ⋯ γ_t over the whole call (P_{−1} = 1)
       for (Eigen::Index t = 1; t < n; ++t) aux_(t) = aux_(t - 1) * gamma(t);
     }
-    for (Eigen::Index k = 0; k < plan.count; ++k) {
-      const Eigen::Index c = plan.begin(k), len = plan.len(k), e = c + len - 1;
-      switch (how) {
-        case GateFactors::products:
-          st(c) = gamma(c);
-          for (Eigen::Index t = c + 1; t <= e; ++t) st(t) = st(t - 1) * gamma(t);
-          en(e) = T(1);
-          for (Eigen::Index t = e - 1; t >= c; --t) en(t) = gamma(t + 1) * en(t + 1);
-          g[k] = st(e);
-          break;
-        case GateFactors::log_stable:
-          if constexpr (has_exp_v<T>) {
-            using std::exp, std::log;
-            aux_(c) = T(log(gamma(c)));  // L, reset at the chunk's start
-            for (Eigen::Index t = c + 1; t <= e; ++t) aux_(t) = aux_(t - 1) + T(log(gamma(t)));
-            for (Eigen::Index t = c; t <= e; ++t) {
-              st(t) = T(exp(aux_(t)));
-              en(t) = T(exp(T(aux_(e) - aux_(t))));  // L_e − L_t ≤ 0: L never increases (log γ ≤ 0)
-            }
-            g[k] = st(e);
-          }
-          break;
-        case GateFactors::naive_cumprod: {
-          const T before = c > 0 ? aux_(c - 1) : T(1);
-          for (Eigen::Index t = c; t <= e; ++t) {
-            st(t) = aux_(t) / before;
-            en(t) = aux_(e) / aux_(t);
-          }
-          g[k] = aux_(e) / before;
-          break;
-        }
-      }
-    }
+    const bool parallel = threads > 1 && how != GateFactors::naive_cumprod;
+#pragma omp parallel for schedule(static) num_threads(threads) if (parallel)
+    for (Eigen::Index k = 0; k < plan.count; ++k) chunk_factors(k);
   }
 
   // F(a, b) = Γ(c+a, c+b) for b ≤ a and 0 above the diagonal, for chunk k (F is len×len).
+  // In floating point, where the chunk's mass allows (factorized(k)), F(a, b) = st(c+a) · exp(−L_b): each factor is
+  // then exp(L_a − L_b) e^δ with |δ| ≤ the two L's errors, which the difference's own error bound already counted,
+  // times three roundings (two exps within 1 ulp each and the product) where the difference's exp had one ulp —
+  // numerics/bounds.hpp's log_gate_depth counts five per factor. Measured with the parallel factors and hla2_fused's
+  // narrower outputs-only products (hla_bench, n = 65536, d = dv = 64, gates in 0.8..1 against γ = 0.9, one thread,
+  // medians of three alternating runs of each build, a 2-core VM under load): hla2/chunked-fused float 74.2 → 66.3 ms
+  // (γ = 0.9: 62.8 / 63.6), double 146 → 122 (125 / 119).
   template <class Out> void decay_mask(Eigen::Index k, Out&& F) const {
     const Eigen::Index c = plan_.begin(k), len = plan_.len(k);
+    if (factorized(k)) {
+      for (Eigen::Index b = 0; b < len; ++b) {  // column by column: contiguous, vectorized
+        auto col = F.col(b);
+        col.head(b).setZero();
+        col(b) = T(1);
+        col.segment(b + 1, len - b - 1) = st.segment(c + b + 1, len - b - 1) * inv_(c + b);
+      }
+      return;
+    }
     F.setZero();
     for (Eigen::Index a = 0; a < len; ++a) {
       F(a, a) = T(1);
@@ -128,11 +124,62 @@ template <class T> class ChunkGates {
     }
   }
 
+  // Whether chunk k's mask is the product of per-token factors (decay_mask): in float and double, when the chunk's
+  // log mass −L_e is small enough that exp(L_a) and exp(−L_b) are normal numbers for every a, b of it (−L_e below
+  // 0.9 × −log of the smallest normal number: 78.6 in float, 637 in double).
+  bool factorized(Eigen::Index k) const {
+    if constexpr (std::is_floating_point_v<T>) {  // not MPFR: its results stay those of the differences
+      if (how_ != GateFactors::log_stable) return false;
+      constexpr T limit = T(0.9) * -(std::numeric_limits<T>::min_exponent - 1) * T(0.6931471805599453);
+      return aux_(plan_.begin(k) + plan_.len(k) - 1) >= -limit;
+    }
+    return false;
+  }
+
  private:
   const ColVec<T>& gamma_;
   const ChunkPlan& plan_;
   GateFactors how_;
   ColVec<T> aux_;  // log_stable: L within each chunk; naive_cumprod: P over the call; products: unused
+  ColVec<T> inv_;  // log_stable: exp(−L) per token (0 where the chunk is not factorized)
+
+  // st, en and g of chunk k (and, log_stable, L and exp(−L)); writes only the chunk's own entries.
+  void chunk_factors(Eigen::Index k) {
+    const Eigen::Index c = plan_.begin(k), len = plan_.len(k), e = c + len - 1;
+    const ColVec<T>& gamma = gamma_;
+    switch (how_) {
+      case GateFactors::products:
+        st(c) = gamma(c);
+        for (Eigen::Index t = c + 1; t <= e; ++t) st(t) = st(t - 1) * gamma(t);
+        en(e) = T(1);
+        for (Eigen::Index t = e - 1; t >= c; --t) en(t) = gamma(t + 1) * en(t + 1);
+        g[k] = st(e);
+        break;
+      case GateFactors::log_stable:
+        if constexpr (has_exp_v<T>) {
+          using std::exp, std::log;
+          aux_(c) = T(log(gamma(c)));  // L, reset at the chunk's start
+          for (Eigen::Index t = c + 1; t <= e; ++t) aux_(t) = aux_(t - 1) + T(log(gamma(t)));
+          const bool fact = factorized(k);
+          for (Eigen::Index t = c; t <= e; ++t) {
+            st(t) = T(exp(aux_(t)));
+            en(t) = T(exp(T(aux_(e) - aux_(t))));  // L_e − L_t ≤ 0: L never increases (log γ ≤ 0)
+            inv_(t) = fact ? T(exp(T(-aux_(t)))) : T(0);
+          }
+          g[k] = st(e);
+        }
+        break;
+      case GateFactors::naive_cumprod: {
+        const T before = c > 0 ? aux_(c - 1) : T(1);
+        for (Eigen::Index t = c; t <= e; ++t) {
+          st(t) = aux_(t) / before;
+          en(t) = aux_(e) / aux_(t);
+        }
+        g[k] = aux_(e) / before;
+        break;
+      }
+    }
+  }
 
  public:
   ColVec<T> st, en;  // per token t of chunk k: st(t) = Γ(t, c−1), en(t) = Γ(c+len−1, t)
@@ -158,7 +205,7 @@ Run<T> gated_linear_chunked(const GatedProblem<T>& gp, const Options& opt, const
   const Problem<T>& p = gp.qkv;
   const ChunkSetup<T> setup(p, opt);
   HLA_CHUNK_SETUP_NAMES(setup);
-  const ChunkGates<T> gates(gp.gamma, plan, how);
+  const ChunkGates<T> gates(gp.gamma, plan, how, threads);
 
   const St st0 = load_state<St>(init, d, dv);
   Mat<T> S = join(st0.S, st0.z);
@@ -215,7 +262,7 @@ Run<T> gated_hla2_chunked(const GatedProblem<T>& gp, const Options& opt, const N
   const Problem<T>& p = gp.qkv;
   const ChunkSetup<T> setup(p, opt);
   HLA_CHUNK_SETUP_NAMES(setup);
-  const ChunkGates<T> gates(gp.gamma, plan, how);
+  const ChunkGates<T> gates(gp.gamma, plan, how, threads);
   const std::vector<T> g2 = squares(gates.g);
   const T lambda = from_rational<T>(opt.ridge);
   const bool ridge = opt.ridge != 0;
@@ -319,7 +366,7 @@ Run<T> gated_ahla_chunked(const GatedProblem<T>& gp, const Options& opt, const N
   const Problem<T>& p = gp.qkv;
   const ChunkSetup<T> setup(p, opt);
   HLA_CHUNK_SETUP_NAMES(setup);
-  const ChunkGates<T> gates(gp.gamma, plan, how);
+  const ChunkGates<T> gates(gp.gamma, plan, how, threads);
 
   const St st0 = load_state<St>(init, d, dv);
   Mat<T> P = join(st0.P, st0.m), E = join(st0.E, st0.n);

@@ -351,8 +351,9 @@ template <class T> class FusedPass {
   // With per-token gates (p.gates non-empty; Options::gamma must then be 1) every γ-power above becomes the Γ of
   // the same ages, as in gated_hla2_chunked (fast/chunked/gated.hpp): per chunk, ChunkGates' st, en, g and the
   // mask F (log-domain differences in floating point, products of gates in the exact scalars); across blocks,
-  // running products of the block's gates. The pass then always carries [V 1] (C's normalizer column is carried,
-  // not summed with γ-powers at the end).
+  // running products of the block's gates. With the final state wanted the pass then carries [V 1] (C's normalizer
+  // column is carried, not summed with γ-powers at the end); outputs only, gated or not, it does not (the products
+  // stay dv wide: hla2_chunked_heads' comment).
   //
   // row0, rows: the pass covers rows [row0, row0 + rows) of p (rows < 0: to the end), read in place — a rank's block
   // of a sequence-parallel run, without a copy of its rows; row indices below are the block's.
@@ -375,7 +376,7 @@ template <class T> class FusedPass {
         state_(opt.state),
         carry_c_(ridge_ || opt.state),
         divide_(opt.normalized),
-        aug_(divide_ || augment || gated_),
+        aug_(divide_ || augment || (gated_ && state_)),
         va_(aug_ ? dv_ + 1 : dv_),
         dec_(gamma_, plan_.w),
         dec2_(gamma2_, plan_.w),
@@ -383,7 +384,7 @@ template <class T> class FusedPass {
         last_(plan_.len(plan_.count - 1), plan_.w, d_, va_) {
     if (gated_) {
       reference::require_no_scalar_decay(opt);
-      gates_.emplace(block_gates_, plan_, stable_gate_factors<T>());
+      gates_.emplace(block_gates_, plan_, stable_gate_factors<T>(), opt.threads);
     }
   }
   FusedPass(const FusedPass&) = delete;  // gates_ refers to plan_ and to the problem's gates
@@ -517,7 +518,7 @@ template <class T> class FusedPass {
   T gamma_, gamma2_, eps_, lambda_;
   // gated_: per-token gates; decays_: any decay (γ < 1 or gates); state_: the final state is wanted
   // (Options::state); carry_c_: C is carried (read by the outputs with ridge, else only the state's);
-  // divide_: normalized; aug_: [V 1] carried (normalized, augment, or gated)
+  // divide_: normalized; aug_: [V 1] carried (normalized, augment, or gated with the state)
   bool gated_, decays_, ridge_, state_, carry_c_, divide_, aug_;
   Eigen::Index va_;
   Decay<T> dec_, dec2_;
