@@ -14,18 +14,6 @@
 
 namespace hla::fast::cuda {
 
-std::vector<std::pair<int, int>> pass_state_shapes(GpuOp op, int d, int dv) {
-  switch (op) {
-    case GpuOp::linear:
-      return {{d, dv + 1}};
-    case GpuOp::hla2:
-      return {{d, d}, {d, dv + 1}, {d, dv + 1}};
-    case GpuOp::ahla:
-      return {{d, dv + 1}, {d, dv + 1}};
-  }
-  return {};
-}
-
 namespace {
 
 // Why there is no library (empty when there is one).

@@ -54,7 +54,19 @@ struct ForwardOptions {
 // The registry's adapters (fast/cuda/register.hpp) convert them to and from the operators' named states.
 template <class T> struct PassStates { std::vector<std::vector<T>> parts; };
 // The shape of each pass state part, in the order above.
-std::vector<std::pair<int, int>> pass_state_shapes(GpuOp op, int d, int dv);
+// Inline: the CUDA library (pass.cu) and the host side (device.cpp, the registry) both read it, and the library is
+// loaded with dlopen, so it cannot take the symbol from the host program (the first GPU run failed on exactly that).
+inline std::vector<std::pair<int, int>> pass_state_shapes(GpuOp op, int d, int dv) {
+  switch (op) {
+    case GpuOp::linear:
+      return {{d, dv + 1}};
+    case GpuOp::hla2:
+      return {{d, d}, {d, dv + 1}, {d, dv + 1}};
+    case GpuOp::ahla:
+      return {{d, dv + 1}, {d, dv + 1}};
+  }
+  return {};
+}
 
 // seqs independent sequences of T tokens, row-major [seqs][T][d] (q, k) and [seqs][T][dv] (v), gates [seqs][T]
 // (empty: the fixed decay gamma for every token). Outputs [seqs][T][dv]. state_in: null for the zero state.
