@@ -22,6 +22,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "fast/chunked/chunk_gates.hpp"
 #include "fast/chunked/common.hpp"
 #include "fast/serial/hla2.hpp"
 
@@ -225,28 +226,40 @@ NamedState<T> hla2_u_final_state(const QRows& Q, const VRows& V, const Mat<T>& S
 }
 
 template <class T> struct Hla2UWorkspace {
-  Mat<T> Vd, Kd, Qs, W, P;
+  Mat<T> Vd, Kd, Qs, W, P, F;
   ColVec<T> x;
-  Hla2UWorkspace(Eigen::Index w, Eigen::Index d, Eigen::Index da)
-      : Vd(w, da), Kd(w, d), Qs(w, d), W(w, w), P(w, w), x(w) {}
+  Hla2UWorkspace(Eigen::Index w, Eigen::Index d, Eigen::Index da, bool gated)
+      : Vd(w, da), Kd(w, d), Qs(w, d), W(w, w), P(w, w), F(gated ? w : 0, gated ? w : 0), x(w) {}
 };
 
 // Heads' queries Qs[h] (n×d each) with shared K (n×d) and V (n×dv); init[h] the state of head h (or null
 // for zero). The heads' states share S: a head whose initial S differs from head 0's is an input error.
-template <class T> std::vector<Run<T>> hla2_chunked_heads(const std::vector<const Mat<T>*>& Qs, const Mat<T>& K,
-                                                          const Mat<T>& V, const Options& opt,
-                                                          const std::vector<const NamedState<T>*>& init) {
+// gates: per-token gates γ_t (Options::gamma must then be 1; the gated u-form of fast/chunked/gated.hpp's
+// gated_hla2_chunked), their factors computed `how` — every γ-power below is then the Γ of the same ages
+// (ChunkDecay); null: the fixed γ.
+template <class T>
+std::vector<Run<T>> hla2_chunked_heads(const std::vector<const Mat<T>*>& Qs, const Mat<T>& K, const Mat<T>& V,
+                                       const Options& opt, const std::vector<const NamedState<T>*>& init,
+                                       const ColVec<T>* gates = nullptr, GateFactors how = stable_gate_factors<T>()) {
   const ChunkSetup<T> setup(K.rows(), K.cols(), V.cols(), opt);
-  HLA_CHUNK_SETUP_NAMES(setup);
+  const Eigen::Index n = setup.n, d = setup.d, dv = setup.dv, da = setup.da, M = setup.M, w = setup.w, NG = setup.NG;
+  const ChunkPlan& plan = setup.plan;
+  const int threads = setup.threads;
+  const T eps = setup.eps, gamma = setup.gamma;
+  const ChunkDecay<T> decay = gates ? ChunkDecay<T>(setup, *gates, how) : ChunkDecay<T>(setup);
+  const bool decays = decay.decays(), gated = decay.gated();
+  const std::vector<T>&g = decay.factors(1), &g2 = decay.factors(2);
   const T lambda = from_rational<T>(opt.ridge);
   const bool ridge = opt.ridge != 0;
   const Eigen::Index H = static_cast<Eigen::Index>(Qs.size());
-  const Decay<T> dec2(T(gamma * gamma), w);
 
   // The products carry the normalizer's column of ones only when an output needs it (normalized): va value
   // columns. Unnormalized, the state's vector parts m' = S m − h (and m) are matrix–vector products on the
   // side, so the products stay dv wide (a 65th column costs the GEMM micro-kernel a narrow remainder pass).
-  const bool aug = opt.normalized;
+  // With gates and the final state, C and its m are carried chunk by chunk ([V 1]: the whole-sequence sum of
+  // hla2_u_final_state is for fixed γ only).
+  const bool carry_c = ridge || (gated && opt.state);
+  const bool aug = opt.normalized || (gated && opt.state);
   const Eigen::Index va = aug ? da : dv;
   Mat<T> S;
   std::vector<Mat<T>> C(H), Cp(H), Mp(H), Cb(H), Cpb(H), Mpb(H), Ub(H), Out(H), C_init(H);
@@ -275,8 +288,7 @@ template <class T> std::vector<Run<T>> hla2_chunked_heads(const std::vector<cons
     if (aug) return Vb.middleRows(kk * w, len);
     return V.middleRows(c, len);
   };
-  const std::vector<T> g2 = setup.squared_factors();
-  auto make_ws = [&] { return Hla2UWorkspace<T>(w, d, va); };
+  auto make_ws = [&] { return Hla2UWorkspace<T>(w, d, va, gated); };
 
   for (Eigen::Index k0 = 0; k0 < M; k0 += NG) {
     const Eigen::Index cnt = std::min(NG, M - k0);
@@ -288,7 +300,7 @@ template <class T> std::vector<Run<T>> hla2_chunked_heads(const std::vector<cons
       auto Sk = Sb.middleCols(kk * d, d);
       if (decays) {
         auto x = ws.x.head(len);
-        dec.to_end(len, x);
+        decay.to_end(k0 + kk, 1, x);
         auto Kd = ws.Kd.topRows(len);
         Kd = Kc;
         scale_rows<T>(Kd, x, true);
@@ -301,15 +313,15 @@ template <class T> std::vector<Run<T>> hla2_chunked_heads(const std::vector<cons
 
     // (B) U = diag(γ^{a+1}) Q S0 + ((Q Kᵀ) ⊙ D_γ) K; C'_B = Uᵀ diag(γ^{2(len−1−b)}) [V 1]; C_B likewise with Q, γ.
     for_chunks(H * cnt, threads, make_ws, [&](Hla2UWorkspace<T>& ws, Eigen::Index i) {
-      const Eigen::Index h = i / cnt, kk = i % cnt;
-      const Eigen::Index c = plan.begin(k0 + kk), len = plan.len(k0 + kk);
+      const Eigen::Index h = i / cnt, kk = i % cnt, k = k0 + kk;
+      const Eigen::Index c = plan.begin(k), len = plan.len(k);
       const auto Q = Qs[h]->middleRows(c, len);
       const auto Kc = K.middleRows(c, len);
       const auto Va = values(kk, c, len);
       auto U = Ub[h].middleRows(kk * w, len);
       auto W = ws.W.topLeftCorner(len, len);
       W.noalias() = Q * Kc.transpose();
-      if (decays) W = W.cwiseProduct(dec.D.topLeftCorner(len, len));
+      decay.mask(k, 1, W, ws.F);
       U.noalias() = W.template triangularView<Eigen::Lower>() * Kc;
       const auto S0 = Sb.middleCols(kk * d, d);
       auto Cpk = Cpb[h].middleCols(kk * va, va);
@@ -319,16 +331,16 @@ template <class T> std::vector<Run<T>> hla2_chunked_heads(const std::vector<cons
         auto x = ws.x.head(len);
         auto Vd = ws.Vd.topRows(len);
         Qs_ = Q;
-        dec.after_start(len, 1, x);
+        decay.after_start(k, 1, x);
         scale_rows<T>(Qs_, x, true);
         U.noalias() += Qs_ * S0;
-        dec2.to_end(len, x);
+        decay.to_end(k, 2, x);
         Vd = Va;
         scale_rows<T>(Vd, x, true);
         Cpk.noalias() = U.transpose() * Vd;
         if (!aug) Mpb[h].col(kk).noalias() = U.transpose() * x;
-        if (ridge) {
-          dec.to_end(len, x);
+        if (carry_c) {
+          decay.to_end(k, 1, x);
           Vd = Va;
           scale_rows<T>(Vd, x, true);
           Ck.noalias() = Q.transpose() * Vd;
@@ -337,30 +349,30 @@ template <class T> std::vector<Run<T>> hla2_chunked_heads(const std::vector<cons
         U.noalias() += Q * S0;
         Cpk.noalias() = U.transpose() * Va;
         if (!aug) Mpb[h].col(kk) = U.colwise().sum().transpose();
-        if (ridge) Ck.noalias() = Q.transpose() * Va;
+        if (carry_c) Ck.noalias() = Q.transpose() * Va;
       }
     });
     for (Eigen::Index h = 0; h < H; ++h) {
       carry(Cpb[h], Cp[h], g2.data() + k0, cnt, decays, threads);
       if (!aug) carry(Mpb[h], Mp[h], g2.data() + k0, cnt, decays, threads);
-      if (ridge) carry(Cb[h], C[h], g.data() + k0, cnt, decays, threads);
+      if (carry_c) carry(Cb[h], C[h], g.data() + k0, cnt, decays, threads);
     }
 
     // (C) out = ((Q Uᵀ) ⊙ D_γ²) [V 1] + diag(γ^{2(a+1)}) Q C'0 [+ ridge terms].
     for_chunks(H * cnt, threads, make_ws, [&](Hla2UWorkspace<T>& ws, Eigen::Index i) {
-      const Eigen::Index h = i / cnt, kk = i % cnt;
-      const Eigen::Index c = plan.begin(k0 + kk), len = plan.len(k0 + kk);
+      const Eigen::Index h = i / cnt, kk = i % cnt, k = k0 + kk;
+      const Eigen::Index c = plan.begin(k), len = plan.len(k);
       const auto Q = Qs[h]->middleRows(c, len);
       const auto U = Ub[h].middleRows(kk * w, len);
       const auto Va = values(kk, c, len);
       auto out = Out[h].middleRows(c, len);
       auto P = ws.P.topLeftCorner(len, len);
       P.noalias() = Q * U.transpose();
-      if (decays) P = P.cwiseProduct(dec2.D.topLeftCorner(len, len));
+      decay.mask(k, 2, P, ws.F);
       if (ridge) {
         auto W = ws.W.topLeftCorner(len, len);
         W.noalias() = Q * Q.transpose();
-        if (decays) W = W.cwiseProduct(dec.D.topLeftCorner(len, len));
+        decay.mask(k, 1, W, ws.F);
         P += lambda * W;
       }
       out.noalias() = P.template triangularView<Eigen::Lower>() * Va;
@@ -369,7 +381,7 @@ template <class T> std::vector<Run<T>> hla2_chunked_heads(const std::vector<cons
       auto x = ws.x.head(len);
       if (decays) {
         Qs_ = Q;
-        dec.after_start(len, 2, x);
+        decay.after_start(k, 2, x);
         scale_rows<T>(Qs_, x, true);
         out.noalias() += Qs_ * Cp0;
       } else {
@@ -377,7 +389,7 @@ template <class T> std::vector<Run<T>> hla2_chunked_heads(const std::vector<cons
       }
       if (ridge) {
         Qs_ = Q;
-        dec.after_start(len, 1, x);
+        decay.after_start(k, 1, x);
         scale_rows<T>(Qs_, x, decays);
         out.noalias() += lambda * (Qs_ * Cb[h].middleCols(kk * va, va));
       }
@@ -385,11 +397,12 @@ template <class T> std::vector<Run<T>> hla2_chunked_heads(const std::vector<cons
   }
   std::vector<Run<T>> runs;
   for (Eigen::Index h = 0; h < H; ++h) {
-    NamedState<T> fin;  // without ridge, C is summed here over the whole sequence: only when the state is wanted
+    NamedState<T> fin;  // C not carried: summed here over the whole sequence, only when the state is wanted
     if (opt.state)
-      fin = hla2_u_final_state<T>(*Qs[h], V, S, C_init[h], ridge ? &C[h] : nullptr, aug ? Cp[h] : join(Cp[h], Mp[h]),
+      fin = hla2_u_final_state<T>(*Qs[h], V, S, C_init[h], carry_c ? &C[h] : nullptr, aug ? Cp[h] : join(Cp[h], Mp[h]),
                                   gamma, threads);
-    runs.push_back({aug ? finish_outputs<T>(std::move(Out[h]), true, eps) : std::move(Out[h]), std::move(fin)});
+    runs.push_back(
+        {aug ? finish_outputs<T>(std::move(Out[h]), opt.normalized, eps) : std::move(Out[h]), std::move(fin)});
   }
   return runs;
 }

@@ -70,7 +70,7 @@ template <class T> void register_chunked(Registry<T>& r) {
       "or products of gates (exact); the serial form's state";
   r.add_gates("hla2", "chunked", "corrected", "u-form with Γ² on C' = S C − G; " + stable,
               [](const P& p, const Options& o, const S* s) {
-                return c::gated_hla2_chunked<T>(split_gates(p), o, s, c::stable_gate_factors<T>());
+                return c::gated_hla2_chunked<T>(p, p.gates, o, s, c::stable_gate_factors<T>());
               });
   r.add_gates(
       "hla2", "chunked-fused", "corrected",
@@ -79,18 +79,18 @@ template <class T> void register_chunked(Registry<T>& r) {
           stable,
       c::hla2_chunked_fused<T>);
   r.add_gates("ahla", "chunked", "paper", stable, [](const P& p, const Options& o, const S* s) {
-    return c::gated_ahla_chunked<T>(split_gates(p), o, s, c::stable_gate_factors<T>());
+    return c::gated_ahla_chunked<T>(p, p.gates, o, s, c::stable_gate_factors<T>());
   });
   r.add_gates("linear", "chunked", "paper", stable, [](const P& p, const Options& o, const S* s) {
-    return c::gated_linear_chunked<T>(split_gates(p), o, s, c::stable_gate_factors<T>());
+    return c::gated_linear_chunked<T>(p, p.gates, o, s, c::stable_gate_factors<T>());
   });
   // The formulation many kernels start with, kept to measure where it fails (configs/gated.toml): every factor a
   // quotient P_t / P_s of gate products over the whole call. Floating scalars only; a fixed γ runs it with γ_t ≡ γ.
   if constexpr (!is_exact_v<T>) {
-    using GatedChunked = Run<T> (*)(const GatedProblem<T>&, const Options&, const S*, c::GateFactors);
+    using GatedChunked = Run<T> (*)(const P&, const ColVec<T>&, const Options&, const S*, c::GateFactors);
     auto naive = [](GatedChunked form) {
       return [form](const P& p, const Options& o, const S* s) {
-        return form(split_gates(p), o, s, c::GateFactors::naive_cumprod);
+        return form(p, p.gates, o, s, c::GateFactors::naive_cumprod);
       };
     };
     auto constant_gates = [](auto gated) {
