@@ -12,13 +12,12 @@
 //
 // The sweep engine measures the same passes with peak RSS and gradient errors: configs/backward.toml.
 // Registered at static initialization; the main is experiments/bench/bench_main.cpp.
-#include "numerics/gradient_checks.hpp"  // first (dual.hpp, magnitude.hpp); the passes' registry, compiled once per scalar
-
 #include <benchmark/benchmark.h>
 #include <fmt/core.h>
 
 #include "core/inputs.hpp"
 #include "core/registry.hpp"
+#include "numerics/gradient_checks.hpp"  // the passes' registry, compiled once per scalar
 
 using namespace hla;
 

@@ -1,8 +1,5 @@
 // Backward points of a sweep: see sweep_backward.hpp and experiments/README.md ("Backward passes").
-#include "numerics/gradient_checks.hpp"  // first: fast/backward/dual.hpp and magnitude.hpp precede the forms' headers
-// clang-format off
-#include "fast/backward/passes.hpp"
-// clang-format on
+#include "experiments/lib/sweep_backward.hpp"
 
 #include <sstream>
 
@@ -11,7 +8,8 @@
 #include "core/parse.hpp"
 #include "core/registry.hpp"
 #include "experiments/lib/measure.hpp"
-#include "experiments/lib/sweep_backward.hpp"
+#include "fast/backward/passes.hpp"
+#include "numerics/gradient_checks.hpp"
 
 namespace hla::sweep {
 namespace {
