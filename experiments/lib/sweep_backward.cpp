@@ -5,6 +5,7 @@
 
 #include "core/dispatch.hpp"
 #include "core/inputs.hpp"
+#include "core/names.hpp"
 #include "core/parse.hpp"
 #include "core/registry.hpp"
 #include "experiments/lib/measure.hpp"
@@ -79,7 +80,7 @@ struct BackwardEvaluator::Impl {
 
   template <class T> void run(const Point& pt, const Problem<double>& inputs, const std::string& form_exact,
                               std::map<std::string, std::string>& f) {
-    const backward::Pass pass = *backward::parse_pass(pt.backward);
+    const backward::Pass pass = parse<backward::Pass>(pt.backward);
     const Problem<T> p = convert_problem<T>(inputs);
     const Mat<double> dOd = upstream(pt);
     const Mat<T> dO = lift_to<T>(dOd);
