@@ -82,7 +82,7 @@ std::vector<ClaimResult> run_ledger(const LedgerContext& ctx, const std::vector<
     try {
       r = c.check(ctx);
     } catch (const std::exception& e) {
-      r.verdict = "inconclusive";
+      r.verdict = ClaimVerdict::inconclusive;
       r.method = std::string("the check itself raised an error: ") + e.what();
     }
     r.id = c.id;
@@ -94,7 +94,7 @@ std::vector<ClaimResult> run_ledger(const LedgerContext& ctx, const std::vector<
   std::vector<std::optional<ClaimResult>> slots(selected.size());
   auto deliver = [&](std::size_t i, ClaimResult r) {
     if (distributed_run) fmt::print(stderr, "[claims] {:<40} ", r.id);
-    fmt::print(stderr, "{:<13} ({:.1f} s)\n", r.verdict, r.seconds);
+    fmt::print(stderr, "{:<13} ({:.1f} s)\n", name_of(r.verdict), r.seconds);
     slots[i] = std::move(r);
   };
   distributed::farm(
@@ -183,16 +183,17 @@ std::string ledger_markdown(const std::vector<ClaimResult>& results, const Ledge
       ctx.seed, meta["commit"].get<std::string>(), meta["compiler"].get<std::string>(), meta["cpu"].get<std::string>(),
       meta["date"].get<std::string>(), meta.value("load_1min", NAN), meta["cores"].get<unsigned>());
   int holds = 0, fails = 0, inconclusive = 0;
-  for (const auto& r : results) (r.verdict == "holds" ? holds : r.verdict == "fails" ? fails : inconclusive)++;
+  for (const auto& r : results)
+    (r.verdict == ClaimVerdict::holds ? holds : r.verdict == ClaimVerdict::fails ? fails : inconclusive)++;
   md +=
       fmt::format("**{} claims: {} hold, {} fail, {} inconclusive.**\n\n", results.size(), holds, fails, inconclusive);
   md += "| id | paper | verdict | method | bound / fit |\n|---|---|---|---|---|\n";
   for (const auto& r : results)
-    md += fmt::format("| `{}` | {} | **{}** | {} | {} |\n", r.id, md_escape(r.paper), r.verdict, md_escape(r.method),
-                      md_escape(r.bound));
+    md += fmt::format("| `{}` | {} | **{}** | {} | {} |\n", r.id, md_escape(r.paper), name_of(r.verdict),
+                      md_escape(r.method), md_escape(r.bound));
   md += "\n## Failing claims\n";
   for (const auto& r : results) {
-    if (r.verdict != "fails") continue;
+    if (r.verdict != ClaimVerdict::fails) continue;
     md += fmt::format("\n### `{}` — {}\n\n{}\n\n", r.id, md_escape(r.paper), r.statement);
     md += fmt::format("Method: {}\n\n", r.method);
     if (r.evidence.contains("finding")) md += fmt::format("Finding: {}\n\n", r.evidence["finding"].get<std::string>());

@@ -7,11 +7,25 @@
 #include <string>
 #include <vector>
 
+#include "core/names.hpp"
+
 namespace hla::verify {
+
+// A claim's verdict; the ledger (results/claims.json and .md) writes its name.
+enum class ClaimVerdict { holds, fails, inconclusive };
+constexpr NameTable<ClaimVerdict, 3> name_table(ClaimVerdict) {
+  return {
+      "claim verdict",
+      {{{ClaimVerdict::holds, "holds"}, {ClaimVerdict::fails, "fails"}, {ClaimVerdict::inconclusive, "inconclusive"}}}};
+}
+// In JSON a verdict is its name wherever it is written (the ledger, evidence, the ranks' messages), never
+// nlohmann's default for an enum, the enumerator's number.
+inline void to_json(nlohmann::json& j, ClaimVerdict v) { j = name_of(v); }
+inline void from_json(const nlohmann::json& j, ClaimVerdict& v) { v = parse<ClaimVerdict>(j.get<std::string>()); }
 
 struct ClaimResult {
   std::string id, paper, statement;
-  std::string verdict;            // holds | fails | inconclusive
+  ClaimVerdict verdict = ClaimVerdict::inconclusive;
   std::string method;             // how the verdict was computed
   std::string bound;              // e.g. "≤ 2^-112 (N=..., D=..., S=2^61-1, T=...)"; empty for measured claims
   nlohmann::json evidence;        // numbers a reviewer can re-derive

@@ -373,7 +373,7 @@ ClaimResult diagonal_placement(const diagonal::Placement& pl, const LedgerContex
         "are not a function of their sum, so no G_t = Φ_t(G_{t−1}) + (new pairs) is exact for this placement (an exact "
         "state then needs the pairs' factors apart, e.g. Σ (L k) ⊗ (R k) ⊗ (M q) vᵀ, O(d³·dv) numbers; not "
         "implemented)";
-    r.verdict = "fails";
+    r.verdict = ClaimVerdict::fails;
     if (r.bound.empty() || r.bound.find("mismatch") == std::string::npos) r.bound = "rank increase (proof)";
     std::string found;
     for (const auto& row : ranks)
@@ -382,8 +382,8 @@ ClaimResult diagonal_placement(const diagonal::Placement& pl, const LedgerContex
                            row["rank_G_before_and_after"].get<int>());
     r.evidence["finding"] = "no recurrence of the hla2 form exists for this placement (" + found + "); " +
                             "the counterexample is to " + sides.lhs_name;
-  } else if (r.verdict != "holds") {
-    r.verdict = "inconclusive";  // a linear Φ_t exists, but it is not the one checked here
+  } else if (r.verdict != ClaimVerdict::holds) {
+    r.verdict = ClaimVerdict::inconclusive;  // a linear Φ_t exists, but it is not the one checked here
   }
   if (r.counterexample.contains("n")) {
     const Shape cx{r.counterexample["n"].get<int>(), r.counterexample["d"].get<int>(),
@@ -566,7 +566,7 @@ ClaimResult check_chunk_formulation(const std::string& form, const std::vector<s
       rows.push_back(std::move(row));
     }
   }
-  r.verdict = all_within ? "holds" : "fails";
+  r.verdict = all_within ? ClaimVerdict::holds : ClaimVerdict::fails;
   r.evidence["cases"] = rows;
   r.evidence["worst_err_over_bound"] = worst;
   r.method = fmt::format(

@@ -2,16 +2,13 @@
 // (claims/gradients.cpp): the reverse-mode gradients of the gated serial form — all states stored, checkpointed every w
 // tokens, and for hla2 the reverse scan under ⊕* with every token's ρ = γ_t differentiated (fast/backward/gated.hpp) —
 // against the forward-mode (dual number) gradients of the gated literal sums (numerics/gated_gradient_checks.hpp),
-// ∂L/∂γ_t included, by the identity tester in F_p with uniform random gates. numerics/gated_gradient_checks.hpp first:
-// it brings the dual-number overloads before any form's header.
-// clang-format off
-#include "numerics/gated_gradient_checks.hpp"
-// clang-format on
+// ∂L/∂γ_t included, by the identity tester in F_p with uniform random gates.
 #include <fmt/core.h>
 
 #include "claims/gated.hpp"
 #include "claims/support.hpp"
 #include "core/gates.hpp"
+#include "numerics/gated_gradient_checks.hpp"
 
 namespace hla::verify {
 

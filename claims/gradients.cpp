@@ -1,15 +1,12 @@
 // Gradient claims (§4.2 "Backward for gradients"), decided like the forward identities: reverse-mode
 // gradients (serial, checkpointed chunks, and hla2's reverse scan under the adjoint ⊕*) against the exact
 // gradients of the reference, at random prime-field points, several shapes and chunk widths.
-// numerics/gradient_checks.hpp first: its dual-number overloads must be declared before any form's header
-// (fast/backward/dual.hpp explains the include order).
-// clang-format off
-#include "numerics/gradient_checks.hpp"
-// clang-format on
+#include "claims/gradients.hpp"
+
 #include <fmt/core.h>
 
-#include "claims/gradients.hpp"
 #include "claims/support.hpp"
+#include "numerics/gradient_checks.hpp"
 
 namespace hla::verify {
 

@@ -39,24 +39,25 @@ ParamSpace scan_space(bool decay, bool normalized) {
 ClaimResult check_each_equal(const std::vector<FormRef>& lhs, const FormRef& rhs, const ParamSpace& sp,
                              const LedgerContext& ctx, const std::string& note = "") {
   ClaimResult merged;
-  merged.verdict = "holds";
+  merged.verdict = ClaimVerdict::holds;
   std::vector<std::string> methods, bounds;
   for (const FormRef& f : lhs) {
     ClaimResult r = check_equal(f, rhs, sp, ctx, note);
     merged.evidence[f.name()] = r.evidence;
     methods.push_back(r.method);
-    if (r.verdict == "fails" && merged.verdict != "fails") {
-      merged.verdict = "fails";
+    if (r.verdict == ClaimVerdict::fails && merged.verdict != ClaimVerdict::fails) {
+      merged.verdict = ClaimVerdict::fails;
       merged.counterexample = r.counterexample;
       merged.bound = "exact mismatch (proof) for " + f.name();
-    } else if (r.verdict == "inconclusive" && merged.verdict == "holds") {
-      merged.verdict = "inconclusive";
+    } else if (r.verdict == ClaimVerdict::inconclusive && merged.verdict == ClaimVerdict::holds) {
+      merged.verdict = ClaimVerdict::inconclusive;
       merged.bound = r.method;
-    } else if (r.verdict == "holds") {
+    } else if (r.verdict == ClaimVerdict::holds) {
       bounds.push_back(f.form + ": " + r.bound);
     }
   }
-  if (merged.verdict == "holds") merged.bound = bounds.front() + (bounds.size() > 1 ? " (each driver alike)" : "");
+  if (merged.verdict == ClaimVerdict::holds)
+    merged.bound = bounds.front() + (bounds.size() > 1 ? " (each driver alike)" : "");
   merged.method = methods.front();
   for (std::size_t i = 1; i < methods.size(); ++i)
     merged.method += " | " + methods[i].substr(0, methods[i].find(" in F_p"));
@@ -138,9 +139,9 @@ ClaimResult per_token_cost(const FormRef& f, const FormRef& generic, const Ledge
       d_exponent, 0.3, true);
   const TimedSeries &tn = tns[0], &tg = tns[1];
   const PowerFit &fn = vn.fits.back(), &fd = vd.fits.back(), fg = fit_power(tg.x, tg.seconds);
-  r.verdict = vn.verdict == "fails" || vd.verdict == "fails"
-                  ? "fails"
-                  : (vn.verdict == "holds" && vd.verdict == "holds" ? "holds" : "inconclusive");
+  r.verdict = vn.verdict == ClaimVerdict::fails || vd.verdict == ClaimVerdict::fails   ? ClaimVerdict::fails
+              : vn.verdict == ClaimVerdict::holds && vd.verdict == ClaimVerdict::holds ? ClaimVerdict::holds
+                                                                                       : ClaimVerdict::inconclusive;
   r.method = fmt::format(
       "median thread-CPU time of the decoding kernel {} (double, γ = 1; freed outputs' pages reused, not re-faulted) "
       "vs n = {}..{} at d=dv=32 (expect exponent 1 ± 0.1: "
@@ -167,7 +168,7 @@ ClaimResult per_token_cost(const FormRef& f, const FormRef& generic, const Ledge
 ClaimResult state_size(const FormRef& f, const std::function<std::size_t(Eigen::Index, Eigen::Index)>& formula,
                        const std::string& formula_text) {
   ClaimResult r;
-  r.verdict = "holds";
+  r.verdict = ClaimVerdict::holds;
   nlohmann::json rows = nlohmann::json::array();
   for (Shape s : {Shape{1, 4, 3}, Shape{10, 4, 3}, Shape{1000, 4, 3}, Shape{100, 16, 8}, Shape{3000, 16, 8}}) {
     Run<double> run = registry<double>().find(f.op, f.form, f.variant)(gaussian_problem(s, 3), Options{});
@@ -178,7 +179,7 @@ ClaimResult state_size(const FormRef& f, const std::function<std::size_t(Eigen::
                     {"state_numbers", counted},
                     {"formula", expected},
                     {"state_bytes_double", counted * sizeof(double)}});
-    if (counted != expected) r.verdict = "fails";
+    if (counted != expected) r.verdict = ClaimVerdict::fails;
   }
   r.method = "count the numbers in the final state returned by " + f.name() + " at several n, d, dv; compare with " +
              formula_text;
@@ -270,7 +271,7 @@ ClaimResult ridge_difference(const LedgerContext& ctx) {
   r.evidence["difference_nonzero_on_random_rational_inputs"] = nonzero;
   r.evidence["exact_difference"] =
       "λ Σ_{j≤t} γ^{(t−j)} (q_t·q_j) v_j (numerator); the same with v_j → 1 in the denominator";
-  if (r.verdict == "holds" && !nonzero) r.verdict = "fails";
+  if (r.verdict == ClaimVerdict::holds && !nonzero) r.verdict = ClaimVerdict::fails;
   return r;
 }
 
@@ -370,7 +371,7 @@ const std::vector<Claim>& all_claims() {
         [](const LedgerContext& x) {
           ClaimResult a = check_equal({"hla2-unmasked", "serial", "paper"}, {"hla2-unmasked", "reference", "spec"},
                                       space(true, false), x);
-          if (a.verdict != "holds") return a;
+          if (a.verdict != ClaimVerdict::holds) return a;
           ClaimResult b = check_equal({"hla2-unmasked", "serial", "paper"}, {"hla2-unmasked", "reference", "spec"},
                                       space(true, true), x);
           b.evidence["unnormalized"] = a.evidence;
@@ -420,7 +421,7 @@ const std::vector<Claim>& all_claims() {
         [](const LedgerContext& x) {
           // γ = 1, where the paper's decay rule is SPEC's operator; normalized and not.
           ClaimResult a = check_backward("hla2", false, false, fast::DecayRule::paper, x);
-          if (a.verdict != "holds") return a;
+          if (a.verdict != ClaimVerdict::holds) return a;
           ClaimResult b = check_backward("hla2", false, true, fast::DecayRule::paper, x);
           b.evidence["unnormalized"] = a.evidence;
           return b;
@@ -458,7 +459,7 @@ const std::vector<Claim>& all_claims() {
           literal.evidence["reading_i_le_t"] = {
               {"verdict", inclusive.verdict}, {"bound", inclusive.bound}, {"counterexample", inclusive.counterexample}};
           literal.evidence["finding"] =
-              "literal reading (i < t): " + literal.verdict + "; reading i ≤ t: " + inclusive.verdict;
+              "literal reading (i < t): " + name_of(literal.verdict) + "; reading i ≤ t: " + name_of(inclusive.verdict);
           return literal;
         });
     const FormRef hla3_ref{"hla3", "reference", "spec"}, hla3_alg3{"hla3", "serial", "paper"};
@@ -495,8 +496,8 @@ const std::vector<Claim>& all_claims() {
               ahla_serial, [](Eigen::Index d, Eigen::Index dv) { return std::size_t(2 * d * dv + 2 * d); },
               "2d·dv + 2d");
           t.evidence["state"] = s.evidence;
-          t.bound += "; state = 2d·dv + 2d: " + s.verdict;
-          if (s.verdict == "fails") t.verdict = "fails";
+          t.bound += "; state = 2d·dv + 2d: " + name_of(s.verdict);
+          if (s.verdict == ClaimVerdict::fails) t.verdict = ClaimVerdict::fails;
           return t;
         });
     add("cost.hla3.scan-state", "§7.3", "⊗3 segment state is O(d³·dv) when the maps are dense", hla3_scan_state);

@@ -44,7 +44,7 @@ ClaimResult check_monoid(const std::string& op, const std::string& variant, bool
                    fmt::format("identity test in F_p of every state part: segments A=[0,n/3), B=[n/3,2n/3), "
                                "C=[2n/3,n) of a random sequence (multi-token for n ≥ 6){}; operator {} / {}",
                                decay ? ", random γ" : ", γ = 1", op, variant));
-  if (r.verdict == "fails" && r.counterexample.contains("options"))
+  if (r.verdict == ClaimVerdict::fails && r.counterexample.contains("options"))
     r.counterexample["options"] =
         decay ? "gamma=1/2; A=[0,n/3), B=[n/3,2n/3), C=[2n/3,n); rows are all state parts stacked"
               : "gamma=1; A=[0,n/3), B=[n/3,2n/3), C=[2n/3,n); rows are all state parts stacked";
@@ -74,7 +74,7 @@ ClaimResult hla3_scan_state(const LedgerContext&) {
     }
   }
   PowerFit f = fit_power(ds, counts);
-  r.verdict = formula_ok && std::abs(f.exponent - 3.0) <= 0.25 ? "holds" : "fails";
+  r.verdict = formula_ok && std::abs(f.exponent - 3.0) <= 0.25 ? ClaimVerdict::holds : ClaimVerdict::fails;
   r.method =
       "count the numbers in a ⊗3 segment state (paper, dense M^KQP and M^KQm) at d = 2..24, dv = 4; fit the "
       "exponent in d for d ≥ 8; compare with the corrected operator's state (no maps)";
@@ -91,7 +91,7 @@ ClaimResult chunked_cost(const LedgerContext& ctx) {
   const Entry<double>* e = registry<double>().try_find("hla2", "chunked", "");
   if (!e) e = registry<double>().try_find("hla2", "chunked", "corrected");
   if (!e) {
-    r.verdict = "inconclusive";
+    r.verdict = ClaimVerdict::inconclusive;
     r.method = "hla2/chunked is not implemented in this build";
     return r;
   }

@@ -141,11 +141,11 @@ ClaimResult finish(IdentityOutcome id, const std::string& method, std::optional<
                                  {"degree_bound", id.degree},
                                  {"entries", id.identities}};
   if (id.holds) {
-    r.verdict = "holds";
+    r.verdict = ClaimVerdict::holds;
     r.bound = bound_text(id);
     r.evidence["identity_test"]["log2_false_pass_probability"] = id.log2_bound;
   } else {
-    r.verdict = "fails";
+    r.verdict = ClaimVerdict::fails;
     r.bound = "exact mismatch (proof)";
     r.evidence["identity_test"]["mismatch"] = id.failure;
     if (cx)
@@ -163,7 +163,7 @@ ClaimResult check_equal(const FormRef& lhs, const FormRef& rhs, const ParamSpace
   for (const FormRef* f : {&lhs, &rhs})
     if (!registry<fp61>().try_find(f->op, f->form, f->variant)) {
       ClaimResult r;
-      r.verdict = "inconclusive";
+      r.verdict = ClaimVerdict::inconclusive;
       r.method = "form " + f->name() + " is not implemented in this build";
       return r;
     }
@@ -263,19 +263,19 @@ GrowthVerdict decide_growth(const std::function<PowerFit()>& measure, double exp
   v.fits.push_back(measure());
   const PowerFit first = v.fits.front();
   if (first.rms_residual > kNoisy) {
-    v.verdict = "inconclusive";
+    v.verdict = ClaimVerdict::inconclusive;
     v.reason = fmt::format("the fit is too noisy to decide ({}; rms > {}) at load {} → {}", describe(first), kNoisy,
                            load_before, load());
     return v;
   }
   if (miss(first) <= 0) {
-    v.verdict = "holds";
+    v.verdict = ClaimVerdict::holds;
     return v;
   }
   v.fits.push_back(measure());  // a failure: measured again before it is believed
   const PowerFit again = v.fits.back();
   const bool reproduced = again.rms_residual <= kNoisy && miss(first) > 2 && miss(again) > 2;
-  v.verdict = reproduced ? "fails" : "inconclusive";
+  v.verdict = reproduced ? ClaimVerdict::fails : ClaimVerdict::inconclusive;
   v.reason = fmt::format("{}: first {}, repeat {} at load {} → {}",
                          reproduced ? "the failure reproduced"
                                     : "a failure that did not reproduce beyond twice its "

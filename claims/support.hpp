@@ -86,7 +86,8 @@ PowerFit fit_power(const std::vector<double>& x, const std::vector<double>& y);
 // (/proc/loadavg) around the measurements. "Exactly like x^e" needs |b − e| ≤ tol; an O(x^e) bound (upper_bound_only)
 // needs only b ≤ e + tol.
 struct GrowthVerdict {
-  std::string verdict, reason;
+  ClaimVerdict verdict = ClaimVerdict::inconclusive;
+  std::string reason;
   std::vector<PowerFit> fits;  // one, or two when a failure was measured again
 };
 GrowthVerdict decide_growth(const std::function<PowerFit()>& measure, double expected, double tol,

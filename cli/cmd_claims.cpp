@@ -56,7 +56,8 @@ void run_claims(const ClaimsArgs& a) {
   auto results = verify::run_ledger(ctx, a.ids);
   if (distributed::world_rank() != 0) return;  // under mpirun rank 0 gathered the results and writes
   int holds = 0, fails = 0, other = 0;
-  for (const auto& r : results) (r.verdict == "holds" ? holds : r.verdict == "fails" ? fails : other)++;
+  for (const auto& r : results)
+    (r.verdict == verify::ClaimVerdict::holds ? holds : r.verdict == verify::ClaimVerdict::fails ? fails : other)++;
   write_file_atomically(dir / (stem + ".json"), json_text(verify::ledger_json(results, ctx), 2) + "\n", "ledger");
   write_file_atomically(dir / (stem + ".md"), verify::ledger_markdown(results, ctx), "ledger");
   fmt::print("{} claims: {} hold, {} fail, {} inconclusive -> {}/{}.{{json,md}}\n", results.size(), holds, fails, other,

@@ -10,6 +10,7 @@
 
 #include "cli/commands.hpp"
 #include "core/build_info.hpp"
+#include "core/names.hpp"
 #include "core/types.hpp"
 #include "fast/cuda/device.hpp"
 
@@ -32,9 +33,8 @@ fast::cuda::GpuOp gpu_op(const std::string& name) {
 }
 
 Products products_of(const std::string& name) {
-  for (const Products p : {Products::ieee, Products::tf32, Products::bf16})
-    if (name == products_name(p)) return p;
-  throw InputError("gpu-bench: --products must be ieee, tf32 or bf16, not '" + name + "'");
+  if (const auto p = try_parse<Products>(name)) return *p;
+  throw InputError("gpu-bench: --products must be " + known_names<Products>() + ", not '" + name + "'");
 }
 
 template <class T> nlohmann::json run(const GpuBenchArgs& a) {

@@ -35,11 +35,6 @@ template <class T> Problem<T> convert_problem(const Problem<double>& p) {
   for (Eigen::Index t = 0; t < p.gates.size(); ++t) gates(t) = from_double<T>(p.gates(t));
   return {convert_matrix<T>(p.Q), convert_matrix<T>(p.K), convert_matrix<T>(p.V), std::move(gates)};
 }
-template <class T> NamedState<T> convert_state(const NamedState<double>& s) {
-  NamedState<T> out;
-  for (const auto& [k, m] : s.parts) out.parts.emplace_back(k, convert_matrix<T>(m));
-  return out;
-}
 
 // Rows [begin, end) of a problem: the two halves of a split-and-carry test.
 template <class T> Problem<T> slice_rows(const Problem<T>& p, Eigen::Index begin, Eigen::Index end) {

@@ -8,7 +8,7 @@
 
 namespace hla {
 
-// Throws InputError (core/types.hpp) naming `what` when `text` is not a number.
+// Throws InputError (core/errors.hpp) naming `what` when `text` is not a number.
 rational parse_rational(const std::string& text, const std::string& what);
 std::string format_rational(const rational& r);
 

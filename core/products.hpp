@@ -3,6 +3,8 @@
 // the rounding bounds (numerics/bounds.hpp) read it: a narrower operand adds its roundings to every term.
 #pragma once
 
+#include "core/names.hpp"
+
 namespace hla {
 
 //   ieee  the scalar's own IEEE products (fp32 forms: no tensor-core down-conversion)
@@ -10,16 +12,8 @@ namespace hla {
 //   bf16  tensor-core products of operands rounded to bf16 (7-bit significand), fp32 accumulation
 enum class Products { ieee, tf32, bf16 };
 
-inline const char* products_name(Products p) {
-  switch (p) {
-    case Products::ieee:
-      return "ieee";
-    case Products::tf32:
-      return "tf32";
-    case Products::bf16:
-      return "bf16";
-  }
-  return "?";
+constexpr NameTable<Products, 3> name_table(Products) {
+  return {"products", {{{Products::ieee, "ieee"}, {Products::tf32, "tf32"}, {Products::bf16, "bf16"}}}};
 }
 
 // The unit roundoff of an operand rounded for the products, to nearest (0 for ieee: the scalar's own).

@@ -27,7 +27,7 @@ template <class T> void validate(const Problem<T>& p, const Options& opt, const 
     for (Eigen::Index i = 0; i < m->size(); ++i)
       if (!is_finite((*m)(i))) fail("inputs contain NaN or Inf");
   if (p.gates.size() == 0) return;
-  if (!caps.gates) fail("this form does not take per-token gates (`hla run --list` marks the forms that do)");
+  if (!caps.gates) fail("this form does not take per-token gates (`hla list` marks the forms that do)");
   if (opt.gamma != 1) fail("per-token gates and a decay gamma != 1 together: the decay is the gates'");
   if (p.gates.size() != p.Q.rows())
     fail(std::to_string(p.gates.size()) + " gates for " + std::to_string(p.Q.rows()) + " tokens");

@@ -86,9 +86,13 @@ template <class T> double unit_roundoff() {
     return 0.0;
 }
 
-// Exact conversion from a rational parameter or input into T (rounded once for floating types).
+// Exact conversion from a rational parameter or input into T (rounded once for floating types). A number type of its
+// own (fast/backward/dual.hpp, magnitude.hpp) converts itself with a static T::from_rational: a member is looked up
+// when a form is instantiated, so its header may come before or after the forms' headers.
 template <class T> T from_rational(const rational& r) {
-  if constexpr (std::is_same_v<T, rational>)
+  if constexpr (requires { T::from_rational(r); })
+    return T::from_rational(r);
+  else if constexpr (std::is_same_v<T, rational>)
     return r;
   else if constexpr (std::is_same_v<T, fp61>) {
     auto num = bmp::numerator(r), den = bmp::denominator(r);

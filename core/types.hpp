@@ -23,6 +23,7 @@
 #include <vector>
 #include "core/eigen.hpp"
 
+#include "core/errors.hpp"
 #include "core/scalar.hpp"
 
 namespace hla {
@@ -30,15 +31,6 @@ namespace hla {
 template <class T> using Mat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>;
 template <class T> using ColVec = Eigen::Matrix<T, Eigen::Dynamic, 1>;
 template <class T> using RowVec = Eigen::Matrix<T, 1, Eigen::Dynamic>;
-
-// Bad input: shapes, ranges, names, non-finite values. The CLI maps it to exit code 2.
-struct InputError : std::invalid_argument {
-  using std::invalid_argument::invalid_argument;
-};
-// A computation that would produce NaN/Inf (e.g. a normalizer den_t + ε that vanishes).
-struct NumericalError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
 
 template <class T> struct Problem {
   Mat<T> Q, K, V;

@@ -68,10 +68,6 @@ def medians(data):
     return out
 
 
-def cvs(data):
-    return {key_of(b["run_name"]): b for b in data["benchmarks"] if b.get("aggregate_name") == "cv"}
-
-
 def seconds(b):
     scale = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}[b.get("time_unit", "ns")]
     return b["real_time"] * scale

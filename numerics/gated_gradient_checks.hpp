@@ -6,13 +6,11 @@
 // where γ_t = 1: draw such gates ≠ 1. Used by tests/test_gated_backward.cpp and the ledger (gated.<op>.backward).
 #pragma once
 
-// gradient_checks.hpp first: it brings fast/backward/dual.hpp before the forms (see that header's comment).
-// clang-format off
-#include "numerics/gradient_checks.hpp"
+#include "fast/backward/dual.hpp"
 #include "fast/backward/gated.hpp"
 #include "fast/serial/gated.hpp"
+#include "numerics/gradient_checks.hpp"
 #include "reference/gated.hpp"
-// clang-format on
 
 namespace hla {
 

@@ -17,20 +17,17 @@
 // γ_K · M from the same backward run on magnitudes (fast/backward/magnitude.hpp).
 #pragma once
 
-// dual.hpp and magnitude.hpp must precede the forms' headers (see their comments).
-#include "fast/backward/dual.hpp"
-#include "fast/backward/magnitude.hpp"
-// clang-format off
-#include "reference/second_order.hpp"
-#include "fast/backward/ahla.hpp"
-#include "fast/backward/hla2.hpp"
-#include "fast/backward/linear.hpp"
-#include "fast/backward/passes.hpp"
-// clang-format on
-#include "numerics/compare.hpp"
-
 #include <functional>
 #include <optional>
+
+#include "fast/backward/ahla.hpp"
+#include "fast/backward/dual.hpp"
+#include "fast/backward/hla2.hpp"
+#include "fast/backward/linear.hpp"
+#include "fast/backward/magnitude.hpp"
+#include "fast/backward/passes.hpp"
+#include "numerics/compare.hpp"
+#include "reference/second_order.hpp"
 
 namespace hla {
 

@@ -124,6 +124,18 @@ static PowerFit timed_series(double e, double noise) {
   return fit_power(x, y);
 }
 
+TEST_CASE("a claim verdict is its name in JSON, written and read back", "[claims]") {
+  CHECK(values_of<ClaimVerdict>().size() == 3);
+  for (const ClaimVerdict v : values_of<ClaimVerdict>()) {
+    const nlohmann::json j = v;
+    INFO(j.dump());
+    CHECK(j == name_of(v));  // "holds", never the enumerator's number
+    CHECK(j.get<ClaimVerdict>() == v);
+  }
+  CHECK(nlohmann::json(ClaimVerdict::inconclusive) == "inconclusive");
+  CHECK_THROWS_AS(nlohmann::json("hold").get<ClaimVerdict>(), InputError);
+}
+
 TEST_CASE("a cost claim fails only on a failure that reproduces (issue 49)", "[claims][cost]") {
   auto measurements = [](std::vector<PowerFit> fits) {
     return [fits, k = std::size_t{0}]() mutable { return fits.at(k++); };
@@ -134,32 +146,32 @@ TEST_CASE("a cost claim fails only on a failure that reproduces (issue 49)", "[c
   }
   SECTION("a clean fit within the tolerance holds, measured once") {
     const GrowthVerdict v = decide_growth(measurements({timed_series(1.05, 0.01)}), 1.0, 0.1);
-    CHECK(v.verdict == "holds");
+    CHECK(v.verdict == ClaimVerdict::holds);
     CHECK(v.fits.size() == 1);
   }
   SECTION("a miss the repeat does not reproduce is inconclusive, with the reason and the load") {
     const GrowthVerdict v = decide_growth(measurements({timed_series(1.125, 0.01), timed_series(1.0, 0.01)}), 1.0, 0.1);
-    CHECK(v.verdict == "inconclusive");
+    CHECK(v.verdict == ClaimVerdict::inconclusive);
     CHECK(v.fits.size() == 2);
     CHECK_THAT(v.reason, Catch::Contains("did not reproduce") && Catch::Contains("load"));
   }
   SECTION("a clean miss that reproduces fails") {
     const GrowthVerdict v = decide_growth(measurements({timed_series(2.0, 0.01), timed_series(1.9, 0.01)}), 1.0, 0.1);
-    CHECK(v.verdict == "fails");
+    CHECK(v.verdict == ClaimVerdict::fails);
     CHECK_THAT(v.reason, Catch::Contains("reproduced"));
   }
   SECTION("a miss within twice the fit's spread is not a failure") {
     const GrowthVerdict v = decide_growth(measurements({timed_series(1.2, 0.2), timed_series(1.2, 0.2)}), 1.0, 0.1);
-    CHECK(v.verdict == "inconclusive");
+    CHECK(v.verdict == ClaimVerdict::inconclusive);
   }
   SECTION("a noisy fit decides nothing") {
     const GrowthVerdict v = decide_growth(measurements({timed_series(3.0, 0.6)}), 1.0, 0.1);
-    CHECK(v.verdict == "inconclusive");
+    CHECK(v.verdict == ClaimVerdict::inconclusive);
     CHECK(v.fits.size() == 1);
     CHECK_THAT(v.reason, Catch::Contains("too noisy"));
   }
   SECTION("an O() bound is not refuted by slower growth") {
-    CHECK(decide_growth(measurements({timed_series(1.0, 0.01)}), 2.0, 0.3, true).verdict == "holds");
+    CHECK(decide_growth(measurements({timed_series(1.0, 0.01)}), 2.0, 0.3, true).verdict == ClaimVerdict::holds);
   }
 }
 
@@ -216,8 +228,8 @@ TEST_CASE("ledger verdicts are computed and reproducible for a seed", "[claims][
   REQUIRE(first.size() == 2);
   for (std::size_t i = 0; i < first.size(); ++i) {
     CHECK(first[i].verdict == second[i].verdict);
-    CHECK((first[i].verdict == "holds" || first[i].verdict == "fails"));
-    if (first[i].verdict == "fails") {
+    CHECK((first[i].verdict == ClaimVerdict::holds || first[i].verdict == ClaimVerdict::fails));
+    if (first[i].verdict == ClaimVerdict::fails) {
       CHECK_FALSE(first[i].counterexample.is_null());
       CHECK(first[i].counterexample.dump() == second[i].counterexample.dump());
     }
@@ -265,6 +277,6 @@ TEST_CASE("the chunk-form corrections hold", "[claims][ledger][chunked]") {
   for (const ClaimResult& r : run_ledger(
            ctx, {"hla2.chunk-form.corrected", "ahla.chunk-form.corrected", "hla3.masked.normalized.corrected"})) {
     INFO(r.id << ": " << r.method << " " << r.counterexample.dump());
-    CHECK(r.verdict == "holds");
+    CHECK(r.verdict == ClaimVerdict::holds);
   }
 }

@@ -112,7 +112,7 @@ template <class T> void check_every_gpu_form() {
           for (const int w : {1, 3, 16, 64}) {
             Options o = c.opt;
             o.chunk = w;
-            INFO(e->key() << " [" << products_name(e->caps.products) << "] " << c.label << " n=" << n << " w=" << w);
+            INFO(e->key() << " [" << name_of(e->caps.products) << "] " << c.label << " n=" << n << " w=" << w);
             const Run<T> r = (*e)(p, o);
             const gated::FloatingCheck chk = held(*e, r.O, ref, ro, in.g.gamma, w, s.d);
             INFO("error / bound " << chk.err_over_bound << ", normwise relative error " << chk.normwise_rel);
@@ -155,7 +155,7 @@ template <class T> void check_split_and_carry() {
       for (const int w : {3, 16}) {
         Options o = c.opt;
         o.chunk = w;
-        INFO(e->key() << " [" << products_name(e->caps.products) << "] " << c.label << " w=" << w);
+        INFO(e->key() << " [" << name_of(e->caps.products) << "] " << c.label << " w=" << w);
         const Run<T> first = (*e)(head, o);
         const Run<T> second = (*e)(tail, o, &first.state);
         CHECK(held(*e, second.O, tail_ref, ro, in.g.gamma, w, s.d).err_over_bound <= 1);

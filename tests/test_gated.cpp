@@ -183,7 +183,7 @@ TEST_CASE("gated: the ledger's gated claims decide as computed (quick)", "[gated
                                 "gated.hla2.proposal.corrected"})) {
     INFO(r.id << ": " << r.method << " " << r.counterexample.dump());
     const bool wrong_recurrence = r.id == "gated.hla2.proposal";
-    CHECK(r.verdict == (wrong_recurrence ? "fails" : "holds"));
+    CHECK(r.verdict == (wrong_recurrence ? verify::ClaimVerdict::fails : verify::ClaimVerdict::holds));
     if (wrong_recurrence) CHECK(r.counterexample.contains("gamma"));
   }
 }

@@ -1,14 +1,11 @@
 // The gated serial backward (fast/backward/gated.hpp), in exact rationals: ∂L/∂(Q, K, V, γ) = the forward-mode
 // dual-number derivatives of the gated literal-sum references (reference/gated.hpp), and ∂L/∂X_0 those of the gated
 // serial form from a state.
-#include "numerics/gated_gradient_checks.hpp"  // first: brings fast/backward/dual.hpp before the forms
-// clang-format off
-#include "fast/gated_forms.hpp"
-// clang-format on
-
 #include <catch2/catch.hpp>
 
 #include "core/inputs.hpp"
+#include "fast/gated_forms.hpp"
+#include "numerics/gated_gradient_checks.hpp"
 
 using namespace hla;
 

@@ -14,51 +14,58 @@
 
 #include "core/gates.hpp"
 #include "core/inputs.hpp"
+#include "core/names.hpp"
 #include "core/parse.hpp"
 #include "fast/gated_forms.hpp"
 #include "numerics/bounds.hpp"
 #include "numerics/exactness.hpp"
-#include "verify/names.hpp"
 #include "verify/precision.hpp"
 
 namespace hla::verify::ext {
 
-std::string dtype_name(DType t) { return t == DType::float64 ? "float64" : "float32"; }
-DType parse_dtype(const std::string& s) {
-  if (s == "float64" || s == "f8" || s == "double" || s == "fp64") return DType::float64;
-  if (s == "float32" || s == "f4" || s == "float" || s == "fp32") return DType::float32;
-  throw InputError("unknown dtype '" + s + "' (float64 or float32)");
+// Each dtype's name first, then the aliases parse_dtype also takes (NumPy's codes, C's names, the precisions').
+constexpr NameTable<DType, 8> name_table(DType) {
+  return {"dtype",
+          {{{DType::float64, "float64"},
+            {DType::float32, "float32"},
+            {DType::float64, "f8"},
+            {DType::float64, "double"},
+            {DType::float64, "fp64"},
+            {DType::float32, "f4"},
+            {DType::float32, "float"},
+            {DType::float32, "fp32"}}}};
 }
-constexpr EnumNames<CaseKind, 8> kCaseKindNames{
-    {"exact", "random", "carry", "split-a", "split-b", "whole", "shrink", "given"}, "case kind"};
-std::string to_string(CaseKind k) { return kCaseKindNames(k); }
-CaseKind parse_case_kind(const std::string& text) { return kCaseKindNames.parse(text); }
+std::string dtype_name(DType t) { return name_of(t); }
+DType parse_dtype(const std::string& s) { return parse<DType>(s); }
+constexpr NameTable<CaseKind, 8> name_table(CaseKind) {
+  return {"case kind",
+          {{{CaseKind::exact, "exact"},
+            {CaseKind::random, "random"},
+            {CaseKind::carry, "carry"},
+            {CaseKind::split_a, "split-a"},
+            {CaseKind::split_b, "split-b"},
+            {CaseKind::whole, "whole"},
+            {CaseKind::shrink, "shrink"},
+            {CaseKind::given, "given"}}}};
+}
+std::string to_string(CaseKind k) { return name_of(k); }
+CaseKind parse_case_kind(const std::string& text) { return parse<CaseKind>(text); }
 
 double unit_roundoff(DType t) {
   return t == DType::float64 ? hla::unit_roundoff<double>() : hla::unit_roundoff<float>();
 }
 double round_to(DType t, double x) { return t == DType::float64 ? x : static_cast<double>(static_cast<float>(x)); }
 
-std::string precision_name(Precision p) {
-  switch (p) {
-    case Precision::fp64:
-      return "fp64";
-    case Precision::fp32:
-      return "fp32";
-    case Precision::tf32:
-      return "tf32";
-    case Precision::bf16:
-      return "bf16";
-    case Precision::fp16:
-      return "fp16";
-  }
-  return "?";
+constexpr NameTable<Precision, 5> name_table(Precision) {
+  return {"precision",
+          {{{Precision::fp64, "fp64"},
+            {Precision::fp32, "fp32"},
+            {Precision::tf32, "tf32"},
+            {Precision::bf16, "bf16"},
+            {Precision::fp16, "fp16"}}}};
 }
-Precision parse_precision(const std::string& s) {
-  for (Precision p : {Precision::fp64, Precision::fp32, Precision::tf32, Precision::bf16, Precision::fp16})
-    if (s == precision_name(p)) return p;
-  throw InputError("unknown precision '" + s + "' (fp64, fp32, tf32, bf16 or fp16)");
-}
+std::string precision_name(Precision p) { return name_of(p); }
+Precision parse_precision(const std::string& s) { return parse<Precision>(s); }
 PrecisionModel precision_model(Precision p, DType dtype) {
   const double u64 = std::ldexp(1.0, -53), u32 = std::ldexp(1.0, -24);
   PrecisionModel m;

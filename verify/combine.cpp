@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "core/inputs.hpp"
+#include "core/names.hpp"
 #include "core/parse.hpp"
 #include "core/registry.hpp"
 #include "fast/scan/operators.hpp"
@@ -22,7 +23,6 @@
 #include "io/npy.hpp"
 #include "verify/driver.hpp"
 #include "verify/exec.hpp"
-#include "verify/names.hpp"
 
 namespace hla::verify::ext {
 namespace fs = std::filesystem;
@@ -399,9 +399,11 @@ PartMap read_part_map(const std::string& file) {
   return map;
 }
 
-constexpr EnumNames<CombineKind, 2> kCombineKindNames{{"segment", "combine"}, "combine case kind"};
-std::string to_string(CombineKind k) { return kCombineKindNames(k); }
-CombineKind parse_combine_kind(const std::string& text) { return kCombineKindNames.parse(text); }
+constexpr NameTable<CombineKind, 2> name_table(CombineKind) {
+  return {"combine case kind", {{{CombineKind::segment, "segment"}, {CombineKind::combine, "combine"}}}};
+}
+std::string to_string(CombineKind k) { return name_of(k); }
+CombineKind parse_combine_kind(const std::string& text) { return parse<CombineKind>(text); }
 
 std::vector<std::string> spec_segment_parts(const std::string& op) {
   return scan::with_scan_op<double>(op, scan::Variant::corrected, Options{}, [](const auto& o) {

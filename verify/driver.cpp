@@ -4,16 +4,22 @@
 #include <fmt/core.h>
 
 #include "core/build_info.hpp"
-#include "verify/names.hpp"
+#include "core/names.hpp"
 
 namespace hla::verify::ext {
 
 using json = nlohmann::json;
 
-constexpr EnumNames<Verdict, 5> kVerdictNames{{"computes", "lower-precision", "differs", "error", "incomplete"},
-                                              "verdict"};
-std::string to_string(Verdict v) { return kVerdictNames(v); }
-Verdict parse_verdict(const std::string& text) { return kVerdictNames.parse(text); }
+constexpr NameTable<Verdict, 5> name_table(Verdict) {
+  return {"verdict",
+          {{{Verdict::computes, "computes"},
+            {Verdict::lower_precision, "lower-precision"},
+            {Verdict::differs, "differs"},
+            {Verdict::error, "error"},
+            {Verdict::incomplete, "incomplete"}}}};
+}
+std::string to_string(Verdict v) { return name_of(v); }
+Verdict parse_verdict(const std::string& text) { return parse<Verdict>(text); }
 
 int exit_code_for(Verdict v) {
   switch (v) {

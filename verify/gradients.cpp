@@ -1,21 +1,19 @@
 // Expected gradients and their bounds for `hla verify --grad` (gradients.hpp).
-// clang-format off
-#include "fast/backward/dual.hpp"       // before any form header (see its comment)
-#include "fast/backward/magnitude.hpp"  // likewise
 #include "verify/gradients.hpp"
-#include "core/operators.hpp"
-#include "fast/backward/passes.hpp"
-#include "fast/backward/gated.hpp"
-#include "numerics/gradient_checks.hpp"
-// clang-format on
-
-#include <cmath>
 
 #include <fmt/core.h>
 
+#include <cmath>
+
 #include "core/inputs.hpp"
+#include "core/operators.hpp"
 #include "core/registry.hpp"
+#include "fast/backward/dual.hpp"
+#include "fast/backward/gated.hpp"
+#include "fast/backward/magnitude.hpp"
+#include "fast/backward/passes.hpp"
 #include "numerics/bounds.hpp"
+#include "numerics/gradient_checks.hpp"
 
 // The gated backward is instantiated once, in verify/gated_backward.cpp.
 HLA_GATED_BACKWARD_SCALARS(extern)

@@ -12,13 +12,12 @@
 //
 // The sweep engine measures the same passes with peak RSS and gradient errors: configs/backward.toml.
 // Registered at static initialization; the main is experiments/bench/bench_main.cpp.
-#include "numerics/gradient_checks.hpp"  // first (dual.hpp, magnitude.hpp); the passes' registry, compiled once per scalar
-
 #include <benchmark/benchmark.h>
 #include <fmt/core.h>
 
 #include "core/inputs.hpp"
 #include "core/registry.hpp"
+#include "numerics/gradient_checks.hpp"  // the passes' registry, compiled once per scalar
 
 using namespace hla;
 
@@ -75,8 +74,8 @@ template <class T> void register_scalar(const char* scalar) {
       const std::string op(info.name);
       if (!info.backward || (path && !backward::has_pass(op, *path))) continue;
       for (Eigen::Index n = 1024; n <= (path == Pass::scan ? 4096 : 16384); n *= 4) {
-        std::string name = fmt::format("backward/{}/{}/{}/n:{}/d:{}/dv:{}", op,
-                                       path ? backward::pass_name(*path) : "forward", scalar, n, d, d);
+        std::string name =
+            fmt::format("backward/{}/{}/{}/n:{}/d:{}/dv:{}", op, path ? name_of(*path) : "forward", scalar, n, d, d);
         if (path && backward::backward_registry<T>().find(op, *path).caps.chunk) name += fmt::format("/w:{}", w);
         benchmark::RegisterBenchmark(name.c_str(),
                                      [=](benchmark::State& s) { bench_backward<T>(s, op, path, n, d, w); })

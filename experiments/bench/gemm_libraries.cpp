@@ -36,6 +36,7 @@
 #include <immintrin.h>
 #endif
 
+#include "core/names.hpp"
 #include "core/types.hpp"
 #include "fast/gemm/small_gemm.hpp"
 
@@ -56,20 +57,12 @@ using namespace hla;
 namespace {
 
 enum class Library { eigen, openblas, blis, libxsmm };
-constexpr Library kLibraries[] = {Library::eigen, Library::openblas, Library::blis, Library::libxsmm};
-
-const char* name(Library lib) {
-  switch (lib) {
-    case Library::eigen:
-      return "eigen";
-    case Library::openblas:
-      return "openblas";
-    case Library::blis:
-      return "blis";
-    case Library::libxsmm:
-      return "libxsmm";
-  }
-  return "?";
+constexpr NameTable<Library, 4> name_table(Library) {
+  return {"GEMM library",
+          {{{Library::eigen, "eigen"},
+            {Library::openblas, "openblas"},
+            {Library::blis, "blis"},
+            {Library::libxsmm, "libxsmm"}}}};
 }
 
 void set_threads(Library lib, int t) {
@@ -167,7 +160,7 @@ template <class T> void bench_product(benchmark::State& state, Library lib, Eige
   ref.noalias() = trans_b ? Mat<T>(A * B.transpose()) : Mat<T>(A * B);
   const double err = (C - ref).cwiseAbs().maxCoeff() / std::max<double>(1e-30, ref.cwiseAbs().maxCoeff());
   if (!(err < (std::is_same_v<T, double> ? 1e-10 : 1e-3)))
-    state.SkipWithError(fmt::format("{} differs from Eigen by {:.2e}", name(lib), err).c_str());
+    state.SkipWithError(fmt::format("{} differs from Eigen by {:.2e}", name_of(lib), err).c_str());
   state.counters["gflops"] = benchmark::Counter(2.0 * m * n * k / 1e9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
@@ -293,19 +286,19 @@ template <class T> void bench_bandwidth(benchmark::State& state, long bytes) {
 
 template <class T> void register_scalar(const std::vector<int>& threads) {
   const std::string scalar = scalar_name<T>();
-  for (Library lib : kLibraries)
+  for (Library lib : values_of<Library>())
     for (int t : threads) {
-      const std::string nm = fmt::format("roofline/{}/{}/threads:{}", name(lib), scalar, t);
+      const std::string nm = fmt::format("roofline/{}/{}/threads:{}", name_of(lib), scalar, t);
       benchmark::RegisterBenchmark(
           nm.c_str(), [=](benchmark::State& s) { bench_product<T>(s, lib, 1024, 1024, 1024, false, t, true); })
           ->UseRealTime()
           ->Unit(benchmark::kMillisecond)
           ->MinTime(0.5);
     }
-  for (Library lib : kLibraries)
+  for (Library lib : values_of<Library>())
     for (Eigen::Index w : {32, 48, 64, 96, 128})
       for (const ChunkShape& sh : chunk_shapes(w, 64)) {
-        const std::string nm = fmt::format("gemm/{}/{}/w:{}/m:{}/n:{}/k:{}{}/threads:1", name(lib), scalar, w, sh.m,
+        const std::string nm = fmt::format("gemm/{}/{}/w:{}/m:{}/n:{}/k:{}{}/threads:1", name_of(lib), scalar, w, sh.m,
                                            sh.n, sh.k, sh.trans_b ? "/nt" : "");
         benchmark::RegisterBenchmark(
             nm.c_str(), [=](benchmark::State& s) { bench_product<T>(s, lib, sh.m, sh.n, sh.k, sh.trans_b, 1, false); })

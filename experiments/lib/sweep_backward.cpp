@@ -1,17 +1,16 @@
 // Backward points of a sweep: see sweep_backward.hpp and experiments/README.md ("Backward passes").
-#include "numerics/gradient_checks.hpp"  // first: fast/backward/dual.hpp and magnitude.hpp precede the forms' headers
-// clang-format off
-#include "fast/backward/passes.hpp"
-// clang-format on
+#include "experiments/lib/sweep_backward.hpp"
 
 #include <sstream>
 
 #include "core/dispatch.hpp"
 #include "core/inputs.hpp"
+#include "core/names.hpp"
 #include "core/parse.hpp"
 #include "core/registry.hpp"
 #include "experiments/lib/measure.hpp"
-#include "experiments/lib/sweep_backward.hpp"
+#include "fast/backward/passes.hpp"
+#include "numerics/gradient_checks.hpp"
 
 namespace hla::sweep {
 namespace {
@@ -81,7 +80,7 @@ struct BackwardEvaluator::Impl {
 
   template <class T> void run(const Point& pt, const Problem<double>& inputs, const std::string& form_exact,
                               std::map<std::string, std::string>& f) {
-    const backward::Pass pass = *backward::parse_pass(pt.backward);
+    const backward::Pass pass = parse<backward::Pass>(pt.backward);
     const Problem<T> p = convert_problem<T>(inputs);
     const Mat<double> dOd = upstream(pt);
     const Mat<T> dO = lift_to<T>(dOd);

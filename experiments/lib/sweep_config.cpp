@@ -15,6 +15,7 @@
 #include "core/gates.hpp"
 #include "core/limits.hpp"
 #include "core/memory.hpp"
+#include "core/names.hpp"
 #include "core/operators.hpp"
 #include "core/parse.hpp"
 #include "core/registry.hpp"
@@ -207,7 +208,7 @@ Axes parse_axes(const Reader& r, const toml::table& axes) {
   for (long v : ints("seeds", {1}, 0)) a.seeds.push_back(static_cast<std::uint64_t>(v));
   a.backward = strs("backward", {"none"});
   for (const auto& b : a.backward)
-    if (b != "none" && !backward::parse_pass(b))
+    if (b != "none" && !try_parse<backward::Pass>(b))
       r.fail(r.prefix + ".backward", "'" + b + "' is not a backward pass (use none, serial, checkpointed, scan)");
 
   for (std::size_t i = 0; i < a.gamma.size(); ++i)
@@ -415,7 +416,7 @@ Enumeration enumerate(const Config& c) {
         fail("variant", "no configured operator/form has variant '" + v + "' (use default, paper, corrected, spec)");
     }
     for (const auto& b : a.backward) {
-      const auto pass = backward::parse_pass(b);
+      const auto pass = try_parse<backward::Pass>(b);
       if (!pass) continue;  // none
       if (std::find(a.forms.begin(), a.forms.end(), "serial") == a.forms.end())
         fail("backward", "backward passes differentiate the serial form: add \"serial\" to form");
@@ -449,7 +450,7 @@ Enumeration enumerate(const Config& c) {
         skip("no such operator/form/variant");
         return;
       }
-      const auto pass = backward::parse_pass(bw);
+      const auto pass = try_parse<backward::Pass>(bw);
       if (pass) {
         if (form != "serial") {
           skip("backward passes run through the serial form only");

@@ -118,10 +118,6 @@ def mode(values):
     return Counter(values).most_common(1)[0][0] if values else None
 
 
-def uses_chunk(form):
-    return form.startswith(("chunked", "scan-twolevel", "scan-blelloch"))
-
-
 def base_dims(rows):
     """The (d, dv) most points share: the n-sweep's widths."""
     return mode([(r["d"], r["dv"]) for r in rows])

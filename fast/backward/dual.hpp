@@ -4,19 +4,16 @@
 // (fast/serial/) in Dual<T> with one tangent direction per input entry; L = Σ ⟨dO, O⟩ then has
 // tangent ∂L/∂x for the seeded entry x. This is the yardstick of every hand-written backward.
 //
-// INCLUDE THIS HEADER BEFORE reference/*.hpp, fast/serial/*.hpp and fast/scan/*.hpp. The forms convert parameters with
-// `from_rational<T>(r)` (core/scalar.hpp); the overload below is found by ordinary lookup only if it is
-// declared before those templates are defined (the argument is a boost rational, so ADL cannot find it
-// later). If the include order is wrong the call resolves to core's generic version, whose fall-back
-// branch `static_cast<Dual>(mpfr256)` does not compile (Dual has no constructor from mpfr256): a wrong
-// order is a compile error, never a silently rounded γ. The test checks from_rational<Dual<rational>>(1/3).
+// The forms convert parameters with `from_rational<T>(r)` (core/scalar.hpp), which hands a Dual to its static
+// from_rational below. A free overload would be found by ordinary lookup only if declared before the forms' templates
+// (the argument is a boost rational, so ADL cannot find it later); a member is found whatever the include order. The
+// test checks from_rational<Dual<rational>>(1/3).
 //
 // Comparisons (==, !=) compare values only: the forms use them for `γ != 1` and `den + ε == 0` guards.
 #pragma once
 
 #include <concepts>
 #include <ostream>
-#include <type_traits>
 
 #include "core/scalar.hpp"
 
@@ -33,6 +30,8 @@ template <class T> struct Dual {
   template <class U>
   requires std::same_as<U, T> Dual(const U& x) : v(x), d(T(0)) {}  // NOLINT
   Dual(const T& x, const T& dx) : v(x), d(dx) {}
+  // The exact value of a parameter, tangent 0 (γ, ε, λ are not differentiated); core's from_rational calls it.
+  static Dual from_rational(const rational& r) { return Dual(hla::from_rational<T>(r)); }
 
   friend Dual operator+(const Dual& a, const Dual& b) { return {T(a.v + b.v), T(a.d + b.d)}; }
   friend Dual operator-(const Dual& a, const Dual& b) { return {T(a.v - b.v), T(a.d - b.d)}; }
@@ -50,14 +49,6 @@ template <class T> struct Dual {
   friend bool operator!=(const Dual& a, const Dual& b) { return !(a.v == b.v); }
   friend std::ostream& operator<<(std::ostream& os, const Dual& a) { return os << a.v << " + " << a.d << "ε"; }
 };
-
-template <class T> struct is_dual : std::false_type {};
-template <class T> struct is_dual<Dual<T>> : std::true_type {};
-
-// from_rational for duals: the exact value of the parameter, tangent 0 (γ, ε, λ are not differentiated).
-// More constrained than core's template of the same signature, so it wins overload resolution.
-template <class D>
-requires is_dual<D>::value D from_rational(const rational& r) { return D(from_rational<typename D::value_type>(r)); }
 
 }  // namespace hla
 

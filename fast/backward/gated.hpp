@@ -12,15 +12,13 @@
 // (Magnitude, fast/backward/magnitude.hpp) the same code bounds the absolute sum of the terms of ∂L/∂γ_t: each monomial
 // c γ^e of a step has |(c(γ+1)^e − c(γ−1)^e)/2| ≤ |c|((γ+1)^e + (1−γ)^e)/2, which is ≥ e|c|γ^(e−1) for e ≤ 2 (for e = 2
 // it is |c|(1 + γ²) ≥ 2|c|γ).
-//
-// Include fast/backward/dual.hpp and magnitude.hpp before this header where those scalars are used (their comments say
-// why).
 #pragma once
 
 #include <algorithm>
 #include <vector>
 
 #include "core/gates.hpp"
+#include "fast/backward/magnitude.hpp"  // HLA_GATED_BACKWARD_SCALARS names Magnitude
 #include "fast/backward/ops.hpp"
 #include "fast/scan/gated.hpp"
 

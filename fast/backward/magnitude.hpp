@@ -10,8 +10,6 @@
 // Magnitude<double> gives, per gradient entry, both the magnitude sum M and K: the tolerance of that entry.
 // Counting every operation (also 0 + x, and a·b + c as two) only over-counts K. Division is not supported
 // (normalized forms are not division-free): it throws.
-//
-// Like dual.hpp, include before reference/, fast/serial/ and fast/scan/ headers (from_rational overload below).
 #pragma once
 
 #include <algorithm>
@@ -29,6 +27,13 @@ struct Magnitude {
   Magnitude() = default;
   Magnitude(int x) : v(std::fabs(double(x))) {}  // NOLINT: T(0), T(1) in the forms
   Magnitude(double x, int depth) : v(std::fabs(x)), k(depth) {}
+  // A parameter (γ, λ): its magnitude with K = 0 if it is exact in double, else K = 1 (one rounding on
+  // conversion); core's from_rational calls it. The bound is for T = double; for float use parameters exact in
+  // float (e.g. γ = 15/16).
+  static Magnitude from_rational(const rational& r) {
+    const double x = r.convert_to<double>();
+    return Magnitude(x, rational(x) == r ? 0 : 1);
+  }
 
   friend Magnitude operator+(const Magnitude& a, const Magnitude& b) { return {a.v + b.v, std::max(a.k, b.k) + 1}; }
   friend Magnitude operator-(const Magnitude& a, const Magnitude& b) { return {a.v + b.v, std::max(a.k, b.k) + 1}; }
@@ -52,14 +57,6 @@ struct Magnitude {
     return Ku / (1 - Ku) * v * (1 + 4 * Ku);
   }
 };
-
-// A parameter (γ, λ): its magnitude with K = 0 if it is exact in double, else K = 1 (one rounding on
-// conversion). The bound is for T = double; for float use parameters exact in float (e.g. γ = 15/16).
-template <class D>
-requires std::is_same_v<D, Magnitude> D from_rational(const rational& r) {
-  const double x = r.convert_to<double>();
-  return Magnitude(x, rational(x) == r ? 0 : 1);
-}
 
 }  // namespace hla
 

@@ -15,27 +15,15 @@
 #include <string>
 #include <vector>
 
+#include "core/names.hpp"
 #include "fast/backward/ops.hpp"
 
 namespace hla::backward {
 
 enum class Pass { serial, checkpointed, scan };
 
-inline const char* pass_name(Pass p) {
-  switch (p) {
-    case Pass::serial:
-      return "serial";
-    case Pass::checkpointed:
-      return "checkpointed";
-    case Pass::scan:
-      return "scan";
-  }
-  return "?";
-}
-inline std::optional<Pass> parse_pass(const std::string& s) {
-  for (Pass p : {Pass::serial, Pass::checkpointed, Pass::scan})
-    if (s == pass_name(p)) return p;
-  return std::nullopt;
+constexpr NameTable<Pass, 3> name_table(Pass) {
+  return {"backward pass", {{{Pass::serial, "serial"}, {Pass::checkpointed, "checkpointed"}, {Pass::scan, "scan"}}}};
 }
 
 // What a pass takes beyond (Q, K, V, X_0, dO) and the options of its serial form.
@@ -56,7 +44,7 @@ template <class T> struct BackwardEntry {
   std::string cite;  // what it differentiates, and where the paper has it
   PassCaps caps;
   PassFn<T> fn;
-  std::string key() const { return op + "/" + pass_name(pass); }
+  std::string key() const { return op + "/" + name_of(pass); }
 };
 
 template <class T> class BackwardRegistry {
@@ -79,9 +67,8 @@ template <class T> class BackwardRegistry {
     auto with = [&](Pass p) {
       return operator_names([&](const OperatorInfo& o) { return try_find(std::string(o.name), p) != nullptr; });
     };
-    throw InputError(std::string("no ") + pass_name(pass) + " backward for operator '" + op +
-                     "' (serial: " + with(Pass::serial) + "; checkpointed: " + with(Pass::checkpointed) +
-                     "; scan: " + with(Pass::scan) + ")");
+    throw InputError("no " + name_of(pass) + " backward for operator '" + op + "' (serial: " + with(Pass::serial) +
+                     "; checkpointed: " + with(Pass::checkpointed) + "; scan: " + with(Pass::scan) + ")");
   }
 
  private:

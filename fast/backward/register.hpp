@@ -1,7 +1,6 @@
 // Registers every backward pass for scalar T, once per (operator, pass), like the forms' register.hpp: the
 // operator table's `backward` and `scan_backward` flags (core/operators.hpp) must name exactly these ([operators]
-// in tests/test_operators.cpp checks it). Included only by generated/gradients_<scalar>.cpp (CMakeLists.txt),
-// after numerics/gradient_checks.hpp (dual.hpp and magnitude.hpp precede the forms' headers).
+// in tests/test_operators.cpp checks it). Included only by generated/gradients_<scalar>.cpp (CMakeLists.txt).
 #pragma once
 
 #include "fast/backward/ahla.hpp"

@@ -143,7 +143,7 @@ template <class T> void register_cuda(Registry<T>& r) {
     for (const bool fused : {false, true})
       for (const Products prec : precisions) {
         std::string form = fused ? "cuda-fused" : "cuda-chunked";
-        if (prec != Products::ieee) form.append("-").append(products_name(prec));
+        if (prec != Products::ieee) form.append("-").append(name_of(prec));
         const std::string how = fused ? fused_how : cublas_how;
         auto fn = [prec, fused](c::GpuOp op) {
           return [op, prec, fused](const Problem<T>& p, const Options& o, const NamedState<T>* s) {
