@@ -256,13 +256,15 @@ std::vector<Run<T>> hla2_chunked_heads(const std::vector<const Mat<T>*>& Qs, con
   // The products carry the normalizer's column of ones only when an output needs it (normalized): va value
   // columns. Unnormalized, the state's vector parts m' = S m − h (and m) are matrix–vector products on the
   // side, so the products stay dv wide (a 65th column costs the GEMM micro-kernel a narrow remainder pass).
-  // With gates and the final state, C and its m are carried chunk by chunk ([V 1]: the whole-sequence sum of
-  // hla2_u_final_state is for fixed γ only).
+  // With gates and the final state, C (and m, on the side like m' unless normalized) is carried chunk by chunk: the
+  // whole-sequence sum of hla2_u_final_state is for fixed γ only. The outputs' products are the same with and without
+  // the state (outputs only gives the same outputs to the bit: tests/test_foundation.cpp).
+  const bool aug = opt.normalized;
   const bool carry_c = ridge || (gated && opt.state);
-  const bool aug = opt.normalized || (gated && opt.state);
+  const bool carry_m = gated && opt.state && !aug;
   const Eigen::Index va = aug ? da : dv;
   Mat<T> S;
-  std::vector<Mat<T>> C(H), Cp(H), Mp(H), Cb(H), Cpb(H), Mpb(H), Ub(H), Out(H), C_init(H);
+  std::vector<Mat<T>> C(H), Cp(H), Mp(H), Cm(H), Cb(H), Cpb(H), Mpb(H), Cmb(H), Ub(H), Out(H), C_init(H);
   for (Eigen::Index h = 0; h < H; ++h) {
     Hla2UStart<T> st0(init.empty() ? nullptr : init[h], d, dv);
     if (h == 0)
@@ -278,6 +280,10 @@ std::vector<Run<T>> hla2_chunked_heads(const std::vector<const Mat<T>*>& Qs, con
     Cpb[h].resize(d, NG * va);
     Cb[h].resize(d, NG * va);
     if (!aug) Mpb[h].resize(d, NG);
+    if (carry_m) {
+      Cm[h] = C_init[h].rightCols(1);
+      Cmb[h].resize(d, NG);
+    }
     Ub[h].resize(NG * w, d);
     Out[h].resize(n, va);
   }
@@ -344,6 +350,7 @@ std::vector<Run<T>> hla2_chunked_heads(const std::vector<const Mat<T>*>& Qs, con
           Vd = Va;
           scale_rows<T>(Vd, x, true);
           Ck.noalias() = Q.transpose() * Vd;
+          if (carry_m) Cmb[h].col(kk).noalias() = Q.transpose() * x;
         }
       } else {
         U.noalias() += Q * S0;
@@ -356,6 +363,7 @@ std::vector<Run<T>> hla2_chunked_heads(const std::vector<const Mat<T>*>& Qs, con
       carry(Cpb[h], Cp[h], g2.data() + k0, cnt, decays, threads);
       if (!aug) carry(Mpb[h], Mp[h], g2.data() + k0, cnt, decays, threads);
       if (carry_c) carry(Cb[h], C[h], g.data() + k0, cnt, decays, threads);
+      if (carry_m) carry(Cmb[h], Cm[h], g.data() + k0, cnt, decays, threads);
     }
 
     // (C) out = ((Q Uᵀ) ⊙ D_γ²) [V 1] + diag(γ^{2(a+1)}) Q C'0 [+ ridge terms].
@@ -398,11 +406,12 @@ std::vector<Run<T>> hla2_chunked_heads(const std::vector<const Mat<T>*>& Qs, con
   std::vector<Run<T>> runs;
   for (Eigen::Index h = 0; h < H; ++h) {
     NamedState<T> fin;  // C not carried: summed here over the whole sequence, only when the state is wanted
-    if (opt.state)
-      fin = hla2_u_final_state<T>(*Qs[h], V, S, C_init[h], carry_c ? &C[h] : nullptr, aug ? Cp[h] : join(Cp[h], Mp[h]),
-                                  gamma, threads);
-    runs.push_back(
-        {aug ? finish_outputs<T>(std::move(Out[h]), opt.normalized, eps) : std::move(Out[h]), std::move(fin)});
+    if (opt.state) {
+      const Mat<T> carried = carry_m ? join(C[h], Cm[h]) : C[h];
+      fin = hla2_u_final_state<T>(*Qs[h], V, S, C_init[h], carry_c ? &carried : nullptr,
+                                  aug ? Cp[h] : join(Cp[h], Mp[h]), gamma, threads);
+    }
+    runs.push_back({aug ? finish_outputs<T>(std::move(Out[h]), true, eps) : std::move(Out[h]), std::move(fin)});
   }
   return runs;
 }
