@@ -16,6 +16,9 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "core/state.hpp"
@@ -56,6 +59,15 @@ template <class T> struct Decay {
     for (Eigen::Index b = 0; b < len; ++b) x(b) = pw(len - 1 - b);
   }
 };
+
+// A decay weight below the smallest normal number, set to 0 (floating scalars; the exact ones keep it): such weights
+// carry no significant digit (a term scaled by one is below the smallest normal times its factors, far under u of a
+// weight-1 term), and products over rows scaled by subnormals run on the CPU's slow path. Returns v.
+template <class T> T& flush_subnormal(T& v) {
+  if constexpr (std::is_floating_point_v<T>)
+    if (std::abs(v) < std::numeric_limits<T>::min()) v = T(0);
+  return v;
+}
 
 // Rows of X times the weights x (X ← diag(x) X), skipped when there is no decay.
 template <class T, class X, class W> void scale_rows(X&& m, const W& x, bool decays) {

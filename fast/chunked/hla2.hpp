@@ -207,11 +207,7 @@ NamedState<T> hla2_u_final_state(const QRows& Q, const VRows& V, const Mat<T>& S
       // ~840 in float); the product over the sequence then runs on subnormals, about 11x slower in `make bench`,
       // and those terms carry no significant digit (each is below the smallest normal times |q||v|, far under u
       // of the weight-1 term). They are set to 0 instead.
-      for (Eigen::Index j = n - 1; j > 0; --j) {
-        x(j - 1) = x(j) * gamma;
-        if constexpr (std::is_floating_point_v<T>)
-          if (x(j - 1) < std::numeric_limits<T>::min()) x(j - 1) = T(0);
-      }
+      for (Eigen::Index j = n - 1; j > 0; --j) { flush_subnormal(x(j - 1) = x(j) * gamma); }
       gn = x(0) * gamma;
     }
     if (carried)

@@ -194,11 +194,7 @@ struct BlockPlan {
 // than 1 thread before this) for terms that carry no significant digit.
 template <class T> ColVec<T> powers(const T& base, Eigen::Index count, Eigen::Index offset) {
   ColVec<T> x(count);
-  for (Eigen::Index i = 0; i < count; ++i) {
-    x(i) = power(base, i + offset);
-    if constexpr (std::is_floating_point_v<T>)
-      if (x(i) < std::numeric_limits<T>::min()) x(i) = T(0);
-  }
+  for (Eigen::Index i = 0; i < count; ++i) { flush_subnormal(x(i) = power(base, i + offset)); }
   return x;
 }
 
@@ -230,17 +226,13 @@ template <class T> void gate_mask(Mat<T>& M, const Mat<T>& F, Eigen::Index L, in
 template <class T> ColVec<T> gate_products(const ColVec<T>& gamma, Eigen::Index r0, Eigen::Index r1, bool forward) {
   const Eigen::Index len = r1 - r0;
   ColVec<T> x(len);
-  auto flush = [](T& v) {
-    if constexpr (std::is_floating_point_v<T>)
-      if (v < std::numeric_limits<T>::min()) v = T(0);
-  };
   if (len == 0) return x;
   if (forward) {
     x(0) = gamma(r0);
-    for (Eigen::Index i = 1; i < len; ++i) flush(x(i) = x(i - 1) * gamma(r0 + i));
+    for (Eigen::Index i = 1; i < len; ++i) flush_subnormal(x(i) = x(i - 1) * gamma(r0 + i));
   } else {
     x(len - 1) = T(1);
-    for (Eigen::Index j = len - 1; j > 0; --j) flush(x(j - 1) = x(j) * gamma(r0 + j));
+    for (Eigen::Index j = len - 1; j > 0; --j) flush_subnormal(x(j - 1) = x(j) * gamma(r0 + j));
   }
   return x;
 }
@@ -463,9 +455,7 @@ template <class T> class FusedPass {
     auto weights = [&](const T& scale, int s) -> ColVec<T> {
       if (gated_) {
         ColVec<T> w = scale * (s == 2 ? ColVec<T>(x.cwiseProduct(x)) : x);
-        if constexpr (std::is_floating_point_v<T>)
-          for (Eigen::Index i = 0; i < w.size(); ++i)
-            if (std::abs(w(i)) < std::numeric_limits<T>::min()) w(i) = T(0);
+        for (Eigen::Index i = 0; i < w.size(); ++i) flush_subnormal(w(i));
         return w;
       }
       if (decays_) return scale * fused_detail::powers(s == 2 ? gamma2_ : gamma_, nt, a0 - r0 + 1);
