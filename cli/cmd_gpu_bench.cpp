@@ -1,8 +1,8 @@
 // `hla gpu-bench`: times one GPU form (fast/cuda/) on the device on inputs made there — B × H sequences of T tokens,
-// d = K, dv = V, fixed γ or per-token gates — with CUDA events around each forward call after a warm-up, and prints
-// one JSON object: each rep's milliseconds, their median and minimum, tokens per second, what the form allocated on
-// the device and the device's used memory at its highest, and the card, driver and runtime. scripts/bench-gpu.py
-// drives it beside the PyTorch and fla peers (make bench-gpu, docs/gpu.md).
+// d = K, dv = V, fixed γ or per-token gates — with CUDA events around each forward call (forward + backward with
+// --backward) after a warm-up, and prints one JSON object: each rep's milliseconds, their median and minimum, tokens
+// per second, what the form allocated on the device and the device's used memory at its highest, and the card, driver
+// and runtime. scripts/bench-gpu.py drives it beside the PyTorch and fla peers (make bench-gpu, docs/gpu.md).
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -21,14 +21,12 @@ struct GpuBenchArgs {
   std::string op = "hla2", products = "ieee", scalar = "float";
   int batch = 1, heads = 1, T = 65536, d = 64, dv = 64, chunk = 64, reps = 10;
   double gate_lo = 0, gamma = 1, eps = 0, ridge = 0;
-  bool normalized = false, with_state = false, fused = false;
+  bool normalized = false, with_state = false, fused = false, backward = false;
   std::uint64_t seed = 1;
 };
 
 fast::cuda::GpuOp gpu_op(const std::string& name) {
-  if (name == "linear") return fast::cuda::GpuOp::linear;
-  if (name == "hla2") return fast::cuda::GpuOp::hla2;
-  if (name == "ahla") return fast::cuda::GpuOp::ahla;
+  if (const auto op = fast::cuda::gpu_op_named(name)) return *op;
   throw InputError("gpu-bench: --op must be linear, hla2 or ahla (the operators with GPU forms), not '" + name + "'");
 }
 
@@ -56,7 +54,7 @@ template <class T> nlohmann::json run(const GpuBenchArgs& a) {
   fast::cuda::Timing t;
   try {
     t = fast::cuda::time_forward<T>(gpu_op(a.op), static_cast<int>(seqs), a.T, a.d, a.dv, a.gate_lo, a.gamma, o, a.reps,
-                                    a.seed);
+                                    a.seed, a.backward);
   } catch (const std::invalid_argument& e) { throw InputError(std::string("gpu-bench: ") + e.what()); }
   std::vector<double> ms = t.ms;
   std::sort(ms.begin(), ms.end());
@@ -77,7 +75,8 @@ template <class T> nlohmann::json run(const GpuBenchArgs& a) {
           {"gamma", a.gamma},
           {"normalized", a.normalized},
           {"ridge", a.ridge},
-          {"state", a.with_state},
+          {"state", a.with_state && !a.backward},
+          {"pass", a.backward ? "forward+backward" : "forward"},
           {"reps", a.reps},
           {"ms", t.ms},
           {"ms_median", median},
@@ -108,6 +107,7 @@ const CommandRegistrar gpu_bench_registrar([](CLI::App& app) {
   sub->add_option("--eps", a->eps, "normalizer stabilizer");
   sub->add_option("--ridge", a->ridge, "ridge lambda (hla2)");
   sub->add_flag("--state", a->with_state, "also compute the final state");
+  sub->add_flag("--backward", a->backward, "time forward + backward (dq, dk, dv, and dgamma with gates)");
   sub->add_flag("--fused", a->fused, "the fused kernels (cuda-fused*, chunks of 64) instead of the cuBLAS products");
   sub->add_option("--seed", a->seed, "input seed");
   sub->callback([a] {

@@ -3,8 +3,8 @@
 
 For each point (T tokens, K = V, H heads, B = 1, dtype bf16 or fp32, gates uniform in [0.9, 1]):
   ours   hla2 (and linear) through `hla gpu-bench`, the fused kernels (cuda-fused) and the cuBLAS form
-         (cuda-chunked) (bf16: bf16 tensor-core products; fp32: IEEE fp32 products and TF32 ones), forward; no GPU
-         backward yet
+         (cuda-chunked) (bf16: bf16 tensor-core products; fp32: IEEE fp32 products and TF32 ones), forward and
+         forward + backward (dq, dk, dv, dgamma: the passes run forward and backward in time, pass.cu)
   fla    chunk_simple_gla (scalar gated decay, the closest first-order kernel) and chunk_linear_attn, forward and
          forward + backward, from a carried fla/ package (FLA_PATH, default .fla)
   peer   a PyTorch chunk-parallel gated hla2 (the u-form: two chained chunked gated linear-attention passes, every
@@ -55,9 +55,10 @@ from torch_hla2_gpu import hla2_chunk_parallel as peer_hla2  # noqa: E402
 
 # ---- one point -------------------------------------------------------------------------------------------------
 
-def ours(hla, op, T, K, H, products, reps, fused):
+def ours(hla, op, T, K, H, products, reps, fused, backward=False):
     cmd = [hla, "gpu-bench", "--op", op, "--products", products, "--T", str(T), "--d", str(K), "--dv", str(K),
-           "--heads", str(H), "--gates-from", "0.9", "--reps", str(reps)] + (["--fused"] if fused else [])
+           "--heads", str(H), "--gates-from", "0.9", "--reps", str(reps)] + (["--fused"] if fused else []) + \
+        (["--backward"] if backward else [])
     run = subprocess.run(cmd, capture_output=True, text=True)
     if run.returncode != 0:
         return {"error": (run.stderr or run.stdout).strip()[-400:]}
@@ -103,6 +104,7 @@ def point(args, fla, T, K, H, dtype_name):
         for fused, kind in ((True, "fused"), (False, "cublas")):
             for op in ("hla2", "linear"):
                 res[f"ours_{kind}_{op}_{p}_fwd"] = ours(args.hla, op, T, K, H, p, reps, fused)
+                res[f"ours_{kind}_{op}_{p}_fwdbwd"] = ours(args.hla, op, T, K, H, p, reps, fused, backward=True)
     with torch.no_grad():
         res["peer_hla2_fwd"] = guarded(lambda: cuda_ms(lambda: peer_hla2(q, k, v, logg), reps))
     res["peer_hla2_fwdbwd"] = guarded(lambda: cuda_ms(fwd_bwd(lambda a, b, c, g: peer_hla2(a, b, c, g)), reps))

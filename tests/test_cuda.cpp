@@ -16,6 +16,8 @@
 #include "fast/gated_forms.hpp"
 #include "numerics/gated_check.hpp"
 #include "tests/gated_cases.hpp"
+#include "verify/battery.hpp"
+#include "verify/exec.hpp"
 
 using namespace hla;
 namespace cuda = hla::fast::cuda;
@@ -242,6 +244,49 @@ TEST_CASE("GPU forms: several sequences in one call, each its own", "[.][gpu]") 
       const long h = gated::gated_form_depth(name, "chunked", gs[seq], 16, s.d);
       INFO(name << " sequence " << seq);
       CHECK(gated::check_within_bound(O, refs[seq], o, h).err_over_bound <= 1);
+    }
+  }
+}
+
+// The outside path: every GPU form answers `hla verify`'s battery through `hla exec-form` (the --exec protocol's
+// files, a kept process), forward and backward, and is judged as a kernel written elsewhere would be: exact cases
+// (dyadic and weak gates, every option group), random ones up to n = 160, n not a multiple of the chunk width, the
+// gradients dq, dk, dv (and dgamma with gates) against the exact ones within their bounds, at the precision its
+// products declare (fp32 / fp64 for ieee, tf32, bf16).
+TEST_CASE("GPU forms: hla verify through exec-form, forward and backward, every form", "[.][gpu]") {
+  using verify::ext::Request;
+  REQUIRE(cuda::device_available());
+  struct Setting {
+    std::string label;
+    bool gates, grad, state, normalized;
+  };
+  const std::vector<Setting> settings = {{"gates, grad", true, true, false, false},
+                                         {"gamma=9/10, normalized, grad", false, true, false, true},
+                                         {"gates, normalized, state", true, false, true, true}};
+  for (const auto& e : registry<float>().entries()) {
+    if (!e.caps.device || !e.gated) continue;
+    for (const bool dbl : {false, true}) {
+      if (dbl && e.caps.products != Products::ieee) continue;
+      for (const Setting& st : settings) {
+        Request req;
+        req.op = e.op;
+        req.dtype = dbl ? verify::ext::DType::float64 : verify::ext::DType::float32;
+        if (e.caps.products == Products::tf32) req.precision = verify::ext::Precision::tf32;
+        if (e.caps.products == Products::bf16) req.precision = verify::ext::Precision::bf16;
+        req.gates = st.gates;
+        req.grad = st.grad;
+        req.state = st.state;
+        req.max_n = 160;
+        req.opt.normalized = st.normalized;
+        if (st.normalized) req.opt.eps = rational(1, 8);
+        if (!st.gates) req.opt.gamma = rational(9, 10);
+        if (e.op == "hla2" && st.grad) req.opt.ridge = rational(1, 2);
+        verify::ext::ExecImplementation impl(std::string(HLA_CLI) + " exec-form --form " + e.form, 300);
+        const nlohmann::json report = verify::ext::run_battery(impl, req);
+        INFO(e.op << "/" << e.form << (dbl ? " double" : " float") << ", " << st.label << "\n"
+                  << verify::ext::summary_text(report));
+        CHECK(report["verdict"].get<std::string>() == "computes");
+      }
     }
   }
 }

@@ -90,20 +90,31 @@ template <class T> void forward(GpuOp op, const Batch<T>& in, const ForwardOptio
   else
     required().forward_double(op, in, o, s, out, fin);
 }
-template <class T> Timing time_forward(GpuOp op, int seqs, int T_len, int d, int dv, double gate_lo, double gamma,
-                                       const ForwardOptions& o, int reps, std::uint64_t seed) {
+template <class T>
+void backward(GpuOp op, const Batch<T>& in, const ForwardOptions& o, const T* dO, T* dq, T* dk, T* dv, T* dgamma) {
   if constexpr (std::is_same_v<T, float>)
-    return required().time_float(op, seqs, T_len, d, dv, gate_lo, gamma, o, reps, seed);
+    required().backward_float(op, in, o, dO, dq, dk, dv, dgamma);
   else
-    return required().time_double(op, seqs, T_len, d, dv, gate_lo, gamma, o, reps, seed);
+    required().backward_double(op, in, o, dO, dq, dk, dv, dgamma);
+}
+template <class T> Timing time_forward(GpuOp op, int seqs, int T_len, int d, int dv, double gate_lo, double gamma,
+                                       const ForwardOptions& o, int reps, std::uint64_t seed, bool with_backward) {
+  if constexpr (std::is_same_v<T, float>)
+    return required().time_float(op, seqs, T_len, d, dv, gate_lo, gamma, o, reps, seed, with_backward);
+  else
+    return required().time_double(op, seqs, T_len, d, dv, gate_lo, gamma, o, reps, seed, with_backward);
 }
 template void forward<float>(GpuOp, const Batch<float>&, const ForwardOptions&, const PassStates<float>*, float*,
                              PassStates<float>*);
 template void forward<double>(GpuOp, const Batch<double>&, const ForwardOptions&, const PassStates<double>*, double*,
                               PassStates<double>*);
+template void backward<float>(GpuOp, const Batch<float>&, const ForwardOptions&, const float*, float*, float*, float*,
+                              float*);
+template void backward<double>(GpuOp, const Batch<double>&, const ForwardOptions&, const double*, double*, double*,
+                               double*, double*);
 template Timing time_forward<float>(GpuOp, int, int, int, int, double, double, const ForwardOptions&, int,
-                                    std::uint64_t);
+                                    std::uint64_t, bool);
 template Timing time_forward<double>(GpuOp, int, int, int, int, double, double, const ForwardOptions&, int,
-                                     std::uint64_t);
+                                     std::uint64_t, bool);
 
 }  // namespace hla::fast::cuda

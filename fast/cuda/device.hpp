@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -35,6 +36,13 @@ bool device_available();
 std::string device_description();
 
 enum class GpuOp { linear, hla2, ahla };
+// The operator a GpuOp computes, by its operator id (core/operators.hpp); none for an operator without GPU forms.
+inline std::optional<GpuOp> gpu_op_named(const std::string& op) {
+  if (op == "linear") return GpuOp::linear;
+  if (op == "hla2") return GpuOp::hla2;
+  if (op == "ahla") return GpuOp::ahla;
+  return std::nullopt;
+}
 
 // The fused forms' chunk width (fast/cuda/fused.cuh): fixed, their kernels' tiles are cut for it.
 inline constexpr int kFusedChunk = 64;
@@ -86,14 +94,22 @@ template <class T> struct Batch {
 template <class T> void forward(GpuOp op, const Batch<T>& in, const ForwardOptions& o, const PassStates<T>* state_in,
                                 T* out, PassStates<T>* state_out);
 
+// The gradients of L = Σ_t ⟨dO_t, o_t⟩ (dO [seqs][T][dv]) from the zero state: dq, dk [seqs][T][d], dv [seqs][T][dv],
+// and with gates dgamma [seqs][T] (∂L/∂γ_t; null: not wanted). Every operator's backward is the same first-order pass
+// run forward and backward in time (pass.cu says how); o.state is ignored (no final state is carried).
+template <class T>
+void backward(GpuOp op, const Batch<T>& in, const ForwardOptions& o, const T* dO, T* dq, T* dk, T* dv, T* dgamma);
+
 // Timing on the device: random inputs made there (q, k scaled by d^-1/2, v unit normal, gates in [gate_lo, 1] or the
-// fixed gamma when gate_lo <= 0), `reps` timed forward calls after one warm-up, CUDA events around each.
+// fixed gamma when gate_lo <= 0), `reps` timed forward calls (forward + backward with `with_backward`, from a
+// uniform upstream) after one warm-up, CUDA events around each.
 struct Timing {
   std::vector<double> ms;      // each rep's time
   double device_bytes = 0;     // what the form allocated on the device (inputs, outputs, workspace)
   double peak_bytes_used = 0;  // the device's used memory at its highest (cudaMemGetInfo), minus before the call
 };
 template <class T> Timing time_forward(GpuOp op, int seqs, int T_len, int d, int dv, double gate_lo, double gamma,
-                                       const ForwardOptions& o, int reps, std::uint64_t seed);
+                                       const ForwardOptions& o, int reps, std::uint64_t seed,
+                                       bool with_backward = false);
 
 }  // namespace hla::fast::cuda

@@ -9,7 +9,7 @@
 
 namespace hla::fast::cuda {
 
-inline constexpr int kLibraryVersion = 1;  // bumped when this table changes: an older library is refused
+inline constexpr int kLibraryVersion = 2;  // bumped when this table changes: an older library is refused
 
 struct LibraryApi {
   int version;
@@ -19,8 +19,12 @@ struct LibraryApi {
                         PassStates<float>*);
   void (*forward_double)(GpuOp, const Batch<double>&, const ForwardOptions&, const PassStates<double>*, double*,
                          PassStates<double>*);
-  Timing (*time_float)(GpuOp, int, int, int, int, double, double, const ForwardOptions&, int, std::uint64_t);
-  Timing (*time_double)(GpuOp, int, int, int, int, double, double, const ForwardOptions&, int, std::uint64_t);
+  void (*backward_float)(GpuOp, const Batch<float>&, const ForwardOptions&, const float*, float*, float*, float*,
+                         float*);
+  void (*backward_double)(GpuOp, const Batch<double>&, const ForwardOptions&, const double*, double*, double*, double*,
+                          double*);
+  Timing (*time_float)(GpuOp, int, int, int, int, double, double, const ForwardOptions&, int, std::uint64_t, bool);
+  Timing (*time_double)(GpuOp, int, int, int, int, double, double, const ForwardOptions&, int, std::uint64_t, bool);
 };
 
 }  // namespace hla::fast::cuda

@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -375,6 +376,15 @@ template <class T> void fused_pass(const Geometry& g, Products prec, int p, cons
   }
 }
 
+// The pass in the form's own products: the fused kernels or the cuBLAS ones.
+template <class T> void any_pass(const ForwardOptions& o, const Geometry& g, int p, const T* qry, const T* key,
+                                 const T* val, int Vp, const T* x_in, T* out, T* x_out, Work<T>& ws) {
+  if (o.fused)
+    fused_pass<T>(g, o.products, p, qry, key, val, Vp, x_in, out, x_out, ws);
+  else
+    cublas_pass<T>(g, o.products, p, qry, key, val, Vp, x_in, out, x_out, ws);
+}
+
 // ---- one forward call: device inputs, the passes of the operator, the outputs ------------------------------------
 
 template <class T> struct Forward {
@@ -446,10 +456,7 @@ template <class T> struct Forward {
                                                              ws.kdec.get(), ws.rho.get());
     auto xin = [&](int i) -> const T* { return have_state_in ? state_in_device[i] : nullptr; };
     auto pass = [&](int p, const T* qry, const T* key, const T* val, int vp, const T* x_in, T* out, T* x_out) {
-      if (o.fused)
-        fused_pass<T>(g, o.products, p, qry, key, val, vp, x_in, out, x_out, ws);
-      else
-        cublas_pass<T>(g, o.products, p, qry, key, val, vp, x_in, out, x_out, ws);
+      any_pass<T>(o, g, p, qry, key, val, vp, x_in, out, x_out, ws);
     };
     auto xout = [&](int i) -> T* { return o.state ? x_out[i].get() : nullptr; };
     switch (op) {
@@ -480,6 +487,240 @@ template <class T> struct Forward {
     check(cudaMemcpyAsync(&h, flag.get(), sizeof(int), cudaMemcpyDeviceToHost, context().stream), "flag");
     check(cudaStreamSynchronize(context().stream), "forward");
     return h != 0;
+  }
+};
+
+// ---- backward: every operator's gradients from the same pass, run forward and backward in time ---------------------
+//
+// One pass out_t = Σ_{j≤t} Γ(t,j)^p (a_t·b_j) c_j (from the zero state), loss L = Σ_t ⟨g_t, out_t⟩ for an upstream g:
+//   ∂L/∂a_t = Σ_{j≤t} Γ(t,j)^p (g_t·c_j) b_j     the pass (qry g, key c, val b), forward in time
+//   ∂L/∂b_j = Σ_{t≥j} Γ(t,j)^p (c_j·g_t) a_t     the pass (qry c, key g, val a), backward in time
+//   ∂L/∂c_j = Σ_{t≥j} Γ(t,j)^p (b_j·a_t) g_t     the pass (qry b, key a, val g), backward in time
+// and, with L_t = Σ_{r≤t} log γ_r (Γ(t,j) = e^{L_t − L_j}), ∂L/∂L_t = p (g_t·out_t − b_t·∂L/∂b_t): the pair (t, j)
+// reaches L_t as its later index and L_j as its earlier one. Then ∂L/∂γ_r = (Σ_{t≥r} ∂L/∂L_t) / γ_r.
+// A pass backward in time is the same pass on the sequence reversed: reversed token r' = Tp − 1 − r has the gate
+// γ'_{r'} = γ_{r+1} (the product Γ(t, j) runs over (j, t], which reversal turns into [j, t)), and γ'_0 = 1.
+// The operators chain passes (device.hpp), so their gradients chain these, last pass first:
+//   linear  (1; q, k, [v 1])                    hla2  (2; q, u, [v 1]) then (1; q, k, k) with ∂L/∂u as upstream,
+//   ahla    (1; q, k, r) then (1; q, k, [v 1])        ridge (1; q, q, [v 1]) with λ g
+// and normalized outputs o = N/(D + ε) are the unnormalized operator on [v 1] read with the upstream
+// (dO/(D + ε), −⟨dO, o⟩/(D + ε)).
+
+// Y[s][r][·] = X[s][Tp − 1 − r][·]: each sequence's padded rows in reverse order.
+template <class T> __global__ void reverse_rows(const T* X, T* Y, int Tp, int ld, long n) {
+  const long i = blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  const long j = i % ld, row = i / ld, r = row % Tp, s = row / Tp;
+  Y[i] = X[(s * Tp + (Tp - 1 - r)) * ld + j];
+}
+
+// The gates of the reversed sequences (above): γ'_r = γ_{Tp − r}, 1 at r = 0 and past the last real token.
+__global__ void reversed_gates(const double* gates, double gamma, int T_len, int Tp, double* out, long n) {
+  const long i = blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  const long r = i % Tp, s = i / Tp, t = Tp - r;
+  out[i] = (r == 0 || t >= T_len) ? 1.0 : gates ? gates[s * T_len + t] : gamma;
+}
+
+template <class T> __global__ void add_to(T* acc, const T* x, long n) {
+  const long i = blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x;
+  if (i < n) acc[i] += x[i];
+}
+
+template <class T> __global__ void scale_by(T* x, T s, long n) {
+  const long i = blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x;
+  if (i < n) x[i] *= s;
+}
+
+// dL[row] += p (g_row·out_row − b_row·db_row), per padded token, in double.
+template <class T> __global__ void gate_terms(double* dL, int p, const T* g, const T* out, int ld_v, const T* b,
+                                              const T* db, int ld_k, long rows) {
+  const long i = blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x;
+  if (i >= rows) return;
+  double x = 0;
+  for (int j = 0; j < ld_v; ++j) x += static_cast<double>(g[i * ld_v + j]) * static_cast<double>(out[i * ld_v + j]);
+  for (int j = 0; j < ld_k; ++j) x -= static_cast<double>(b[i * ld_k + j]) * static_cast<double>(db[i * ld_k + j]);
+  dL[i] += p * x;
+}
+
+// The upstream of the passes' [values, ones] columns from dO (n × dv per sequence): (dO, 0), or normalized
+// (dO/(D + ε), −⟨dO, o⟩/(D + ε)) with N, D the numerator and ones columns of num + λ ridge.
+template <class T> __global__ void upstream(const T* dO, const T* num, const T* ridge, T lambda, int T_len, int Tp,
+                                            int Vp, int dv, bool normalized, T eps, T* G, long rows) {
+  const long row = blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x;
+  if (row >= rows) return;
+  const long t = row % Tp, s = row / Tp;
+  T* g = G + row * Vp;
+  for (int j = 0; j < Vp; ++j) g[j] = 0;
+  if (t >= T_len) return;
+  const T* d = dO + (s * T_len + t) * dv;
+  auto N = [&](int j) { return num[row * Vp + j] + (ridge ? lambda * ridge[row * Vp + j] : T(0)); };
+  if (!normalized) {
+    for (int j = 0; j < dv; ++j) g[j] = d[j];
+    return;
+  }
+  const T den = N(dv) + eps;
+  T dot = 0;
+  for (int j = 0; j < dv; ++j) {
+    g[j] = d[j] / den;
+    dot += d[j] * (N(j) / den);
+  }
+  g[dv] = -dot / den;
+}
+
+// ∂L/∂γ from ∂L/∂L (per padded token): suffix sums within each chunk (one thread per chunk, in place), the chunks'
+// totals as exclusive suffix sums per sequence, then each real token's sum divided by its gate.
+__global__ void suffix_in_chunks(double* dL, double* total, int w, long chunks) {
+  const long c = blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x;
+  if (c >= chunks) return;
+  double s = 0;
+  for (int a = w - 1; a >= 0; --a) dL[c * w + a] = s += dL[c * w + a];
+  total[c] = s;
+}
+__global__ void suffix_of_chunks(double* total, int M, int seqs) {
+  const int s = blockIdx.x * blockDim.x + threadIdx.x;
+  if (s >= seqs) return;
+  double run = 0;
+  for (int k = M - 1; k >= 0; --k) {
+    const double x = total[static_cast<long>(s) * M + k];
+    total[static_cast<long>(s) * M + k] = run;
+    run += x;
+  }
+}
+template <class T> __global__ void gate_gradients(const double* dL, const double* total, const double* gates, int T_len,
+                                                  int Tp, int w, int M, T* dgamma, long n) {
+  const long i = blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  const long t = i % T_len, s = i / T_len;
+  dgamma[i] = static_cast<T>((dL[s * Tp + t] + total[s * M + t / w]) / gates[i]);
+}
+
+// [seqs][Tp][ld] → [seqs][T][c], the first c columns of the real tokens.
+template <class T> __global__ void unpad_rows(const T* X, T* Y, int T_len, int Tp, int c, int ld, long n) {
+  const long i = blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  const long j = i % c, row = i / c, t = row % T_len, s = row / T_len;
+  Y[i] = X[(s * Tp + t) * ld + j];
+}
+
+template <class T> struct Backward {
+  Forward<T>& f;
+  Geometry g;      // f's, with the widest operand width as Kp (the workspaces')
+  int Kp, Vp;      // the forward's key and value widths
+  Work<T> wf, wr;  // forward in time and backward in time (the reversed gates' factors)
+  Dev<double> rgates, dL, total;
+  Dev<T> G, dQ, dK, dVa, dU, t1, t2, ar, br, cr, gr, o1, o2;
+
+  explicit Backward(Forward<T>& fw)
+      : f(fw),
+        g(wider(fw.g, std::max(fw.g.Kp, fw.Vp))),
+        Kp(fw.g.Kp),
+        Vp(fw.Vp),
+        wf(g, g.Kp, fw.o.products == Products::bf16 && std::is_same_v<T, float>, fw.o.fused),
+        wr(g, g.Kp, fw.o.products == Products::bf16 && std::is_same_v<T, float>, fw.o.fused) {
+    const long tok = g.tokens(), wide = tok * g.Kp;
+    rgates = Dev<double>(tok);
+    dL = Dev<double>(tok);
+    total = Dev<double>(g.chunks());
+    G = Dev<T>(tok * Vp);
+    dQ = Dev<T>(tok * Kp);
+    dK = Dev<T>(tok * Kp);
+    dVa = Dev<T>(tok * Vp);
+    dU = Dev<T>(wide);
+    for (Dev<T>* b : {&t1, &t2, &ar, &br, &cr, &gr, &o1, &o2}) *b = Dev<T>(wide);
+  }
+  static Geometry wider(Geometry x, int width) {
+    x.Kp = width;
+    return x;
+  }
+
+  // The gate factors of both directions.
+  void gate_factors_both() {
+    cudaStream_t st = context().stream;
+    const double* gates = f.gates.size() ? f.gates.get() : nullptr;
+    gate_factors<T><<<blocks_for(g.chunks()), kThreads, 0, st>>>(
+        gates, f.log_gamma, g.seqs, g.T_len, g.w, g.M, wf.lcum.get(), wf.qdec.get(), wf.kdec.get(), wf.rho.get());
+    reversed_gates<<<blocks_for(g.tokens()), kThreads, 0, st>>>(gates, std::exp(f.log_gamma), g.T_len, g.Tp,
+                                                                rgates.get(), g.tokens());
+    gate_factors<T><<<blocks_for(g.chunks()), kThreads, 0, st>>>(
+        rgates.get(), 0.0, g.seqs, g.Tp, g.w, g.M, wr.lcum.get(), wr.qdec.get(), wr.kdec.get(), wr.rho.get());
+    check(cudaGetLastError(), "backward gate factors");
+  }
+
+  void reverse(const T* x, T* y, int ld) {
+    reverse_rows<T><<<blocks_for(g.tokens() * ld), kThreads, 0, context().stream>>>(x, y, g.Tp, ld, g.tokens() * ld);
+  }
+  void accumulate(T* acc, const T* x, int ld) {
+    add_to<T><<<blocks_for(g.tokens() * ld), kThreads, 0, context().stream>>>(acc, x, g.tokens() * ld);
+  }
+  void pass(Work<T>& ws, int width, int p, const T* qry, const T* key, const T* val, int vw, T* out) {
+    any_pass<T>(f.o, wider(g, width), p, qry, key, val, vw, nullptr, out, nullptr, ws);
+  }
+
+  // The pass out = (p; a, b, c) (a, b of width wk, c, gup and out of width wv), upstream gup: its gradients added to
+  // da, db, dc and to dL.
+  void pass_backward(int p, const T* a, const T* b, int wk, const T* c, int wv, const T* gup, const T* out, T* da,
+                     T* db, T* dc) {
+    cudaStream_t st = context().stream;
+    pass(wf, wv, p, gup, c, b, wk, t1.get());  // ∂L/∂a
+    accumulate(da, t1.get(), wk);
+    reverse(a, ar.get(), wk);
+    reverse(b, br.get(), wk);
+    reverse(c, cr.get(), wv);
+    reverse(gup, gr.get(), wv);
+    pass(wr, wv, p, cr.get(), gr.get(), ar.get(), wk, o1.get());  // ∂L/∂b, reversed
+    reverse(o1.get(), t2.get(), wk);
+    accumulate(db, t2.get(), wk);
+    gate_terms<T><<<blocks_for(g.tokens()), kThreads, 0, st>>>(dL.get(), p, gup, out, wv, b, t2.get(), wk, g.tokens());
+    pass(wr, wk, p, br.get(), ar.get(), gr.get(), wv, o2.get());  // ∂L/∂c, reversed
+    reverse(o2.get(), t1.get(), wv);
+    accumulate(dc, t1.get(), wv);
+    check(cudaGetLastError(), "pass backward");
+  }
+
+  // After f.run: the gradients of L = Σ ⟨dO, o⟩ (dO on the device, [seqs][T][dv]) into dq, dk, dv (device, unpadded)
+  // and dgamma (device [seqs][T], gated only; null: not wanted).
+  void run(const T* dO, T* dq, T* dk, T* dv, T* dgamma) {
+    cudaStream_t st = context().stream;
+    gate_factors_both();
+    for (Dev<T>* b : {&dQ, &dK, &dVa, &dU})
+      check(cudaMemsetAsync(b->get(), 0, b->size() * sizeof(T), st), "zero gradients");
+    check(cudaMemsetAsync(dL.get(), 0, dL.size() * sizeof(double), st), "zero gradients");
+    const T lambda = static_cast<T>(f.o.ridge);
+    const T* ridge = f.R.size() ? f.R.get() : nullptr;
+    upstream<T><<<blocks_for(g.tokens()), kThreads, 0, st>>>(dO, f.Num.get(), ridge, lambda, g.T_len, g.Tp, Vp, f.dv,
+                                                             f.o.normalized, static_cast<T>(f.o.eps), G.get(),
+                                                             g.tokens());
+    const T *Q = f.Q.get(), *K = f.K.get(), *Va = f.Va.get(), *U = f.U.get(), *Num = f.Num.get();
+    switch (f.op) {
+      case GpuOp::linear:
+        pass_backward(1, Q, K, Kp, Va, Vp, G.get(), Num, dQ.get(), dK.get(), dVa.get());
+        break;
+      case GpuOp::hla2:
+        pass_backward(2, Q, U, Kp, Va, Vp, G.get(), Num, dQ.get(), dU.get(), dVa.get());
+        if (ridge) {
+          scale_by<T><<<blocks_for(G.size()), kThreads, 0, st>>>(G.get(), lambda, G.size());
+          pass_backward(1, Q, Q, Kp, Va, Vp, G.get(), ridge, dQ.get(), dQ.get(), dVa.get());
+        }
+        pass_backward(1, Q, K, Kp, K, Kp, dU.get(), U, dQ.get(), dK.get(), dK.get());
+        break;
+      case GpuOp::ahla:
+        pass_backward(1, Q, K, Kp, U, Vp, G.get(), Num, dQ.get(), dK.get(), dU.get());
+        pass_backward(1, Q, K, Kp, Va, Vp, dU.get(), U, dQ.get(), dK.get(), dVa.get());
+        break;
+    }
+    const long nk = static_cast<long>(g.seqs) * g.T_len * f.d, nv = static_cast<long>(g.seqs) * g.T_len * f.dv;
+    unpad_rows<T><<<blocks_for(nk), kThreads, 0, st>>>(dQ.get(), dq, g.T_len, g.Tp, f.d, Kp, nk);
+    unpad_rows<T><<<blocks_for(nk), kThreads, 0, st>>>(dK.get(), dk, g.T_len, g.Tp, f.d, Kp, nk);
+    unpad_rows<T><<<blocks_for(nv), kThreads, 0, st>>>(dVa.get(), dv, g.T_len, g.Tp, f.dv, Vp, nv);
+    if (dgamma && f.gates.size()) {
+      suffix_in_chunks<<<blocks_for(g.chunks()), kThreads, 0, st>>>(dL.get(), total.get(), g.w, g.chunks());
+      suffix_of_chunks<<<blocks_for(g.seqs), kThreads, 0, st>>>(total.get(), g.M, g.seqs);
+      const long n = static_cast<long>(g.seqs) * g.T_len;
+      gate_gradients<T><<<blocks_for(n), kThreads, 0, st>>>(dL.get(), total.get(), f.gates.get(), g.T_len, g.Tp, g.w,
+                                                            g.M, dgamma, n);
+    }
+    check(cudaGetLastError(), "backward");
   }
 };
 
@@ -572,8 +813,42 @@ template <class T> void run_forward(GpuOp op, const Batch<T>& in, const ForwardO
   check(cudaStreamSynchronize(st), "forward");
 }
 
+template <class T> void run_backward(GpuOp op, const Batch<T>& in, const ForwardOptions& opts, const T* dO, T* dq,
+                                     T* dk, T* dv, T* dgamma) {
+  ForwardOptions o = opts;
+  o.state = false;  // from the zero state, for the outputs' gradients: no final state to carry
+  validate<T>(o, in.seqs, in.T_len, in.d, in.dv);
+  Context& ctx = context();
+  std::lock_guard<std::mutex> hold(ctx.lock);
+  cudaStream_t st = ctx.stream;
+  Forward<T> f(op, in.seqs, in.T_len, in.d, in.dv, o, in.gates != nullptr);
+  f.load(in.q, in.k, in.v, true);
+  if (in.gates)
+    check(cudaMemcpyAsync(f.gates.get(), in.gates, f.gates.size() * sizeof(double), cudaMemcpyHostToDevice, st),
+          "gates");
+  else
+    f.log_gamma = std::log(in.gamma);
+  const T* none[3] = {nullptr, nullptr, nullptr};
+  f.run(none, false);
+  if (f.normalizer_vanished()) throw NormalizerError("normalizer den_t + eps is exactly zero (GPU form)");
+  const long nk = static_cast<long>(in.seqs) * in.T_len * in.d, nv = static_cast<long>(in.seqs) * in.T_len * in.dv;
+  const long ng = static_cast<long>(in.seqs) * in.T_len;
+  Dev<T> dO_d(nv), dq_d(nk), dk_d(nk), dv_d(nv), dg_d(in.gates ? ng : 0);
+  check(cudaMemcpyAsync(dO_d.get(), dO, nv * sizeof(T), cudaMemcpyHostToDevice, st), "upstream");
+  Backward<T> b(f);
+  b.run(dO_d.get(), dq_d.get(), dk_d.get(), dv_d.get(), in.gates ? dg_d.get() : nullptr);
+  check(cudaMemcpyAsync(dq, dq_d.get(), nk * sizeof(T), cudaMemcpyDeviceToHost, st), "dq");
+  check(cudaMemcpyAsync(dk, dk_d.get(), nk * sizeof(T), cudaMemcpyDeviceToHost, st), "dk");
+  check(cudaMemcpyAsync(dv, dv_d.get(), nv * sizeof(T), cudaMemcpyDeviceToHost, st), "dv");
+  if (in.gates && dgamma)
+    check(cudaMemcpyAsync(dgamma, dg_d.get(), ng * sizeof(T), cudaMemcpyDeviceToHost, st), "dgamma");
+  check(cudaStreamSynchronize(st), "backward");
+}
+
 template <class T> Timing run_timed(GpuOp op, int seqs, int T_len, int d, int dv, double gate_lo, double gamma,
-                                    const ForwardOptions& o, int reps, std::uint64_t seed) {
+                                    const ForwardOptions& opts, int reps, std::uint64_t seed, bool backward) {
+  ForwardOptions o = opts;
+  if (backward) o.state = false;
   validate<T>(o, seqs, T_len, d, dv);
   Context& ctx = context();
   std::lock_guard<std::mutex> hold(ctx.lock);
@@ -600,12 +875,25 @@ template <class T> Timing run_timed(GpuOp op, int seqs, int T_len, int d, int dv
     check(cudaStreamSynchronize(st), "inputs");
     f.load(q.get(), k.get(), v.get(), false);
     const T* none[3] = {nullptr, nullptr, nullptr};
+    // forward + backward: the upstream dO unit normal-sized, the gradients into buffers of their own
+    std::optional<Backward<T>> b;
+    Dev<T> dO, dq, dk, dvv, dg;
+    if (backward) {
+      b.emplace(f);
+      dO = Dev<T>(n_v);
+      dq = Dev<T>(n_qk);
+      dk = Dev<T>(n_qk);
+      dvv = Dev<T>(n_v);
+      if (gated) dg = Dev<T>(static_cast<long>(seqs) * T_len);
+      fill_uniform<T><<<blocks_for(n_v), kThreads, 0, st>>>(dO.get(), n_v, seed + 4, -std::sqrt(3.0), std::sqrt(3.0));
+    }
     cudaEvent_t e0, e1;
     check(cudaEventCreate(&e0), "event");
     check(cudaEventCreate(&e1), "event");
     for (int r = -1; r < reps; ++r) {  // r = -1: the warm-up (cuBLAS's heuristics, the first launches)
       check(cudaEventRecord(e0, st), "event");
       f.run(none, false);
+      if (b) b->run(dO.get(), dq.get(), dk.get(), dvv.get(), gated ? dg.get() : nullptr);
       check(cudaEventRecord(e1, st), "event");
       check(cudaEventSynchronize(e1), "run");
       float ms = 0;
@@ -628,7 +916,8 @@ template <class T> Timing run_timed(GpuOp op, int seqs, int T_len, int d, int dv
 
 extern "C" __attribute__((visibility("default"))) const hla::fast::cuda::LibraryApi* hla_cuda_library() {
   using namespace hla::fast::cuda;
-  static const LibraryApi api{kLibraryVersion,     device_present,   describe_device,  run_forward<float>,
-                              run_forward<double>, run_timed<float>, run_timed<double>};
+  static const LibraryApi api{kLibraryVersion,      device_present,      describe_device,
+                              run_forward<float>,   run_forward<double>, run_backward<float>,
+                              run_backward<double>, run_timed<float>,    run_timed<double>};
   return &api;
 }

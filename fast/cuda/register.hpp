@@ -87,41 +87,81 @@ template <class T> NamedState<T> from_pass_states(GpuOp op, const PassStates<T>&
   return {};
 }
 
+// One sequence's inputs in the device interface's terms: row-major copies, the batch that points into them, and the
+// options (γ, ε, λ as this scalar holds them, as the CPU forms do; the fused kernels' own chunk width).
+template <class T> struct DeviceCall {
+  std::vector<T> q, k, v;
+  std::vector<double> gates;
+  Batch<T> batch;
+  ForwardOptions o;
+  DeviceCall(Products prec, bool fused, const Problem<T>& p, const Options& opt)
+      : q(row_major<T>(p.Q)), k(row_major<T>(p.K)), v(row_major<T>(p.V)) {
+    gates.resize(static_cast<std::size_t>(p.gates.size()));
+    for (Eigen::Index t = 0; t < p.gates.size(); ++t)
+      gates[static_cast<std::size_t>(t)] = static_cast<double>(p.gates(t));
+    batch.T_len = static_cast<int>(p.n());
+    batch.d = static_cast<int>(p.d());
+    batch.dv = static_cast<int>(p.dv());
+    batch.q = q.data();
+    batch.k = k.data();
+    batch.v = v.data();
+    batch.gates = gates.empty() ? nullptr : gates.data();
+    batch.gamma = static_cast<double>(from_rational<T>(opt.gamma));
+    o.normalized = opt.normalized;
+    o.eps = static_cast<double>(from_rational<T>(opt.eps));
+    o.ridge = static_cast<double>(from_rational<T>(opt.ridge));
+    o.chunk = fused ? kFusedChunk : opt.chunk;
+    o.products = prec;
+    o.fused = fused;
+    o.state = opt.state;
+  }
+  // Runs f, with the device's errors in the registry's terms.
+  template <class F> void run(F&& f) const {
+    try {
+      f();
+    } catch (const NormalizerError& e) { throw NumericalError(e.what()); } catch (const std::invalid_argument& e) {
+      throw InputError(e.what());
+    }
+  }
+};
+
 // One sequence through the GPU form: Problem in, Run out, errors in the registry's terms.
 template <class T> Run<T> run_on_device(GpuOp op, Products prec, bool fused, const Problem<T>& p, const Options& opt,
                                         const NamedState<T>* init) {
   const Eigen::Index n = p.n(), d = p.d(), dv = p.dv();
   PassStates<T> in = to_pass_states<T>(op, init, d, dv);  // checks an initial state's parts and shapes
   if (n == 0) return {Mat<T>(0, dv), opt.state ? from_pass_states<T>(op, in, d, dv) : NamedState<T>{}};
-  const std::vector<T> q = row_major<T>(p.Q), k = row_major<T>(p.K), v = row_major<T>(p.V);
-  std::vector<double> gates(static_cast<std::size_t>(p.gates.size()));
-  for (Eigen::Index t = 0; t < p.gates.size(); ++t)
-    gates[static_cast<std::size_t>(t)] = static_cast<double>(p.gates(t));
-  Batch<T> batch;
-  batch.T_len = static_cast<int>(n);
-  batch.d = static_cast<int>(d);
-  batch.dv = static_cast<int>(dv);
-  batch.q = q.data();
-  batch.k = k.data();
-  batch.v = v.data();
-  batch.gates = gates.empty() ? nullptr : gates.data();
-  batch.gamma = static_cast<double>(from_rational<T>(opt.gamma));  // γ as this scalar holds it, as the CPU forms
-  ForwardOptions o;
-  o.normalized = opt.normalized;
-  o.eps = static_cast<double>(from_rational<T>(opt.eps));
-  o.ridge = static_cast<double>(from_rational<T>(opt.ridge));
-  o.chunk = fused ? kFusedChunk : opt.chunk;  // the fused kernels' tiles are cut for their own width
-  o.products = prec;
-  o.fused = fused;
-  o.state = opt.state;
+  const DeviceCall<T> call(prec, fused, p, opt);
   std::vector<T> out(static_cast<std::size_t>(n * dv));
   PassStates<T> fin;
-  try {
-    forward<T>(op, batch, o, init ? &in : nullptr, out.data(), &fin);
-  } catch (const NormalizerError& e) { throw NumericalError(e.what()); } catch (const std::invalid_argument& e) {
-    throw InputError(e.what());
-  }
+  call.run([&] { forward<T>(op, call.batch, call.o, init ? &in : nullptr, out.data(), &fin); });
   return {from_row_major<T>(out, n, dv), opt.state ? from_pass_states<T>(op, fin, d, dv) : NamedState<T>{}};
+}
+
+// The gradients of L = Σ_t ⟨dO_t, o_t⟩ through the same GPU form from the zero state (device.hpp's backward): ∂L/∂Q,
+// ∂L/∂K, ∂L/∂V, and ∂L/∂γ_t when the problem has gates (else empty).
+template <class T> struct DeviceGradients {
+  Mat<T> dQ, dK, dV;
+  ColVec<T> dgamma;
+};
+template <class T> DeviceGradients<T> gradients_on_device(GpuOp op, Products prec, bool fused, const Problem<T>& p,
+                                                          const Options& opt, const Mat<T>& dO) {
+  const Eigen::Index n = p.n(), d = p.d(), dv = p.dv();
+  if (dO.rows() != n || dO.cols() != dv) throw InputError("GPU backward: dO must be n x dv");
+  DeviceGradients<T> g{Mat<T>::Zero(n, d), Mat<T>::Zero(n, d), Mat<T>::Zero(n, dv), ColVec<T>::Zero(p.gates.size())};
+  if (n == 0) return g;
+  const DeviceCall<T> call(prec, fused, p, opt);
+  const std::vector<T> up = row_major<T>(dO);
+  std::vector<T> dq(static_cast<std::size_t>(n * d)), dk(dq.size()), dvv(static_cast<std::size_t>(n * dv)),
+      dg(call.gates.size());
+  call.run([&] {
+    backward<T>(op, call.batch, call.o, up.data(), dq.data(), dk.data(), dvv.data(), dg.empty() ? nullptr : dg.data());
+  });
+  g.dQ = from_row_major<T>(dq, n, d);
+  g.dK = from_row_major<T>(dk, n, d);
+  g.dV = from_row_major<T>(dvv, n, dv);
+  for (std::size_t t = 0; t < dg.size(); ++t) g.dgamma(static_cast<Eigen::Index>(t)) = dg[t];
+  return g;
 }
 
 }  // namespace hla::fast::cuda
