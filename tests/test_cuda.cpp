@@ -250,9 +250,9 @@ TEST_CASE("GPU forms: several sequences in one call, each its own", "[.][gpu]") 
 
 // The outside path: every GPU form answers `hla verify`'s battery through `hla exec-form` (the --exec protocol's
 // files, a kept process), forward and backward, and is judged as a kernel written elsewhere would be: exact cases
-// (dyadic and weak gates, every option group), random ones up to n = 160, n not a multiple of the chunk width, the
-// gradients dq, dk, dv (and dgamma with gates) against the exact ones within their bounds, at the precision its
-// products declare (fp32 / fp64 for ieee, tf32, bf16).
+// (dyadic and weak gates, every option group), random ones up to n = 100 (d = dv = 8), n not a multiple of the chunk
+// width, the gradients dq, dk, dv (and dgamma with gates) against the exact ones within their bounds, at the precision
+// its products declare (fp32 / fp64 for ieee, tf32, bf16); split and carried through the form's own state (ieee forms).
 TEST_CASE("GPU forms: hla verify through exec-form, forward and backward, every form", "[.][gpu]") {
   using verify::ext::Request;
   REQUIRE(cuda::device_available());
@@ -268,6 +268,7 @@ TEST_CASE("GPU forms: hla verify through exec-form, forward and backward, every 
     for (const bool dbl : {false, true}) {
       if (dbl && e.caps.products != Products::ieee) continue;
       for (const Setting& st : settings) {
+        if (st.state && e.caps.products != Products::ieee) continue;  // the carry is the pass's, whatever products
         Request req;
         req.op = e.op;
         req.dtype = dbl ? verify::ext::DType::float64 : verify::ext::DType::float32;
@@ -276,7 +277,8 @@ TEST_CASE("GPU forms: hla verify through exec-form, forward and backward, every 
         req.gates = st.gates;
         req.grad = st.grad;
         req.state = st.state;
-        req.max_n = 160;
+        req.max_n = 100;
+        req.d = req.dv = 8;
         req.opt.normalized = st.normalized;
         if (st.normalized) req.opt.eps = rational(1, 8);
         if (!st.gates) req.opt.gamma = rational(9, 10);
