@@ -448,6 +448,17 @@ template <class T> struct Forward {
     place(v, n_v, dv, Va, Vp, true);
   }
 
+  // A host batch: its inputs, and its gates or its fixed γ.
+  void upload(const Batch<T>& in) {
+    load(in.q, in.k, in.v, true);
+    if (in.gates)
+      check(cudaMemcpyAsync(gates.get(), in.gates, gates.size() * sizeof(double), cudaMemcpyHostToDevice,
+                            context().stream),
+            "gates");
+    else
+      log_gamma = std::log(in.gamma);
+  }
+
   void run(const T* state_in_device[3], bool have_state_in) {
     cudaStream_t st = context().stream;
     const long chunks = g.chunks();
@@ -764,12 +775,7 @@ template <class T> void run_forward(GpuOp op, const Batch<T>& in, const ForwardO
   std::lock_guard<std::mutex> hold(ctx.lock);
   cudaStream_t st = ctx.stream;
   Forward<T> f(op, in.seqs, in.T_len, in.d, in.dv, o, in.gates != nullptr);
-  f.load(in.q, in.k, in.v, true);
-  if (in.gates)
-    check(cudaMemcpyAsync(f.gates.get(), in.gates, f.gates.size() * sizeof(double), cudaMemcpyHostToDevice, st),
-          "gates");
-  else
-    f.log_gamma = std::log(in.gamma);
+  f.upload(in);
   const auto shapes = pass_state_shapes(op, in.d, in.dv);
   const T* xin[3] = {nullptr, nullptr, nullptr};
   if (state_in) {
@@ -822,12 +828,7 @@ template <class T> void run_backward(GpuOp op, const Batch<T>& in, const Forward
   std::lock_guard<std::mutex> hold(ctx.lock);
   cudaStream_t st = ctx.stream;
   Forward<T> f(op, in.seqs, in.T_len, in.d, in.dv, o, in.gates != nullptr);
-  f.load(in.q, in.k, in.v, true);
-  if (in.gates)
-    check(cudaMemcpyAsync(f.gates.get(), in.gates, f.gates.size() * sizeof(double), cudaMemcpyHostToDevice, st),
-          "gates");
-  else
-    f.log_gamma = std::log(in.gamma);
+  f.upload(in);
   const T* none[3] = {nullptr, nullptr, nullptr};
   f.run(none, false);
   if (f.normalizer_vanished()) throw NormalizerError("normalizer den_t + eps is exactly zero (GPU form)");
