@@ -17,9 +17,11 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <map>
 #include <mutex>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include "core/inputs.hpp"
 #include "core/limits.hpp"
@@ -37,6 +39,9 @@ using namespace hla::verify::ext;
 namespace {
 
 using DoubleArray = py::array_t<double, py::array::c_style | py::array::forcecast>;
+
+// The most cases one packed call holds (layout=): B = 3 batches of H = 4 heads.
+constexpr long kPackedCall = 12;
 
 // A Python number for γ, ε, λ: its exact value (every float is a dyadic rational); a string such as
 // "3/4" is parsed exactly.
@@ -224,17 +229,116 @@ std::vector<Outcome_> answer_round(const std::vector<Case_>& cases, double timeo
 // A Python callable as an implementation: fn(q, k, v, gamma=, normalized=, eps=, ridge=) -> o, or with
 // state=True fn(q, k, v, initial_state=dict | None, **options) -> (o, final_state dict). Whatever it raises
 // or returns wrongly is a finding of that case, never an exception out of verify().
+// With a packer (layout=: an op in fla's convention takes [B, T, H, K]), the round's cases that can share a call (the
+// same shapes, options and kinds of input: pack_key) go to packer(items, B, H) in calls of B × H cases (pack_shapes),
+// items being each case's (args, keywords) as fn would get them; it returns each case's answer as fn would, and the
+// case's Slot says where it sat. A case marked alone is called by itself.
 class CallableImplementation : public Implementation {
  public:
-  CallableImplementation(py::object fn, double timeout) : fn_(std::move(fn)), keywords_(fn_), timeout_(timeout) {}
+  CallableImplementation(py::object fn, double timeout, py::object packer = py::none())
+      : fn_(std::move(fn)), packer_(std::move(packer)), keywords_(fn_), timeout_(timeout) {}
 
   std::vector<Outcome> run(const std::vector<Case>& cases, const Request& req, RoundLog& log) override {
-    return answer_round<Outcome>(cases, timeout_, log, [&](const Case& c) { return one(c, req); });
+    if (packer_.is_none())
+      return answer_round<Outcome>(cases, timeout_, log, [&](const Case& c) { return one(c, req); });
+    // Each call is made when its first case comes up (answer_round goes case by case, under the time-out).
+    std::vector<std::vector<std::size_t>> calls;
+    std::vector<std::pair<std::size_t, std::size_t>> where(cases.size());  // case → (call, place in it)
+    std::vector<std::pair<long, long>> shapes;
+    std::map<std::string, std::vector<std::size_t>> groups;
+    std::vector<std::string> order;
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+      const std::string key = cases[i].alone ? "alone " + std::to_string(i) : pack_key(cases[i], req);
+      if (!groups.count(key)) order.push_back(key);
+      groups[key].push_back(i);
+    }
+    for (const std::string& key : order) {
+      const std::vector<std::size_t>& g = groups[key];
+      std::size_t next = 0;
+      for (const auto& [batch, heads] : pack_shapes(static_cast<long>(g.size()))) {
+        calls.emplace_back(g.begin() + static_cast<std::ptrdiff_t>(next),
+                           g.begin() + static_cast<std::ptrdiff_t>(next + static_cast<std::size_t>(batch * heads)));
+        shapes.push_back({batch, heads});
+        for (std::size_t j = 0; j < calls.back().size(); ++j) where[calls.back()[j]] = {calls.size() - 1, j};
+        next += static_cast<std::size_t>(batch * heads);
+      }
+    }
+    std::vector<std::vector<Outcome>> answered(calls.size());
+    return answer_round<Outcome>(cases, timeout_, log, [&](const Case& c) {
+      const auto [call, place] = where[static_cast<std::size_t>(&c - cases.data())];
+      if (answered[call].empty()) {
+        std::vector<const Case*> members;
+        for (std::size_t i : calls[call]) members.push_back(&cases[i]);
+        answered[call] = call_packed(members, shapes[call].first, shapes[call].second, req);
+      }
+      return answered[call][place];
+    });
   }
 
  private:
+  // Cases that one call can hold: the same n, d, dv and options, and the same kinds of input (gates, a state handed
+  // in, a state asked for, an upstream gradient).
+  static std::string pack_key(const Case& c, const Request& req) {
+    return fmt::format("{} {} {} {} {} {} {} {} {} {} {}", c.n(), c.in.Q.cols(), c.in.V.cols(),
+                       format_rational(c.opt.gamma), c.opt.normalized, format_rational(c.opt.eps),
+                       format_rational(c.opt.ridge), c.gamma.size() > 0, !c.state_in.parts.empty(),
+                       c.want_state && req.state, c.dO.size() > 0);
+  }
+
+  // The calls' (B, H) for `count` cases that can share them: B, H ≥ 2 wherever four or more are left (up to 3 × 4 =
+  // kPackedCall, so that a fault at a third batch or a fourth head shows), the rest in one call of 1 × r.
+  static std::vector<std::pair<long, long>> pack_shapes(long count) {
+    std::vector<std::pair<long, long>> out;
+    while (count >= 4) {
+      std::pair<long, long> best{2, 2};
+      for (long b = 2; b <= 3; ++b)
+        for (long h = 2; h <= 4; ++h)
+          if (b * h <= std::min(count, kPackedCall) && b * h >= best.first * best.second) best = {b, h};
+      out.push_back(best);
+      count -= best.first * best.second;
+    }
+    if (count > 0) out.push_back({1, count});
+    return out;
+  }
+
+  // One call of the packer for `members` (B × H of them, case i at (i / H, i % H)). What it raises is every member's
+  // finding; what it returns is read case by case.
+  std::vector<Outcome> call_packed(const std::vector<const Case*>& members, long batch, long heads,
+                                   const Request& req) {
+    const long id = calls_++;
+    std::vector<Outcome> out(members.size());
+    try {
+      py::list items;
+      for (const Case* c : members) {
+        auto [args, kw] = arguments(*c, req);
+        items.append(py::make_tuple(args, kw));
+      }
+      const py::list answers = packer_(items, batch, heads);
+      if (answers.size() != members.size())
+        throw InputError(fmt::format("the adapter returned {} answers for {} cases", answers.size(), members.size()));
+      for (std::size_t i = 0; i < members.size(); ++i) out[i] = outcome(*members[i], req, answers[i]);
+    } catch (py::error_already_set& e) {
+      const std::string m = raised(e);
+      for (Outcome& o : out) o = failed(m);
+    } catch (const std::exception& e) {
+      for (Outcome& o : out) o = failed(e.what());
+    }
+    for (std::size_t i = 0; i < out.size(); ++i)
+      out[i].slot = {id, static_cast<long>(i) / heads, static_cast<long>(i) % heads, batch, heads};
+    return out;
+  }
+
   Outcome one(const Case& c, const Request& req) {
-    Outcome o;
+    try {
+      auto [args, kw] = arguments(c, req);
+      return outcome(c, req, fn_(*args, **kw));
+    } catch (py::error_already_set& e) { return failed(raised(e)); } catch (const std::exception& e) {
+      return failed(e.what());
+    }
+  }
+
+  // fn's arguments for a case: (q, k, v[, do]) and its keywords (the options, gates, initial_state).
+  std::pair<py::tuple, py::dict> arguments(const Case& c, const Request& req) const {
     const bool f32 = req.dtype == DType::float32;
     auto arr = [&](const Mat<double>& m) -> py::object {
       py::array_t<double> a = to_numpy(m);
@@ -242,84 +346,76 @@ class CallableImplementation : public Implementation {
     };
     auto value = [&](const rational& r) { return round_to(req.dtype, from_rational<double>(r)); };
     py::dict kw;
-    try {
-      // with gates=True, gamma is the case's per-token gates, a 1-D array of the dtype
-      if (req.gates)
-        keywords_.pass(kw, "gamma", arr(Mat<double>(c.gamma)).attr("reshape")(-1), false);
-      else
-        keywords_.pass(kw, "gamma", py::float_(value(c.opt.gamma)), c.opt.gamma == 1);
-      keywords_.pass(kw, "normalized", py::bool_(c.opt.normalized), !c.opt.normalized);
-      keywords_.pass(kw, "eps", py::float_(value(c.opt.eps)), c.opt.eps == 0);
-      keywords_.pass(kw, "ridge", py::float_(value(c.opt.ridge)), c.opt.ridge == 0);
-      py::object result;
-      std::vector<py::object> args{arr(c.in.Q), arr(c.in.K), arr(c.in.V)};
-      if (req.grad) args.push_back(arr(c.dO));
-      auto call = [&]() {
-        py::tuple a(args.size());
-        for (std::size_t i = 0; i < args.size(); ++i) a[i] = args[i];
-        return fn_(*a, **kw);
-      };
-      // With grad=True the function returns (o, dq, dk, dv[, final_state]); the gradients follow o. With gates=True
-      // too it may return dgamma (∂L/∂γ, shape (n,)) after dv: (o, dq, dk, dv, dgamma[, final_state]).
-      std::size_t lead = req.grad ? 4 : 1;
-      auto read_gradients = [&](const py::tuple& t) {
-        if (!req.grad) return;
-        const Eigen::Index n = c.n(), d = c.in.Q.cols(), dv = c.in.V.cols();
-        o.dQ = read_array(t[1], req, n, d, "dq", false);
-        o.dK = read_array(t[2], req, n, d, "dk", false);
-        o.dV = read_array(t[3], req, n, dv, "dv", false);
-        if (lead == 5) o.dgamma = read_array(t[4], req, n, 1, "dgamma", true);
-      };
-      // the tuple's length says whether dgamma is there: one more than without it
-      auto with_dgamma = [&](const py::tuple& t, std::size_t without) {
-        if (req.grad && req.gates && t.size() == without + 1) lead = 5;
-      };
-      if (req.state) {
-        py::object init = py::none();
-        if (!c.state_in.parts.empty()) {
-          py::dict d;
-          const std::vector<PartShape> layout = state_layout(req.op, c.in.Q.cols(), c.in.V.cols());
-          for (const auto& [name, m] : c.state_in.parts) {
-            py::object a = arr(m);
-            const bool vector = std::any_of(layout.begin(), layout.end(),
-                                            [&](const PartShape& p) { return p.name == name && p.vector; });
-            d[py::str(name)] = vector ? py::object(a.attr("reshape")(m.rows())) : a;
-          }
-          init = d;
+    // with gates=True, gamma is the case's per-token gates, a 1-D array of the dtype
+    if (req.gates)
+      keywords_.pass(kw, "gamma", arr(Mat<double>(c.gamma)).attr("reshape")(-1), false);
+    else
+      keywords_.pass(kw, "gamma", py::float_(value(c.opt.gamma)), c.opt.gamma == 1);
+    keywords_.pass(kw, "normalized", py::bool_(c.opt.normalized), !c.opt.normalized);
+    keywords_.pass(kw, "eps", py::float_(value(c.opt.eps)), c.opt.eps == 0);
+    keywords_.pass(kw, "ridge", py::float_(value(c.opt.ridge)), c.opt.ridge == 0);
+    if (req.state) {
+      py::object init = py::none();
+      if (!c.state_in.parts.empty()) {
+        py::dict d;
+        const std::vector<PartShape> layout = state_layout(req.op, c.in.Q.cols(), c.in.V.cols());
+        for (const auto& [name, m] : c.state_in.parts) {
+          py::object a = arr(m);
+          const bool vector =
+              std::any_of(layout.begin(), layout.end(), [&](const PartShape& p) { return p.name == name && p.vector; });
+          d[py::str(name)] = vector ? py::object(a.attr("reshape")(m.rows())) : a;
         }
-        keywords_.pass(kw, "initial_state", init, false);
-        result = call();
+        init = d;
+      }
+      keywords_.pass(kw, "initial_state", init, false);
+    }
+    py::tuple args(req.grad ? 4 : 3);
+    args[0] = arr(c.in.Q);
+    args[1] = arr(c.in.K);
+    args[2] = arr(c.in.V);
+    if (req.grad) args[3] = arr(c.dO);
+    return {args, kw};
+  }
+
+  // What fn returned for a case, read and checked: o, or with grad=True (o, dq, dk, dv) — with gates=True dgamma
+  // (∂L/∂γ, shape (n,)) may follow dv —, and with state=True final_state last.
+  Outcome outcome(const Case& c, const Request& req, const py::object& result) const {
+    Outcome o;
+    try {
+      const Eigen::Index n = c.n(), d = c.in.Q.cols(), dv = c.in.V.cols();
+      if (!req.grad && !req.state) {
+        o.O = read_array(result, req, n, dv, "o", false);
+      } else {
         py::tuple t = result.cast<py::tuple>();
-        with_dgamma(t, lead + 1);
-        if (t.size() != lead + 1)
-          throw InputError(
-              req.grad ? req.gates ? "with state=True, grad=True, gates=True the function must return (o, dq, dk, dv[, "
-                                     "dgamma], final_state)"
-                                   : "with state=True, grad=True the function must return (o, dq, dk, dv, final_state)"
-                       : "with state=True the function must return (o, final_state)");
-        o.O = read_array(t[0], req, c.n(), c.in.V.cols(), "o", false);
-        read_gradients(t);
-        if (c.want_state) {
-          py::dict st = t[lead].cast<py::dict>();
-          for (const PartShape& p : state_layout(req.op, c.in.Q.cols(), c.in.V.cols())) {
+        const std::size_t lead = req.grad ? 4 : 1, more = req.state ? 1 : 0;
+        // the tuple's length says whether dgamma is there: one more than without it
+        const bool dgamma = req.grad && req.gates && t.size() == lead + more + 1;
+        if (t.size() != lead + more + (dgamma ? 1 : 0))
+          throw InputError(req.grad && req.state
+                               ? req.gates ? "with state=True, grad=True, gates=True the function must return (o, dq, "
+                                             "dk, dv[, dgamma], final_state)"
+                                           : "with state=True, grad=True the function must return (o, dq, dk, dv, "
+                                             "final_state)"
+                           : req.grad ? req.gates
+                                            ? "with grad=True, gates=True the function must return (o, dq, dk, dv[, "
+                                              "dgamma])"
+                                            : "with grad=True the function must return (o, dq, dk, dv)"
+                                      : "with state=True the function must return (o, final_state)");
+        o.O = read_array(t[0], req, n, dv, "o", false);
+        if (req.grad) {
+          o.dQ = read_array(t[1], req, n, d, "dq", false);
+          o.dK = read_array(t[2], req, n, d, "dk", false);
+          o.dV = read_array(t[3], req, n, dv, "dv", false);
+          if (dgamma) o.dgamma = read_array(t[4], req, n, 1, "dgamma", true);
+        }
+        if (req.state && c.want_state) {
+          py::dict st = t[t.size() - 1].cast<py::dict>();
+          for (const PartShape& p : state_layout(req.op, d, dv)) {
             if (!st.contains(p.name)) throw InputError("final_state has no part '" + p.name + "'");
             o.state_out.parts.emplace_back(
                 p.name, read_array(st[py::str(p.name)], req, p.rows, p.cols, "final_state['" + p.name + "']",
                                    p.vector || p.cols == 1));
           }
-        }
-      } else {
-        result = call();
-        if (req.grad) {
-          py::tuple t = result.cast<py::tuple>();
-          with_dgamma(t, 4);
-          if (t.size() != lead)
-            throw InputError(req.gates ? "with grad=True, gates=True the function must return (o, dq, dk, dv[, dgamma])"
-                                       : "with grad=True the function must return (o, dq, dk, dv)");
-          o.O = read_array(t[0], req, c.n(), c.in.V.cols(), "o", false);
-          read_gradients(t);
-        } else {
-          o.O = read_array(result, req, c.n(), c.in.V.cols(), "o", false);
         }
       }
       o.error = check_returned_output(c, o.O);
@@ -367,9 +463,16 @@ class CallableImplementation : public Implementation {
     return to_matrix(d, what);
   }
 
-  py::object fn_;
+  static Outcome failed(std::string error) {
+    Outcome o;
+    o.error = std::move(error);
+    return o;
+  }
+
+  py::object fn_, packer_;
   Keywords keywords_;
   double timeout_;
+  long calls_ = 0;  // packed calls made so far (a Slot's call)
 };
 
 // The report as Python objects; a non-UTF-8 byte in it (a function's message) becomes U+FFFD (io/files.hpp).
@@ -377,7 +480,9 @@ py::object to_python(const nlohmann::json& j) { return py::module_::import("json
 
 // fla's calling convention (fla-org/flash-linear-attention: every op takes torch tensors [B, T, H, K] — or head-first
 // [B, H, T, K] — on the device, a `scale` on the queries, `initial_state` / `output_final_state` tuples, and returns
-// (o, final_state)), turned into the battery's: one case in batch 0, head 0. Written in Python, run once per verify().
+// (o, final_state)), turned into the battery's. Written in Python, run once per verify(); it returns a signature
+// (the keywords the harness passes each case) and pack(items, B, H), which calls fn once for B × H cases, case i at
+// (b, h) = (i // H, i % H), and returns each case's answer.
 //   scale      passed as `scale=` when fn names it: 1.0 unless declared, so that the op computes SPEC's operator; a
 //              declared scale s is undone by handing fn q / s (exact when s is a power of two)
 //   options    `normalized` as `normalize` or `normalized`, `eps`, `ridge`, as fn names them (an option fn does not
@@ -403,63 +508,84 @@ def fla_adapter(fn, parts, layout, scale, device, state):
     except (TypeError, ValueError):
         names = every
 
-    def to4(x):
-        t = torch.from_numpy(np.ascontiguousarray(x)).to(dev)
-        return t[None, :, None, :] if layout == "bthk" else t[None, None, :, :]
+    def signature(q, k, v, gamma=1.0, normalized=False, eps=0.0, ridge=0.0, initial_state=None):
+        raise AssertionError("every call goes through pack")
 
-    def from4(t):
-        t = t.detach().to("cpu")
-        return (t[0, :, 0, :] if layout == "bthk" else t[0, 0, :, :]).numpy()
+    def put(xs, B, H):  # per-case arrays [T, ...] -> [B, T, H, ...] (bthk) or [B, H, T, ...]
+        t = torch.from_numpy(np.ascontiguousarray(np.stack(xs)))
+        t = t.reshape(B, H, *t.shape[1:])
+        return (t.transpose(1, 2) if layout == "bthk" else t).contiguous().to(dev)
 
-    def call(q, k, v, gamma=1.0, normalized=False, eps=0.0, ridge=0.0, initial_state=None):
-        kw = {}
+    def take(o, B, H):  # the inverse of put, checked
+        if o.dim() != 4 or (o.shape[0], o.shape[2 if layout == "bthk" else 1]) != (B, H):
+            want = "[B, T, H, V]" if layout == "bthk" else "[B, H, T, V]"
+            raise ValueError(f"o has shape {tuple(o.shape)}, expected {want} with B = {B}, H = {H}")
+        o = o.detach().to("cpu")
+        o = o.transpose(1, 2) if layout == "bthk" else o
+        return [o[i // H, i % H].numpy() for i in range(B * H)]
+
+    def pack(items, B, H):
+        kws = [kw for _, kw in items]
+        shared = [{n: x for n, x in kw.items() if n not in ("gamma", "initial_state")} for kw in kws]
+        if any(s != shared[0] for s in shared):
+            raise ValueError("the cases of one call have different options")
+        kw = dict(shared[0])
+        q = [a[0] for a, _ in items]
+        opts = {}
         if "scale" in names:
             s = 1.0 if scale is None else float(scale)
-            kw["scale"] = s
-            q = q / q.dtype.type(s) if s != 1.0 else q
+            opts["scale"] = s
+            q = [x / x.dtype.type(s) for x in q] if s != 1.0 else q
         elif scale is not None:
             raise TypeError("scale declared, but the function takes no 'scale'")
         norm = "normalize" if "normalize" in names else "normalized" if "normalized" in names else None
-        for name, value, neutral in ((norm, normalized, False), ("eps", eps, 0.0), ("ridge", ridge, 0.0)):
+        for name, value, neutral in ((norm, kw.get("normalized", False), False), ("eps", kw.get("eps", 0.0), 0.0),
+                                     ("ridge", kw.get("ridge", 0.0), 0.0)):
             if name in names:
-                kw[name] = value
+                opts[name] = value
             elif value != neutral:
                 raise TypeError(f"the function takes no keyword for this option (value {value!r})")
-        if np.ndim(gamma) == 1:
-            g = torch.from_numpy(np.ascontiguousarray(gamma)).to(dev)
-            g = g[None, :, None] if layout == "bthk" else g[None, None, :]
+        gammas = [x.get("gamma", 1.0) for x in kws]
+        if np.ndim(gammas[0]) == 1:
+            g = put(gammas, B, H)  # [B, T, H] or [B, H, T]
             if "g" in names:
-                kw["g"] = torch.log(g)
+                opts["g"] = torch.log(g)
             elif "gamma" in names:
-                kw["gamma"] = g
+                opts["gamma"] = g
             else:
                 raise TypeError("gates=True, but the function takes no 'g' (log-gates) or 'gamma'")
-        elif gamma != 1.0:
+        elif any(x != 1.0 for x in gammas):
             raise TypeError("a decay gamma, but the function takes no gates")
         if state:
-            kw["output_final_state"] = True
-            if initial_state is not None:
-                kw["initial_state"] = tuple(torch.from_numpy(np.ascontiguousarray(initial_state[p]))[None, None].to(dev)
-                                            for p in parts)
-        out = fn(to4(q), to4(k), to4(v), **kw)
+            opts["output_final_state"] = True
+            if kws[0].get("initial_state") is not None:
+                inits = [x["initial_state"] for x in kws]
+                opts["initial_state"] = tuple(
+                    torch.from_numpy(np.stack([st[p] for st in inits])).reshape(B, H, *inits[0][p].shape).to(dev)
+                    for p in parts)
+        out = fn(put(q, B, H), put([a[1] for a, _ in items], B, H), put([a[2] for a, _ in items], B, H), **opts)
         o, final = out if isinstance(out, tuple) else (out, None)
+        os = take(o, B, H)
         if not state:
-            return from4(o)
+            return os
         if final is None or len(final) != len(parts):
             raise ValueError(f"final_state must be a tuple of the {len(parts)} parts {parts}")
-        return from4(o), {p: x.detach().to("cpu")[0, 0].numpy() for p, x in zip(parts, final)}
+        finals = [[x.detach().to("cpu")[i // H, i % H].numpy() for x in final] for i in range(B * H)]
+        return [(os[i], dict(zip(parts, finals[i]))) for i in range(B * H)]
 
-    return call
+    return signature, pack
 )python";
 // clang-format on
 
-py::object fla_adapter(py::object fn, const std::string& op, const std::string& layout, const py::object& scale,
-                       const std::string& device, bool state) {
+// The adapter's (signature, pack) for fn (kFlaAdapter).
+std::pair<py::object, py::object> fla_adapter(py::object fn, const std::string& op, const std::string& layout,
+                                              const py::object& scale, const std::string& device, bool state) {
   py::dict scope;
   py::exec(kFlaAdapter, scope);
   py::list parts;
   for (const PartShape& p : state_layout(op, 2, 3)) parts.append(p.name);
-  return scope["fla_adapter"](fn, py::tuple(parts), layout, scale, device, state);
+  const py::tuple both = scope["fla_adapter"](fn, py::tuple(parts), layout, scale, device, state);
+  return {both[0], both[1]};
 }
 
 py::object verify_callable(py::object fn, const std::string& op, const py::object& gamma, bool normalized,
@@ -470,9 +596,10 @@ py::object verify_callable(py::object fn, const std::string& op, const py::objec
                            const py::object& scale, const std::string& device) {
   if (!PyCallable_Check(fn.ptr())) throw InputError("verify: fn must be callable");
   check_thread_environment();
+  py::object packer = py::none();
   if (!layout.empty()) {
     if (grad) throw InputError("verify: layout= (fla's convention) takes no grad=True yet");
-    fn = fla_adapter(fn, op, layout, scale, device, state);
+    std::tie(fn, packer) = fla_adapter(fn, op, layout, scale, device, state);
   } else if (!scale.is_none() || !device.empty()) {
     throw InputError("verify: scale= and device= go with layout= (fla's calling convention)");
   }
@@ -492,7 +619,8 @@ py::object verify_callable(py::object fn, const std::string& op, const py::objec
   req.gates = gates;
   req.gate_lo = gate_range.first;
   req.gate_hi = gate_range.second;
-  CallableImplementation impl(fn, checked_timeout(timeout));
+  if (!packer.is_none()) req.per_shape = kPackedCall;  // a full call of 3 × 4 cases for every short shape
+  CallableImplementation impl(fn, checked_timeout(timeout), packer);
   BatteryOptions bo;
   bo.shrink_rounds = shrink_rounds;
   bo.diagnose = diagnose;

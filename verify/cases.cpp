@@ -484,10 +484,11 @@ std::vector<PartShape> state_layout(const std::string& op, Eigen::Index d, Eigen
 // Long cases (n > 16) keep every gate ≤ 49/64: the bound's abs operator takes the fixed γ̄ ≥ every gate (abs_options),
 // and γ̄ < 1 keeps long exact cases within the magnitude limit with normalizers clear of 0; at n ≤ 16 the γ̄ = 1 of
 // a gate 1 costs nothing (the base group's γ = 1 cases are as long).
-ColVec<double> exact_gates(Eigen::Index n) {
+ColVec<double> exact_gates(Eigen::Index n, int variant) {
   static const double values[] = {0.25, 0.5625, 0.765625};
   ColVec<double> g(n);
-  for (Eigen::Index t = 0; t < n; ++t) g(t) = n <= 16 && (t == 7 || t == 13) ? 1.0 : values[(t * 5 + t / 7) % 3];
+  for (Eigen::Index t = 0; t < n; ++t)
+    g(t) = n <= 16 && (t == 7 || t == 13) ? 1.0 : values[(t * 5 + t / 7 + variant) % 3];
   return g;
 }
 
@@ -545,24 +546,30 @@ std::vector<Case> make_cases(const Request& r) {
   if (r.d > 3 || r.dv > 3) shapes.insert(shapes.end(), {{9, r.d, r.dv}, {70, r.d, r.dv}});
   shapes = constrained(r, shapes);
   std::uint64_t seed = r.seed * 1000003ULL;
+  // (per_shape: several cases of a short shape for an implementation that packs them into one call)
+  auto copies = [&](Eigen::Index n) {
+    return r.per_shape > 1 && n >= 4 && n <= 11 ? static_cast<int>(r.per_shape) : 1;
+  };
   for (const Group& g : exact_groups(r)) {
     for (const Shape& s : shapes) {
-      Case c;
-      c.kind = CaseKind::exact;
-      c.group = g.name;
-      c.opt = g.opt;
-      if (r.grad && g.opt.normalized && g.opt.eps == 0) {
-        // Normalized without ε, den_t ≥ 1 needs a dense first column of the inputs (positive_denominator_problem),
-        // and the denominator's gradients then grow like n²: past a few dozen tokens no case fits the magnitude
-        // limit. Those lengths are left to the random cases; the shorter exact ones stay.
-        try {
+      for (int copy = 0; copy < copies(s.n); ++copy) {
+        Case c;
+        c.kind = CaseKind::exact;
+        c.group = g.name;
+        c.opt = g.opt;
+        if (r.grad && g.opt.normalized && g.opt.eps == 0) {
+          // Normalized without ε, den_t ≥ 1 needs a dense first column of the inputs (positive_denominator_problem),
+          // and the denominator's gradients then grow like n²: past a few dozen tokens no case fits the magnitude
+          // limit. Those lengths are left to the random cases; the shorter exact ones stay.
+          try {
+            c.in = exact_problem(r, s, g.opt, ++seed, &c.dO);
+          } catch (const NoExactCase&) { continue; }
+        } else {
           c.in = exact_problem(r, s, g.opt, ++seed, &c.dO);
-        } catch (const NoExactCase&) { continue; }
-      } else {
-        c.in = exact_problem(r, s, g.opt, ++seed, &c.dO);
+        }
+        if (r.gates) c.gamma = exact_gates(s.n, copy);
+        add(std::move(c));
       }
-      if (r.gates) c.gamma = exact_gates(s.n);
-      add(std::move(c));
     }
   }
   // With gates, weak ones too (weak_gates): per chunk width w the hint considers (4 … 256), a case spanning at least
