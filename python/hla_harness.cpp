@@ -230,9 +230,10 @@ std::vector<Outcome_> answer_round(const std::vector<Case_>& cases, double timeo
 // state=True fn(q, k, v, initial_state=dict | None, **options) -> (o, final_state dict). Whatever it raises
 // or returns wrongly is a finding of that case, never an exception out of verify().
 // With a packer (layout=: an op in fla's convention takes [B, T, H, K]), the round's cases that can share a call (the
-// same shapes, options and kinds of input: pack_key) go to packer(items, B, H) in calls of B × H cases (pack_shapes),
-// items being each case's (args, keywords) as fn would get them; it returns each case's answer as fn would, and the
-// case's Slot says where it sat. A case marked alone is called by itself.
+// same shapes, options and kinds of input: pack_key) go to packer(items, B, H, G) in calls of B × H cases
+// (pack_shapes), items being each case's (args, keywords) as fn would get them; it returns each case's answer as fn
+// would, and the case's Slot says where it sat. A case marked alone is called by itself. G > 1 (GQA): each run of G
+// heads shares its keys, values and gates (Request::shared_kv), which go in once, as one key/value head.
 class CallableImplementation : public Implementation {
  public:
   CallableImplementation(py::object fn, double timeout, py::object packer = py::none())
@@ -255,7 +256,7 @@ class CallableImplementation : public Implementation {
     for (const std::string& key : order) {
       const std::vector<std::size_t>& g = groups[key];
       std::size_t next = 0;
-      for (const auto& [batch, heads] : pack_shapes(static_cast<long>(g.size()))) {
+      for (const auto& [batch, heads] : pack_shapes(static_cast<long>(g.size()), req.shared_kv)) {
         calls.emplace_back(g.begin() + static_cast<std::ptrdiff_t>(next),
                            g.begin() + static_cast<std::ptrdiff_t>(next + static_cast<std::size_t>(batch * heads)));
         shapes.push_back({batch, heads});
@@ -286,9 +287,11 @@ class CallableImplementation : public Implementation {
   }
 
   // The calls' (B, H) for `count` cases that can share them: B, H ≥ 2 wherever four or more are left (up to 3 × 4 =
-  // kPackedCall, so that a fault at a third batch or a fourth head shows), the rest in one call of 1 × r.
-  static std::vector<std::pair<long, long>> pack_shapes(long count) {
+  // kPackedCall, so that a fault at a third batch or a fourth head shows), the rest in one call of 1 × r. With GQA
+  // (runs of `shared` cases sharing keys and values), 2 × 2·shared: two key/value heads in each of two batches.
+  static std::vector<std::pair<long, long>> pack_shapes(long count, long shared) {
     std::vector<std::pair<long, long>> out;
+    for (; shared > 1 && count >= 4 * shared; count -= 4 * shared) out.push_back({2, 2 * shared});
     while (count >= 4) {
       std::pair<long, long> best{2, 2};
       for (long b = 2; b <= 3; ++b)
@@ -302,10 +305,16 @@ class CallableImplementation : public Implementation {
   }
 
   // One call of the packer for `members` (B × H of them, case i at (i / H, i % H)). What it raises is every member's
-  // finding; what it returns is read case by case.
+  // finding; what it returns is read case by case. The heads come in runs of G = req.shared_kv that share one
+  // key/value head where every run's cases have the same keys, values and gates; else G = 1.
   std::vector<Outcome> call_packed(const std::vector<const Case*>& members, long batch, long heads,
                                    const Request& req) {
     const long id = calls_++;
+    long groups = heads % req.shared_kv == 0 ? req.shared_kv : 1;
+    for (std::size_t i = 0; i < members.size() && groups > 1; ++i) {
+      const Case &c = *members[i], &lead = *members[i - i % static_cast<std::size_t>(groups)];
+      if (c.in.K != lead.in.K || c.in.V != lead.in.V || c.gamma != lead.gamma) groups = 1;
+    }
     std::vector<Outcome> out(members.size());
     try {
       py::list items;
@@ -313,7 +322,7 @@ class CallableImplementation : public Implementation {
         auto [args, kw] = arguments(*c, req);
         items.append(py::make_tuple(args, kw));
       }
-      const py::list answers = packer_(items, batch, heads);
+      const py::list answers = packer_(items, batch, heads, groups);
       if (answers.size() != members.size())
         throw InputError(fmt::format("the adapter returned {} answers for {} cases", answers.size(), members.size()));
       for (std::size_t i = 0; i < members.size(); ++i) out[i] = outcome(*members[i], req, answers[i]);
@@ -324,7 +333,7 @@ class CallableImplementation : public Implementation {
       for (Outcome& o : out) o = failed(e.what());
     }
     for (std::size_t i = 0; i < out.size(); ++i)
-      out[i].slot = {id, static_cast<long>(i) / heads, static_cast<long>(i) % heads, batch, heads};
+      out[i].slot = {id, static_cast<long>(i) / heads, static_cast<long>(i) % heads, batch, heads, groups};
     return out;
   }
 
@@ -524,7 +533,7 @@ def fla_adapter(fn, parts, layout, scale, device, state):
         o = o.transpose(1, 2) if layout == "bthk" else o
         return [o[i // H, i % H].numpy() for i in range(B * H)]
 
-    def pack(items, B, H):
+    def pack(items, B, H, G):
         kws = [kw for _, kw in items]
         shared = [{n: x for n, x in kw.items() if n not in ("gamma", "initial_state")} for kw in kws]
         if any(s != shared[0] for s in shared):
@@ -563,7 +572,8 @@ def fla_adapter(fn, parts, layout, scale, device, state):
                 opts["initial_state"] = tuple(
                     torch.from_numpy(np.stack([st[p] for st in inits])).reshape(B, H, *inits[0][p].shape).to(dev)
                     for p in parts)
-        out = fn(put(q, B, H), put([a[1] for a, _ in items], B, H), put([a[2] for a, _ in items], B, H), **opts)
+        kv = items[::G]  # GQA: each run of G query heads reads one key/value head (h // G)
+        out = fn(put(q, B, H), put([a[1] for a, _ in kv], B, H // G), put([a[2] for a, _ in kv], B, H // G), **opts)
         o, final = out if isinstance(out, tuple) else (out, None)
         os = take(o, B, H)
         if not state:
@@ -593,8 +603,10 @@ py::object verify_callable(py::object fn, const std::string& op, const py::objec
                            long max_n, long d, long dv, std::uint64_t seed, int shrink_rounds, bool diagnose,
                            bool fixed_d, long n_multiple, const std::string& precision, bool grad, double timeout,
                            bool gates, std::pair<double, double> gate_range, const std::string& layout,
-                           const py::object& scale, const std::string& device) {
+                           const py::object& scale, const std::string& device, long gqa) {
   if (!PyCallable_Check(fn.ptr())) throw InputError("verify: fn must be callable");
+  if (gqa < 1 || gqa > 8) throw InputError("verify: gqa (query heads per key/value head) must be 1 to 8");
+  if (gqa > 1 && layout.empty()) throw InputError("verify: gqa= goes with layout= (fla's calling convention)");
   check_thread_environment();
   py::object packer = py::none();
   if (!layout.empty()) {
@@ -619,7 +631,9 @@ py::object verify_callable(py::object fn, const std::string& op, const py::objec
   req.gates = gates;
   req.gate_lo = gate_range.first;
   req.gate_hi = gate_range.second;
-  if (!packer.is_none()) req.per_shape = kPackedCall;  // a full call of 3 × 4 cases for every short shape
+  // a full call for every short shape: 3 × 4 cases, or with GQA 2 batches of 2 key/value heads of gqa query heads
+  if (!packer.is_none()) req.per_shape = gqa == 1 ? kPackedCall : 4 * gqa;
+  req.shared_kv = gqa;
   CallableImplementation impl(fn, checked_timeout(timeout), packer);
   BatteryOptions bo;
   bo.shrink_rounds = shrink_rounds;
@@ -755,7 +769,7 @@ PYBIND11_MODULE(hla_harness, m) {
         py::arg("shrink_rounds") = 8, py::arg("diagnose") = true, py::arg("fixed_d") = false, py::arg("n_multiple") = 1,
         py::arg("precision") = "", py::arg("grad") = false, py::arg("timeout") = 300.0, py::arg("gates") = false,
         py::arg("gate_range") = std::pair<double, double>(0.8, 1.0), py::arg("layout") = "",
-        py::arg("scale") = py::none(), py::arg("device") = "",
+        py::arg("scale") = py::none(), py::arg("device") = "", py::arg("gqa") = 1,
         "Runs the `hla verify` battery on fn(q, k, v, gamma=, normalized=, eps=, ridge=) -> o (NumPy in and out; "
         "with state=True: fn(q, k, v, initial_state=dict|None, **options) -> (o, final_state dict); with grad=True "
         "fn(q, k, v, do, **options) -> (o, dq, dk, dv), with both (o, dq, dk, dv, final_state); with gates=True "
@@ -771,7 +785,8 @@ PYBIND11_MODULE(hla_harness, m) {
         "time-out. KeyboardInterrupt (Ctrl-C) inside fn stops the battery. layout='bthk' or 'bhtk': fn in fla's "
         "convention, fn(q, k, v, scale=, normalize=, eps=, ridge=, g=, initial_state=tuple, output_final_state=) "
         "-> (o, final_state), torch tensors [B, T, H, K] (or head-first) on device (default: CUDA when present, "
-        "else the CPU); scale= declares the scale fn applies to q (passed as 1.0 when not declared).");
+        "else the CPU); scale= declares the scale fn applies to q (passed as 1.0 when not declared); gqa=G: fn takes "
+        "G query heads per key/value head (q [B, T, G*H, K], k and v [B, T, H, ...]).");
   m.def("verify_combine", &verify_combine, py::arg("segment"), py::arg("combine"), py::arg("op"), py::kw_only(),
         py::arg("gamma") = 1.0, py::arg("dtype") = "float64", py::arg("parts") = py::none(), py::arg("d") = 16,
         py::arg("dv") = 16, py::arg("seed") = 1, py::arg("timeout") = 300.0,

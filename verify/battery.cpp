@@ -1158,6 +1158,7 @@ class ForwardBattery {
     struct Placed {
       std::size_t i;
       std::optional<std::size_t> returned;  // the case of the same call whose output it holds
+      std::optional<std::size_t> read;      // GQA: the lead case of the key/value head it read instead of its own
     };
     std::vector<Placed> placed;
     std::set<long> heads, batches;
@@ -1166,7 +1167,7 @@ class ForwardBattery {
       if (proves_difference(alone[a], check_case(alone[a], got[a], req_)) || !got[a].error.empty()) continue;
       const std::size_t i = wrong[a];
       const Slot& s = outs_[i].slot;
-      Placed p{i, std::nullopt};
+      Placed p{i, std::nullopt, std::nullopt};
       for (std::size_t j = 0; j < cases_.size() && !p.returned; ++j) {
         const Case& other = cases_[j];
         if (j == i || outs_[j].slot.call != s.call || other.expected.rows() != outs_[i].O.rows() ||
@@ -1175,6 +1176,7 @@ class ForwardBattery {
         const MatrixCheck k = check_matrix(other.expected, other.bound, other.format_bound, outs_[i].O);
         if (!k.mismatch() && k.max_ref > 0) p.returned = j;
       }
+      if (!p.returned && s.kv_group > 1) p.read = other_kv_head(i);
       if (p.returned) {
         const Slot& r = outs_[*p.returned].slot;
         mixed_heads = mixed_heads || (r.b == s.b && r.h != s.h);
@@ -1198,7 +1200,23 @@ class ForwardBattery {
                                       c.name, s.b, s.h, s.batch, s.heads, c.n());
     std::string key, what;
     const bool any_mixed = std::any_of(placed.begin(), placed.end(), [](const Placed& p) { return !!p.returned; });
-    if (any_mixed) {
+    const auto misread = std::find_if(placed.begin(), placed.end(), [](const Placed& p) { return !!p.read; });
+    if (!any_mixed && misread != placed.end()) {
+      key = "layout:kv-heads-mixed";
+      const Slot &at = outs_[misread->i].slot, &kv = outs_[*misread->read].slot;
+      const long heads_kv = at.heads / at.kv_group;
+      const bool tiled = std::all_of(placed.begin(), placed.end(), [&](const Placed& p) {
+        const Slot& a = outs_[p.i].slot;
+        return p.read && outs_[*p.read].slot.h / a.kv_group == a.h % (a.heads / a.kv_group);
+      });
+      what = fmt::format(
+          "GQA: a query head read another key/value head's keys and values (query head {} of {} read "
+          "key/value head {} of {}, not h // {} = {}){}",
+          at.h, at.heads, kv.h / at.kv_group, heads_kv, at.kv_group, at.h / at.kv_group,
+          tiled ? ": every such query head h read key/value head h % H_kv, the key/value heads tiled "
+                  "(repeat) where they are interleaved (repeat_interleave)"
+                : "");
+    } else if (any_mixed) {
       key = mixed_heads && mixed_batches ? "layout:slots-mixed"
             : mixed_heads                ? "layout:heads-mixed"
                                          : "layout:batches-mixed";
@@ -1232,6 +1250,26 @@ class ForwardBattery {
                                                     what, placed.size(), wrong.size(), example)},
                         {"claim", ""},
                         {"cases", static_cast<int>(placed.size())}});
+  }
+
+  // GQA: the lead case of another key/value head of case i's call and batch whose keys and values give i's output (SPEC
+  // on i's queries with them), if one does. Cases that start from a given state are not tried.
+  std::optional<std::size_t> other_kv_head(std::size_t i) const {
+    const Slot& s = outs_[i].slot;
+    if (!cases_[i].state_in.parts.empty()) return std::nullopt;
+    for (std::size_t j = 0; j < cases_.size(); ++j) {
+      const Slot& o = outs_[j].slot;
+      if (o.call != s.call || o.b != s.b || o.h % s.kv_group != 0 || o.h / s.kv_group == s.h / s.kv_group) continue;
+      Case t = cases_[i];
+      t.in.K = cases_[j].in.K;
+      t.in.V = cases_[j].in.V;
+      t.gamma = cases_[j].gamma;
+      try {
+        compute_expected(t, req_);
+      } catch (const std::exception&) { continue; }
+      if (!check_matrix(t.expected, t.bound, t.format_bound, outs_[i].O).mismatch()) return j;
+    }
+    return std::nullopt;
   }
 
   // Every exact case is right: the state mistakes of the catalogue, or a note that nothing was compared.

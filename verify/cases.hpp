@@ -79,6 +79,9 @@ struct Request {
   // exact shapes (4 to 11 tokens) then get this many cases each, drawn apart (with gates, their exact gates relabelled
   // per case). 1: one each.
   long per_shape = 1;
+  // GQA (several query heads reading one key/value head): those copies come in runs of this many that share their
+  // keys, values and gates, a different query each, so that a packed call's key/value head serves that many cases.
+  long shared_kv = 1;
 };
 // The shapes under the request's constraints (lengths rounded up to n_multiple, widths fixed), repeats dropped.
 std::vector<Shape> constrained(const Request& r, std::vector<Shape> shapes);

@@ -15,10 +15,11 @@ namespace hla::verify::ext {
 // answer is not a protocol failure but a wrong value, judged with the rest.
 // Where a case went when the implementation packed a round's cases into batched calls (python/hla_harness.cpp,
 // layout=: fla's ops take [B, T, H, K]): the call (numbered over the battery), its batch and head counts, and the
-// case's (b, h) in it. A case called alone, or by an implementation that does not pack, has batch = heads = 1.
+// case's (b, h) in it; with GQA, kv_group query heads share one key/value head (h // kv_group). A case called alone,
+// or by an implementation that does not pack, has batch = heads = 1.
 struct Slot {
   long call = -1;
-  long b = 0, h = 0, batch = 1, heads = 1;
+  long b = 0, h = 0, batch = 1, heads = 1, kv_group = 1;
   bool packed() const { return batch * heads > 1; }
 };
 

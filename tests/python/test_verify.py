@@ -891,6 +891,35 @@ class FlaStyleOps(unittest.TestCase):
                 self.assertEqual(keys(r), [key], r["summary"])
                 self.assertIn(text, r["summary"])
 
+    def test_gqa(self):
+        """GQA (gqa=2: q [B, T, 2H, K], k and v [B, T, H, ...]): each query head is a case of its own, its key/value
+        head shared with the next query head's, judged against SPEC; key/value heads tiled where they are interleaved
+        (query head h reading key/value head h % H, a common GQA bug) is named."""
+        import fla_style_hla2
+        import hla_harness
+        shapes = set()
+
+        def gqa(q, k, v, tiled=False, **kw):
+            G = q.shape[2] // k.shape[2]
+            shapes.add((q.shape[0], q.shape[2], k.shape[2], v.shape[2]))
+            k, v = (x.repeat(1, 1, G, 1) if tiled else x.repeat_interleave(G, 2) for x in (k, v))
+            return fla_style_hla2.hla2_bthk(q, k, v, **kw)
+
+        def right(q, k, v, scale=None, normalize=False, eps=1e-6, initial_state=None, output_final_state=False):
+            return gqa(q, k, v, scale=scale, normalize=normalize, eps=eps, initial_state=initial_state,
+                       output_final_state=output_final_state)
+
+        r = hla_harness.verify(right, "hla2", layout="bthk", gqa=2, max_n=33, d=3, dv=2, state=True, normalized=True,
+                               eps=0.25)
+        self.assertEqual(r["verdict"], "computes", r["summary"])
+        self.assertIn((2, 4, 2, 2), shapes)
+        r = hla_harness.verify(functools.partial(gqa, tiled=True), "hla2", layout="bthk", gqa=2, max_n=33, d=3, dv=2)
+        self.assertEqual(r["verdict"], "differs", r["summary"])
+        self.assertEqual(keys(r), ["layout:kv-heads-mixed"], r["summary"])
+        self.assertIn("key/value heads tiled (repeat)", r["summary"])
+        with self.assertRaises(ValueError):
+            hla_harness.verify(right, "hla2", gqa=2)  # gqa= goes with layout=
+
     def test_gated_op_packed(self):
         """Gates (fla's log-gates g, [B, T, H]) and states packed per case: a gated linear attention in fla's
         convention computes; one that gives every head head 0's gates is named."""
