@@ -517,21 +517,21 @@ def fla_adapter(fn, parts, layout, scale, device, state):
     except (TypeError, ValueError):
         names = every
 
-    def signature(q, k, v, gamma=1.0, normalized=False, eps=0.0, ridge=0.0, initial_state=None):
+    def signature(q, k, v, do=None, gamma=1.0, normalized=False, eps=0.0, ridge=0.0, initial_state=None):
         raise AssertionError("every call goes through pack")
 
-    def put(xs, B, H):  # per-case arrays [T, ...] -> [B, T, H, ...] (bthk) or [B, H, T, ...]
+    def put(xs, B, H, grad=False):  # per-case arrays [T, ...] -> [B, T, H, ...] (bthk) or [B, H, T, ...]
         t = torch.from_numpy(np.ascontiguousarray(np.stack(xs)))
         t = t.reshape(B, H, *t.shape[1:])
-        return (t.transpose(1, 2) if layout == "bthk" else t).contiguous().to(dev)
+        return (t.transpose(1, 2) if layout == "bthk" else t).contiguous().to(dev).requires_grad_(grad)
 
-    def take(o, B, H):  # the inverse of put, checked
-        if o.dim() != 4 or (o.shape[0], o.shape[2 if layout == "bthk" else 1]) != (B, H):
-            want = "[B, T, H, V]" if layout == "bthk" else "[B, H, T, V]"
-            raise ValueError(f"o has shape {tuple(o.shape)}, expected {want} with B = {B}, H = {H}")
-        o = o.detach().to("cpu")
-        o = o.transpose(1, 2) if layout == "bthk" else o
-        return [o[i // H, i % H].numpy() for i in range(B * H)]
+    def take(t, B, H, what="o"):  # the inverse of put, checked: [B, T, H, ...] -> per-case arrays
+        if t.dim() < 3 or (t.shape[0], t.shape[2 if layout == "bthk" else 1]) != (B, H):
+            want = "[B, T, H, ...]" if layout == "bthk" else "[B, H, T, ...]"
+            raise ValueError(f"{what} has shape {tuple(t.shape)}, expected {want} with B = {B}, H = {H}")
+        t = t.detach().to("cpu")
+        t = t.transpose(1, 2) if layout == "bthk" else t
+        return [t[i // H, i % H].numpy() for i in range(B * H)]
 
     def pack(items, B, H, G):
         kws = [kw for _, kw in items]
@@ -539,12 +539,16 @@ def fla_adapter(fn, parts, layout, scale, device, state):
         if any(s != shared[0] for s in shared):
             raise ValueError("the cases of one call have different options")
         kw = dict(shared[0])
-        q = [a[0] for a, _ in items]
-        opts = {}
+        grad = len(items[0][0]) == 4  # (q, k, v, do)
+        kv = items[::G]  # GQA: each run of G query heads reads one key/value head (h // G)
+        q = put([a[0] for a, _ in items], B, H, grad)
+        k = put([a[1] for a, _ in kv], B, H // G, grad)
+        v = put([a[2] for a, _ in kv], B, H // G, grad)
+        leaves, opts = [q, k, v], {}
         if "scale" in names:
             s = 1.0 if scale is None else float(scale)
             opts["scale"] = s
-            q = [x / x.dtype.type(s) for x in q] if s != 1.0 else q
+            q = q / s if s != 1.0 else q
         elif scale is not None:
             raise TypeError("scale declared, but the function takes no 'scale'")
         norm = "normalize" if "normalize" in names else "normalized" if "normalized" in names else None
@@ -556,7 +560,8 @@ def fla_adapter(fn, parts, layout, scale, device, state):
                 raise TypeError(f"the function takes no keyword for this option (value {value!r})")
         gammas = [x.get("gamma", 1.0) for x in kws]
         if np.ndim(gammas[0]) == 1:
-            g = put(gammas, B, H)  # [B, T, H] or [B, H, T]
+            g = put(gammas, B, H, grad)  # [B, T, H] or [B, H, T]
+            leaves.append(g)
             if "g" in names:
                 opts["g"] = torch.log(g)
             elif "gamma" in names:
@@ -572,16 +577,35 @@ def fla_adapter(fn, parts, layout, scale, device, state):
                 opts["initial_state"] = tuple(
                     torch.from_numpy(np.stack([st[p] for st in inits])).reshape(B, H, *inits[0][p].shape).to(dev)
                     for p in parts)
-        kv = items[::G]  # GQA: each run of G query heads reads one key/value head (h // G)
-        out = fn(put(q, B, H), put([a[1] for a, _ in kv], B, H // G), put([a[2] for a, _ in kv], B, H // G), **opts)
+        out = fn(q, k, v, **opts)
         o, final = out if isinstance(out, tuple) else (out, None)
-        os = take(o, B, H)
-        if not state:
-            return os
-        if final is None or len(final) != len(parts):
-            raise ValueError(f"final_state must be a tuple of the {len(parts)} parts {parts}")
-        finals = [[x.detach().to("cpu")[i // H, i % H].numpy() for x in final] for i in range(B * H)]
-        return [(os[i], dict(zip(parts, finals[i]))) for i in range(B * H)]
+        answers = [[x] for x in take(o, B, H)]
+        if grad:
+            # L = sum <do, o>. With GQA a key/value head's gradient sums over its G query heads: one backward per
+            # r < G, with do kept at the query heads h = r (mod G) alone, gives each case its own dk, dv.
+            do = put([a[3] for a, _ in items], B, H)
+            heads = torch.arange(H, device=dev) % G
+            grads = [None] * (B * H)
+            for r in range(G):
+                mask = (heads == r).to(do.dtype)
+                mask = mask[None, None, :, None] if layout == "bthk" else mask[None, :, None, None]
+                got = torch.autograd.grad(o, leaves, do * mask, retain_graph=r < G - 1, allow_unused=True)
+                # an input autograd did not reach (the op ignores it) has the zero gradient
+                got = [torch.zeros_like(x) if d is None else d for x, d in zip(leaves, got)]
+                per = [take(x, B, H if j in (0, 3) else H // G, what) for j, (x, what) in
+                       enumerate(zip(got, ("dq", "dk", "dv", "dgamma")))]
+                for i in range(B * H):
+                    if i % G == r:
+                        j = i // G
+                        grads[i] = [per[0][i], per[1][j], per[2][j]] + ([per[3][i]] if len(per) > 3 else [])
+            for i in range(B * H):
+                answers[i] += grads[i]
+        if state:
+            if final is None or len(final) != len(parts):
+                raise ValueError(f"final_state must be a tuple of the {len(parts)} parts {parts}")
+            for i in range(B * H):
+                answers[i].append({p: x.detach().to("cpu")[i // H, i % H].numpy() for p, x in zip(parts, final)})
+        return [x[0] if len(x) == 1 else tuple(x) for x in answers]
 
     return signature, pack
 )python";
@@ -610,7 +634,6 @@ py::object verify_callable(py::object fn, const std::string& op, const py::objec
   check_thread_environment();
   py::object packer = py::none();
   if (!layout.empty()) {
-    if (grad) throw InputError("verify: layout= (fla's convention) takes no grad=True yet");
     std::tie(fn, packer) = fla_adapter(fn, op, layout, scale, device, state);
   } else if (!scale.is_none() || !device.empty()) {
     throw InputError("verify: scale= and device= go with layout= (fla's calling convention)");

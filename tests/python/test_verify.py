@@ -920,6 +920,38 @@ class FlaStyleOps(unittest.TestCase):
         with self.assertRaises(ValueError):
             hla_harness.verify(right, "hla2", gqa=2)  # gqa= goes with layout=
 
+    def test_gradients_through_the_adapter(self):
+        """grad=True with layout=: the op's autograd gradients of L = sum <do, o>, per case of a packed call (with GQA
+        one backward per query head of a key/value head), held to the exact gradients; a backward that drops dk
+        differs in dk alone."""
+        import fla_style_hla2
+        import hla_harness
+        import torch
+        op = fla_style_hla2.hla2_bthk
+
+        def gqa(q, k, v, scale=None, ridge=0.0, initial_state=None, output_final_state=False):
+            G = q.shape[2] // k.shape[2]
+            return op(q, k.repeat_interleave(G, 2), v.repeat_interleave(G, 2), scale=scale, ridge=ridge,
+                      initial_state=initial_state, output_final_state=output_final_state)
+
+        class NoKeyGradient(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return x.clone()
+
+            @staticmethod
+            def backward(ctx, g):
+                return torch.zeros_like(g)
+
+        for fn, more in ((op, {"normalized": True, "eps": 0.25}), (gqa, {"gqa": 2, "ridge": 0.5})):
+            with self.subTest(**more):
+                r = hla_harness.verify(fn, "hla2", layout="bthk", grad=True, max_n=16, d=3, dv=2, **more)
+                self.assertEqual(r["verdict"], "computes", r["summary"])
+        r = hla_harness.verify(lambda q, k, v: op(q, NoKeyGradient.apply(k), v, scale=1.0), "hla2", layout="bthk",
+                               grad=True, max_n=16, d=3, dv=2, shrink_rounds=1, diagnose=False)
+        self.assertEqual(r["verdict"], "differs", r["summary"])
+        self.assertEqual(r["outputs"], {"o": "computes", "dq": "computes", "dk": "differs", "dv": "computes"})
+
     def test_gated_op_packed(self):
         """Gates (fla's log-gates g, [B, T, H]) and states packed per case: a gated linear attention in fla's
         convention computes; one that gives every head head 0's gates is named."""
