@@ -952,6 +952,28 @@ class FlaStyleOps(unittest.TestCase):
         self.assertEqual(r["verdict"], "differs", r["summary"])
         self.assertEqual(r["outputs"], {"o": "computes", "dq": "computes", "dk": "differs", "dv": "computes"})
 
+    def test_command_line_adapter(self):
+        """`hla verify --layout bthk --exec FILE.py:FUNCTION`: the module's adapter from the command line, with its
+        options (--gqa, --scale), exit codes and --json report."""
+        impls = os.path.join(ROOT, "tests", "verify_impls", "fla_impls.py")
+        small = ["--max-n", "33", "--d", "3", "--dv", "2", "--python", PY]
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "report.json")
+            code, r, text = run_with_report([HLA, "verify", "--layout", "bthk", "--gqa", "2", "--normalized", "--eps",
+                                             "1/4", "--exec", impls + ":gqa", "--json", out, *small], out, 300)
+            self.assertEqual((code, r["verdict"]), (0, "computes"), text)
+            self.assertEqual(r["command"], impls + ":gqa")
+            os.remove(out)
+            code, r, text = run_with_report([HLA, "verify", "--layout", "bthk", "--exec", impls + ":heads_rolled",
+                                             "--json", out, *small], out, 300)
+            self.assertEqual((code, r["verdict"]), (1, "differs"), text)
+            self.assertIn("layout:heads-mixed", keys(r), text)
+        for args in (["--layout", "bthk", "--exec", impls + ":nothing", *small],  # no such function
+                     ["--layout", "bthk", "--exec", impls + ":gqa", "--keep", *small],
+                     ["--scale", "2", "--exec", "true"]):  # --scale goes with --layout
+            p = subprocess.run([HLA, "verify", *args], capture_output=True, text=True, timeout=120)
+            self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
+
     def test_gated_op_packed(self):
         """Gates (fla's log-gates g, [B, T, H]) and states packed per case: a gated linear attention in fla's
         convention computes; one that gives every head head 0's gates is named."""
