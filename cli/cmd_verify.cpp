@@ -3,9 +3,14 @@
 //   hla verify --op hla2 --gamma 0.99 --normalized --eps 1e-6 --dtype float64 --exec "python3 my_hla.py"
 //   hla verify --op hla2 --gamma 0.99 --q q.npy --k k.npy --v v.npy --o o.npy      (outputs you already have)
 //   hla verify --op hla2 --list-state --d 4 --dv 3                                 (the state's parts)
+//   hla verify --op hla2 --layout bthk --exec my_ops.py:recurrent_hla               (an op in fla's convention)
 // Exit codes: 0 computes, 1 differs or lower-precision, 2 bad input or a protocol error.
 #include <fmt/core.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -34,6 +39,8 @@ struct VerifyArgs {
        list_state = false, quiet = false, calibrate = false, fixed_d = false, gates = false, fresh_process = false;
   long n_multiple = 1;
   std::string exec, json_file, q, k, v, o, npz, parts, gamma_npy, gate_range = "0.8,1";
+  std::string layout, scale, device, python = "python3";  // --layout: an op in fla's calling convention
+  long gqa = 1;
   long max_n = 512, d = 16, dv = 16;
   std::uint64_t seed = 1;
   double timeout = 300;
@@ -149,6 +156,113 @@ void refuse_battery_options(const VerifyArgs& a) {
         refused);
 }
 
+// --layout: the battery of hla_harness.verify(fn, op, layout=...) (python/hla_harness.cpp: several cases per call,
+// GQA, gradients through autograd) on a function in fla's calling convention, FILE.py:FUNCTION or MODULE:FUNCTION,
+// in a Python process that imports the module from this build (build/python beside build/bin). The options are the
+// command's own, passed as verify()'s keywords; the report comes back as JSON, and is printed and written as any.
+// clang-format off
+constexpr const char* kFlaVerify = R"python(
+import importlib
+import importlib.util
+import json
+import os
+import sys
+
+
+def fail(message):
+    print("hla verify: " + message, file=sys.stderr)
+    sys.exit(2)
+
+
+spec, kwargs, out = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
+where, _, name = spec.rpartition(":")
+if not where or not name:
+    fail(f"with --layout, --exec takes FILE.py:FUNCTION or MODULE:FUNCTION, not {spec!r}")
+try:
+    if where.endswith(".py"):
+        sys.path.insert(0, os.path.dirname(os.path.abspath(where)))
+        found = importlib.util.spec_from_file_location(os.path.splitext(os.path.basename(where))[0], where)
+        module = importlib.util.module_from_spec(found)
+        found.loader.exec_module(module)
+    else:
+        module = importlib.import_module(where)
+    fn = module
+    for part in name.split("."):
+        fn = getattr(fn, part)
+except Exception as e:
+    fail(f"cannot load {spec}: {e!r}")
+import hla_harness  # noqa: E402
+try:
+    report = hla_harness.verify(fn, **kwargs)
+except ValueError as e:
+    fail(str(e))
+with open(out, "w") as f:
+    json.dump(report, f)
+)python";
+// clang-format on
+
+int run_fla_style(const VerifyArgs& a, const Request& req) {
+  std::string refused;
+  for (const char* name : {"--keep", "--fresh-process", "--combine", "--calibrate", "--parts"})
+    if (a.given.count(name)) refused += std::string(refused.empty() ? "" : ", ") + name;
+  if (!a.o.empty() || !a.npz.empty()) refused += std::string(refused.empty() ? "" : ", ") + "file mode";
+  if (!refused.empty()) throw InputError("--layout runs an fla-style function through the module; refused: " + refused);
+  if (a.exec.empty()) throw InputError("--layout needs --exec FILE.py:FUNCTION (or MODULE:FUNCTION)");
+  const fs::path module_dir = fs::canonical("/proc/self/exe").parent_path().parent_path() / "python";
+  bool built = false;
+  if (fs::is_directory(module_dir))
+    for (const auto& e : fs::directory_iterator(module_dir))
+      built = built || e.path().filename().string().rfind("hla_harness", 0) == 0;
+  if (!built) throw InputError("--layout needs the Python module hla_harness, built into " + module_dir.string());
+  nlohmann::json kw = {{"op", req.op},
+                       {"gamma", a.gamma},
+                       {"normalized", a.normalized},
+                       {"eps", a.eps},
+                       {"ridge", a.ridge},
+                       {"dtype", a.dtype},
+                       {"state", a.state},
+                       {"grad", a.grad},
+                       {"max_n", a.max_n},
+                       {"d", a.d},
+                       {"dv", a.dv},
+                       {"seed", a.seed},
+                       {"shrink_rounds", a.shrink_rounds},
+                       {"diagnose", !a.no_diagnose},
+                       {"fixed_d", a.fixed_d},
+                       {"n_multiple", a.n_multiple},
+                       {"precision", a.precision},
+                       {"timeout", checked_timeout(a.timeout)},
+                       {"gates", a.gates},
+                       {"gate_range", {req.gate_lo, req.gate_hi}},
+                       {"layout", a.layout},
+                       {"device", a.device},
+                       {"gqa", a.gqa}};
+  kw["scale"] = a.scale.empty() ? nlohmann::json(nullptr)
+                                : nlohmann::json(from_rational<double>(parse_rational(a.scale, "--scale")));
+  TempDir tmp("hla-verify-layout");
+  const std::string out = (tmp.path() / "report.json").string(), args = kw.dump();
+  const char* old = std::getenv("PYTHONPATH");
+  setenv("PYTHONPATH", (module_dir.string() + (old && *old ? ":" + std::string(old) : "")).c_str(), 1);
+  const pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error("--layout: fork failed");
+  if (pid == 0) {
+    execlp(a.python.c_str(), a.python.c_str(), "-c", kFlaVerify, a.exec.c_str(), args.c_str(), out.c_str(),
+           static_cast<char*>(nullptr));
+    std::perror(("hla verify: --python " + a.python).c_str());
+    _exit(2);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  if (!fs::exists(out)) return WIFEXITED(status) && WEXITSTATUS(status) != 0 ? WEXITSTATUS(status) : 2;
+  std::ifstream in(out);
+  nlohmann::json report = nlohmann::json::parse(in);
+  report["command"] = a.exec;
+  if (!a.json_file.empty()) write_json(a.json_file, report);
+  fmt::print("{}", report["summary"].get<std::string>());
+  return exit_code_for(parse_verdict(report["verdict"].get<std::string>()));
+}
+
 int run_verify(const VerifyArgs& a) {
   if (!a.json_file.empty()) check_writable(a.json_file, "--json");  // before the battery, not after it
   Request req = request_of(a);
@@ -182,6 +296,9 @@ int run_verify(const VerifyArgs& a) {
                  p.vector ? fmt::format("({},)", p.rows) : fmt::format("({}, {})", p.rows, p.cols));
     return 0;
   }
+  if (!a.layout.empty()) return run_fla_style(a, req);
+  for (const char* name : {"--scale", "--gqa", "--device", "--python"})
+    if (a.given.count(name)) throw InputError(std::string(name) + " goes with --layout (an op in fla's convention)");
   if (a.calibrate) {
     const nlohmann::json c = calibration(req.op, req.opt, req.max_n, req.d, req.dv, a.quiet ? nullptr : &std::cerr);
     if (!a.json_file.empty()) write_json(a.json_file, c);
@@ -259,6 +376,14 @@ const CommandRegistrar verify_registrar([](CLI::App& app) {
                   "command started as: CMD DIR; one that answers DIR on fd 3 (HLA_VERIFY_REPLY_FD) is kept and gets "
                   "later rounds' DIR on fd 4 (HLA_VERIFY_ROUND_FD), one that exits is started again "
                   "(examples/protocol.py answers)");
+  sub->add_option("--layout", a->layout,
+                  "bthk | bhtk: --exec names FILE.py:FUNCTION (or MODULE:FUNCTION), an op in fla's calling convention "
+                  "(torch tensors [B, T, H, K] or head-first, scale, g, initial_state tuple), run through the Python "
+                  "module's adapter: several cases per call, GQA, gradients by autograd");
+  sub->add_option("--scale", a->scale, "with --layout: the scale the op is called with (default: 1, SPEC's operator)");
+  sub->add_option("--gqa", a->gqa, "with --layout: query heads per key/value head (default 1)");
+  sub->add_option("--device", a->device, "with --layout: the tensors' device (default: cuda when torch has it)");
+  sub->add_option("--python", a->python, "with --layout: the Python that runs the op (default python3)");
   sub->add_flag("--fresh-process", a->fresh_process,
                 "start the command afresh for every round (no fds 3 and 4), nothing kept between rounds");
   sub->add_flag("--state", a->state, "the implementation takes state_in/ and writes state_out/ (split-and-carry)");

@@ -17,9 +17,11 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <map>
 #include <mutex>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include "core/inputs.hpp"
 #include "core/limits.hpp"
@@ -37,6 +39,9 @@ using namespace hla::verify::ext;
 namespace {
 
 using DoubleArray = py::array_t<double, py::array::c_style | py::array::forcecast>;
+
+// The most cases one packed call holds (layout=): B = 3 batches of H = 4 heads.
+constexpr long kPackedCall = 12;
 
 // A Python number for γ, ε, λ: its exact value (every float is a dyadic rational); a string such as
 // "3/4" is parsed exactly.
@@ -224,17 +229,125 @@ std::vector<Outcome_> answer_round(const std::vector<Case_>& cases, double timeo
 // A Python callable as an implementation: fn(q, k, v, gamma=, normalized=, eps=, ridge=) -> o, or with
 // state=True fn(q, k, v, initial_state=dict | None, **options) -> (o, final_state dict). Whatever it raises
 // or returns wrongly is a finding of that case, never an exception out of verify().
+// With a packer (layout=: an op in fla's convention takes [B, T, H, K]), the round's cases that can share a call (the
+// same shapes, options and kinds of input: pack_key) go to packer(items, B, H, G) in calls of B × H cases
+// (pack_shapes), items being each case's (args, keywords) as fn would get them; it returns each case's answer as fn
+// would, and the case's Slot says where it sat. A case marked alone is called by itself. G > 1 (GQA): each run of G
+// heads shares its keys, values and gates (Request::shared_kv), which go in once, as one key/value head.
 class CallableImplementation : public Implementation {
  public:
-  CallableImplementation(py::object fn, double timeout) : fn_(std::move(fn)), keywords_(fn_), timeout_(timeout) {}
+  CallableImplementation(py::object fn, double timeout, py::object packer = py::none())
+      : fn_(std::move(fn)), packer_(std::move(packer)), keywords_(fn_), timeout_(timeout) {}
 
   std::vector<Outcome> run(const std::vector<Case>& cases, const Request& req, RoundLog& log) override {
-    return answer_round<Outcome>(cases, timeout_, log, [&](const Case& c) { return one(c, req); });
+    if (packer_.is_none())
+      return answer_round<Outcome>(cases, timeout_, log, [&](const Case& c) { return one(c, req); });
+    // Each call is made when its first case comes up (answer_round goes case by case, under the time-out).
+    std::vector<std::vector<std::size_t>> calls;
+    std::vector<std::pair<std::size_t, std::size_t>> where(cases.size());  // case → (call, place in it)
+    std::vector<std::pair<long, long>> shapes;
+    std::map<std::string, std::vector<std::size_t>> groups;
+    std::vector<std::string> order;
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+      const std::string key = cases[i].alone ? "alone " + std::to_string(i) : pack_key(cases[i], req);
+      if (!groups.count(key)) order.push_back(key);
+      groups[key].push_back(i);
+    }
+    for (const std::string& key : order) {
+      const std::vector<std::size_t>& g = groups[key];
+      std::size_t next = 0;
+      for (const auto& [batch, heads] : pack_shapes(static_cast<long>(g.size()), req.shared_kv)) {
+        calls.emplace_back(g.begin() + static_cast<std::ptrdiff_t>(next),
+                           g.begin() + static_cast<std::ptrdiff_t>(next + static_cast<std::size_t>(batch * heads)));
+        shapes.push_back({batch, heads});
+        for (std::size_t j = 0; j < calls.back().size(); ++j) where[calls.back()[j]] = {calls.size() - 1, j};
+        next += static_cast<std::size_t>(batch * heads);
+      }
+    }
+    std::vector<std::vector<Outcome>> answered(calls.size());
+    return answer_round<Outcome>(cases, timeout_, log, [&](const Case& c) {
+      const auto [call, place] = where[static_cast<std::size_t>(&c - cases.data())];
+      if (answered[call].empty()) {
+        std::vector<const Case*> members;
+        for (std::size_t i : calls[call]) members.push_back(&cases[i]);
+        answered[call] = call_packed(members, shapes[call].first, shapes[call].second, req);
+      }
+      return answered[call][place];
+    });
   }
 
  private:
+  // Cases that one call can hold: the same n, d, dv and options, and the same kinds of input (gates, a state handed
+  // in, a state asked for, an upstream gradient).
+  static std::string pack_key(const Case& c, const Request& req) {
+    return fmt::format("{} {} {} {} {} {} {} {} {} {} {}", c.n(), c.in.Q.cols(), c.in.V.cols(),
+                       format_rational(c.opt.gamma), c.opt.normalized, format_rational(c.opt.eps),
+                       format_rational(c.opt.ridge), c.gamma.size() > 0, !c.state_in.parts.empty(),
+                       c.want_state && req.state, c.dO.size() > 0);
+  }
+
+  // The calls' (B, H) for `count` cases that can share them: B, H ≥ 2 wherever four or more are left (up to 3 × 4 =
+  // kPackedCall, so that a fault at a third batch or a fourth head shows), the rest in one call of 1 × r. With GQA
+  // (runs of `shared` cases sharing keys and values), 2 × 2·shared: two key/value heads in each of two batches.
+  static std::vector<std::pair<long, long>> pack_shapes(long count, long shared) {
+    std::vector<std::pair<long, long>> out;
+    for (; shared > 1 && count >= 4 * shared; count -= 4 * shared) out.push_back({2, 2 * shared});
+    while (count >= 4) {
+      std::pair<long, long> best{2, 2};
+      for (long b = 2; b <= 3; ++b)
+        for (long h = 2; h <= 4; ++h)
+          if (b * h <= std::min(count, kPackedCall) && b * h >= best.first * best.second) best = {b, h};
+      out.push_back(best);
+      count -= best.first * best.second;
+    }
+    if (count > 0) out.push_back({1, count});
+    return out;
+  }
+
+  // One call of the packer for `members` (B × H of them, case i at (i / H, i % H)). What it raises is every member's
+  // finding; what it returns is read case by case. The heads come in runs of G = req.shared_kv that share one
+  // key/value head where every run's cases have the same keys, values and gates; else G = 1.
+  std::vector<Outcome> call_packed(const std::vector<const Case*>& members, long batch, long heads,
+                                   const Request& req) {
+    const long id = calls_++;
+    long groups = heads % req.shared_kv == 0 ? req.shared_kv : 1;
+    for (std::size_t i = 0; i < members.size() && groups > 1; ++i) {
+      const Case &c = *members[i], &lead = *members[i - i % static_cast<std::size_t>(groups)];
+      if (c.in.K != lead.in.K || c.in.V != lead.in.V || c.gamma != lead.gamma) groups = 1;
+    }
+    std::vector<Outcome> out(members.size());
+    try {
+      py::list items;
+      for (const Case* c : members) {
+        auto [args, kw] = arguments(*c, req);
+        items.append(py::make_tuple(args, kw));
+      }
+      const py::list answers = packer_(items, batch, heads, groups);
+      if (answers.size() != members.size())
+        throw InputError(fmt::format("the adapter returned {} answers for {} cases", answers.size(), members.size()));
+      for (std::size_t i = 0; i < members.size(); ++i) out[i] = outcome(*members[i], req, answers[i]);
+    } catch (py::error_already_set& e) {
+      const std::string m = raised(e);
+      for (Outcome& o : out) o = failed(m);
+    } catch (const std::exception& e) {
+      for (Outcome& o : out) o = failed(e.what());
+    }
+    for (std::size_t i = 0; i < out.size(); ++i)
+      out[i].slot = {id, static_cast<long>(i) / heads, static_cast<long>(i) % heads, batch, heads, groups};
+    return out;
+  }
+
   Outcome one(const Case& c, const Request& req) {
-    Outcome o;
+    try {
+      auto [args, kw] = arguments(c, req);
+      return outcome(c, req, fn_(*args, **kw));
+    } catch (py::error_already_set& e) { return failed(raised(e)); } catch (const std::exception& e) {
+      return failed(e.what());
+    }
+  }
+
+  // fn's arguments for a case: (q, k, v[, do]) and its keywords (the options, gates, initial_state).
+  std::pair<py::tuple, py::dict> arguments(const Case& c, const Request& req) const {
     const bool f32 = req.dtype == DType::float32;
     auto arr = [&](const Mat<double>& m) -> py::object {
       py::array_t<double> a = to_numpy(m);
@@ -242,84 +355,76 @@ class CallableImplementation : public Implementation {
     };
     auto value = [&](const rational& r) { return round_to(req.dtype, from_rational<double>(r)); };
     py::dict kw;
-    try {
-      // with gates=True, gamma is the case's per-token gates, a 1-D array of the dtype
-      if (req.gates)
-        keywords_.pass(kw, "gamma", arr(Mat<double>(c.gamma)).attr("reshape")(-1), false);
-      else
-        keywords_.pass(kw, "gamma", py::float_(value(c.opt.gamma)), c.opt.gamma == 1);
-      keywords_.pass(kw, "normalized", py::bool_(c.opt.normalized), !c.opt.normalized);
-      keywords_.pass(kw, "eps", py::float_(value(c.opt.eps)), c.opt.eps == 0);
-      keywords_.pass(kw, "ridge", py::float_(value(c.opt.ridge)), c.opt.ridge == 0);
-      py::object result;
-      std::vector<py::object> args{arr(c.in.Q), arr(c.in.K), arr(c.in.V)};
-      if (req.grad) args.push_back(arr(c.dO));
-      auto call = [&]() {
-        py::tuple a(args.size());
-        for (std::size_t i = 0; i < args.size(); ++i) a[i] = args[i];
-        return fn_(*a, **kw);
-      };
-      // With grad=True the function returns (o, dq, dk, dv[, final_state]); the gradients follow o. With gates=True
-      // too it may return dgamma (∂L/∂γ, shape (n,)) after dv: (o, dq, dk, dv, dgamma[, final_state]).
-      std::size_t lead = req.grad ? 4 : 1;
-      auto read_gradients = [&](const py::tuple& t) {
-        if (!req.grad) return;
-        const Eigen::Index n = c.n(), d = c.in.Q.cols(), dv = c.in.V.cols();
-        o.dQ = read_array(t[1], req, n, d, "dq", false);
-        o.dK = read_array(t[2], req, n, d, "dk", false);
-        o.dV = read_array(t[3], req, n, dv, "dv", false);
-        if (lead == 5) o.dgamma = read_array(t[4], req, n, 1, "dgamma", true);
-      };
-      // the tuple's length says whether dgamma is there: one more than without it
-      auto with_dgamma = [&](const py::tuple& t, std::size_t without) {
-        if (req.grad && req.gates && t.size() == without + 1) lead = 5;
-      };
-      if (req.state) {
-        py::object init = py::none();
-        if (!c.state_in.parts.empty()) {
-          py::dict d;
-          const std::vector<PartShape> layout = state_layout(req.op, c.in.Q.cols(), c.in.V.cols());
-          for (const auto& [name, m] : c.state_in.parts) {
-            py::object a = arr(m);
-            const bool vector = std::any_of(layout.begin(), layout.end(),
-                                            [&](const PartShape& p) { return p.name == name && p.vector; });
-            d[py::str(name)] = vector ? py::object(a.attr("reshape")(m.rows())) : a;
-          }
-          init = d;
+    // with gates=True, gamma is the case's per-token gates, a 1-D array of the dtype
+    if (req.gates)
+      keywords_.pass(kw, "gamma", arr(Mat<double>(c.gamma)).attr("reshape")(-1), false);
+    else
+      keywords_.pass(kw, "gamma", py::float_(value(c.opt.gamma)), c.opt.gamma == 1);
+    keywords_.pass(kw, "normalized", py::bool_(c.opt.normalized), !c.opt.normalized);
+    keywords_.pass(kw, "eps", py::float_(value(c.opt.eps)), c.opt.eps == 0);
+    keywords_.pass(kw, "ridge", py::float_(value(c.opt.ridge)), c.opt.ridge == 0);
+    if (req.state) {
+      py::object init = py::none();
+      if (!c.state_in.parts.empty()) {
+        py::dict d;
+        const std::vector<PartShape> layout = state_layout(req.op, c.in.Q.cols(), c.in.V.cols());
+        for (const auto& [name, m] : c.state_in.parts) {
+          py::object a = arr(m);
+          const bool vector =
+              std::any_of(layout.begin(), layout.end(), [&](const PartShape& p) { return p.name == name && p.vector; });
+          d[py::str(name)] = vector ? py::object(a.attr("reshape")(m.rows())) : a;
         }
-        keywords_.pass(kw, "initial_state", init, false);
-        result = call();
+        init = d;
+      }
+      keywords_.pass(kw, "initial_state", init, false);
+    }
+    py::tuple args(req.grad ? 4 : 3);
+    args[0] = arr(c.in.Q);
+    args[1] = arr(c.in.K);
+    args[2] = arr(c.in.V);
+    if (req.grad) args[3] = arr(c.dO);
+    return {args, kw};
+  }
+
+  // What fn returned for a case, read and checked: o, or with grad=True (o, dq, dk, dv) — with gates=True dgamma
+  // (∂L/∂γ, shape (n,)) may follow dv —, and with state=True final_state last.
+  Outcome outcome(const Case& c, const Request& req, const py::object& result) const {
+    Outcome o;
+    try {
+      const Eigen::Index n = c.n(), d = c.in.Q.cols(), dv = c.in.V.cols();
+      if (!req.grad && !req.state) {
+        o.O = read_array(result, req, n, dv, "o", false);
+      } else {
         py::tuple t = result.cast<py::tuple>();
-        with_dgamma(t, lead + 1);
-        if (t.size() != lead + 1)
-          throw InputError(
-              req.grad ? req.gates ? "with state=True, grad=True, gates=True the function must return (o, dq, dk, dv[, "
-                                     "dgamma], final_state)"
-                                   : "with state=True, grad=True the function must return (o, dq, dk, dv, final_state)"
-                       : "with state=True the function must return (o, final_state)");
-        o.O = read_array(t[0], req, c.n(), c.in.V.cols(), "o", false);
-        read_gradients(t);
-        if (c.want_state) {
-          py::dict st = t[lead].cast<py::dict>();
-          for (const PartShape& p : state_layout(req.op, c.in.Q.cols(), c.in.V.cols())) {
+        const std::size_t lead = req.grad ? 4 : 1, more = req.state ? 1 : 0;
+        // the tuple's length says whether dgamma is there: one more than without it
+        const bool dgamma = req.grad && req.gates && t.size() == lead + more + 1;
+        if (t.size() != lead + more + (dgamma ? 1 : 0))
+          throw InputError(req.grad && req.state
+                               ? req.gates ? "with state=True, grad=True, gates=True the function must return (o, dq, "
+                                             "dk, dv[, dgamma], final_state)"
+                                           : "with state=True, grad=True the function must return (o, dq, dk, dv, "
+                                             "final_state)"
+                           : req.grad ? req.gates
+                                            ? "with grad=True, gates=True the function must return (o, dq, dk, dv[, "
+                                              "dgamma])"
+                                            : "with grad=True the function must return (o, dq, dk, dv)"
+                                      : "with state=True the function must return (o, final_state)");
+        o.O = read_array(t[0], req, n, dv, "o", false);
+        if (req.grad) {
+          o.dQ = read_array(t[1], req, n, d, "dq", false);
+          o.dK = read_array(t[2], req, n, d, "dk", false);
+          o.dV = read_array(t[3], req, n, dv, "dv", false);
+          if (dgamma) o.dgamma = read_array(t[4], req, n, 1, "dgamma", true);
+        }
+        if (req.state && c.want_state) {
+          py::dict st = t[t.size() - 1].cast<py::dict>();
+          for (const PartShape& p : state_layout(req.op, d, dv)) {
             if (!st.contains(p.name)) throw InputError("final_state has no part '" + p.name + "'");
             o.state_out.parts.emplace_back(
                 p.name, read_array(st[py::str(p.name)], req, p.rows, p.cols, "final_state['" + p.name + "']",
                                    p.vector || p.cols == 1));
           }
-        }
-      } else {
-        result = call();
-        if (req.grad) {
-          py::tuple t = result.cast<py::tuple>();
-          with_dgamma(t, 4);
-          if (t.size() != lead)
-            throw InputError(req.gates ? "with grad=True, gates=True the function must return (o, dq, dk, dv[, dgamma])"
-                                       : "with grad=True the function must return (o, dq, dk, dv)");
-          o.O = read_array(t[0], req, c.n(), c.in.V.cols(), "o", false);
-          read_gradients(t);
-        } else {
-          o.O = read_array(result, req, c.n(), c.in.V.cols(), "o", false);
         }
       }
       o.error = check_returned_output(c, o.O);
@@ -367,9 +472,16 @@ class CallableImplementation : public Implementation {
     return to_matrix(d, what);
   }
 
-  py::object fn_;
+  static Outcome failed(std::string error) {
+    Outcome o;
+    o.error = std::move(error);
+    return o;
+  }
+
+  py::object fn_, packer_;
   Keywords keywords_;
   double timeout_;
+  long calls_ = 0;  // packed calls made so far (a Slot's call)
 };
 
 // The report as Python objects; a non-UTF-8 byte in it (a function's message) becomes U+FFFD (io/files.hpp).
@@ -377,7 +489,9 @@ py::object to_python(const nlohmann::json& j) { return py::module_::import("json
 
 // fla's calling convention (fla-org/flash-linear-attention: every op takes torch tensors [B, T, H, K] — or head-first
 // [B, H, T, K] — on the device, a `scale` on the queries, `initial_state` / `output_final_state` tuples, and returns
-// (o, final_state)), turned into the battery's: one case in batch 0, head 0. Written in Python, run once per verify().
+// (o, final_state)), turned into the battery's. Written in Python, run once per verify(); it returns a signature
+// (the keywords the harness passes each case) and pack(items, B, H), which calls fn once for B × H cases, case i at
+// (b, h) = (i // H, i % H), and returns each case's answer.
 //   scale      passed as `scale=` when fn names it: 1.0 unless declared, so that the op computes SPEC's operator; a
 //              declared scale s is undone by handing fn q / s (exact when s is a power of two)
 //   options    `normalized` as `normalize` or `normalized`, `eps`, `ridge`, as fn names them (an option fn does not
@@ -403,63 +517,109 @@ def fla_adapter(fn, parts, layout, scale, device, state):
     except (TypeError, ValueError):
         names = every
 
-    def to4(x):
-        t = torch.from_numpy(np.ascontiguousarray(x)).to(dev)
-        return t[None, :, None, :] if layout == "bthk" else t[None, None, :, :]
+    def signature(q, k, v, do=None, gamma=1.0, normalized=False, eps=0.0, ridge=0.0, initial_state=None):
+        raise AssertionError("every call goes through pack")
 
-    def from4(t):
+    def put(xs, B, H, grad=False):  # per-case arrays [T, ...] -> [B, T, H, ...] (bthk) or [B, H, T, ...]
+        t = torch.from_numpy(np.ascontiguousarray(np.stack(xs)))
+        t = t.reshape(B, H, *t.shape[1:])
+        return (t.transpose(1, 2) if layout == "bthk" else t).contiguous().to(dev).requires_grad_(grad)
+
+    def take(t, B, H, what="o"):  # the inverse of put, checked: [B, T, H, ...] -> per-case arrays
+        if t.dim() < 3 or (t.shape[0], t.shape[2 if layout == "bthk" else 1]) != (B, H):
+            want = "[B, T, H, ...]" if layout == "bthk" else "[B, H, T, ...]"
+            raise ValueError(f"{what} has shape {tuple(t.shape)}, expected {want} with B = {B}, H = {H}")
         t = t.detach().to("cpu")
-        return (t[0, :, 0, :] if layout == "bthk" else t[0, 0, :, :]).numpy()
+        t = t.transpose(1, 2) if layout == "bthk" else t
+        return [t[i // H, i % H].numpy() for i in range(B * H)]
 
-    def call(q, k, v, gamma=1.0, normalized=False, eps=0.0, ridge=0.0, initial_state=None):
-        kw = {}
+    def pack(items, B, H, G):
+        kws = [kw for _, kw in items]
+        shared = [{n: x for n, x in kw.items() if n not in ("gamma", "initial_state")} for kw in kws]
+        if any(s != shared[0] for s in shared):
+            raise ValueError("the cases of one call have different options")
+        kw = dict(shared[0])
+        grad = len(items[0][0]) == 4  # (q, k, v, do)
+        kv = items[::G]  # GQA: each run of G query heads reads one key/value head (h // G)
+        q = put([a[0] for a, _ in items], B, H, grad)
+        k = put([a[1] for a, _ in kv], B, H // G, grad)
+        v = put([a[2] for a, _ in kv], B, H // G, grad)
+        leaves, opts = [q, k, v], {}
         if "scale" in names:
             s = 1.0 if scale is None else float(scale)
-            kw["scale"] = s
-            q = q / q.dtype.type(s) if s != 1.0 else q
+            opts["scale"] = s
+            q = q / s if s != 1.0 else q
         elif scale is not None:
             raise TypeError("scale declared, but the function takes no 'scale'")
         norm = "normalize" if "normalize" in names else "normalized" if "normalized" in names else None
-        for name, value, neutral in ((norm, normalized, False), ("eps", eps, 0.0), ("ridge", ridge, 0.0)):
+        for name, value, neutral in ((norm, kw.get("normalized", False), False), ("eps", kw.get("eps", 0.0), 0.0),
+                                     ("ridge", kw.get("ridge", 0.0), 0.0)):
             if name in names:
-                kw[name] = value
+                opts[name] = value
             elif value != neutral:
                 raise TypeError(f"the function takes no keyword for this option (value {value!r})")
-        if np.ndim(gamma) == 1:
-            g = torch.from_numpy(np.ascontiguousarray(gamma)).to(dev)
-            g = g[None, :, None] if layout == "bthk" else g[None, None, :]
+        gammas = [x.get("gamma", 1.0) for x in kws]
+        if np.ndim(gammas[0]) == 1:
+            g = put(gammas, B, H, grad)  # [B, T, H] or [B, H, T]
+            leaves.append(g)
             if "g" in names:
-                kw["g"] = torch.log(g)
+                opts["g"] = torch.log(g)
             elif "gamma" in names:
-                kw["gamma"] = g
+                opts["gamma"] = g
             else:
                 raise TypeError("gates=True, but the function takes no 'g' (log-gates) or 'gamma'")
-        elif gamma != 1.0:
+        elif any(x != 1.0 for x in gammas):
             raise TypeError("a decay gamma, but the function takes no gates")
         if state:
-            kw["output_final_state"] = True
-            if initial_state is not None:
-                kw["initial_state"] = tuple(torch.from_numpy(np.ascontiguousarray(initial_state[p]))[None, None].to(dev)
-                                            for p in parts)
-        out = fn(to4(q), to4(k), to4(v), **kw)
+            opts["output_final_state"] = True
+            if kws[0].get("initial_state") is not None:
+                inits = [x["initial_state"] for x in kws]
+                opts["initial_state"] = tuple(
+                    torch.from_numpy(np.stack([st[p] for st in inits])).reshape(B, H, *inits[0][p].shape).to(dev)
+                    for p in parts)
+        out = fn(q, k, v, **opts)
         o, final = out if isinstance(out, tuple) else (out, None)
-        if not state:
-            return from4(o)
-        if final is None or len(final) != len(parts):
-            raise ValueError(f"final_state must be a tuple of the {len(parts)} parts {parts}")
-        return from4(o), {p: x.detach().to("cpu")[0, 0].numpy() for p, x in zip(parts, final)}
+        answers = [[x] for x in take(o, B, H)]
+        if grad:
+            # L = sum <do, o>. With GQA a key/value head's gradient sums over its G query heads: one backward per
+            # r < G, with do kept at the query heads h = r (mod G) alone, gives each case its own dk, dv.
+            do = put([a[3] for a, _ in items], B, H)
+            heads = torch.arange(H, device=dev) % G
+            grads = [None] * (B * H)
+            for r in range(G):
+                mask = (heads == r).to(do.dtype)
+                mask = mask[None, None, :, None] if layout == "bthk" else mask[None, :, None, None]
+                got = torch.autograd.grad(o, leaves, do * mask, retain_graph=r < G - 1, allow_unused=True)
+                # an input autograd did not reach (the op ignores it) has the zero gradient
+                got = [torch.zeros_like(x) if d is None else d for x, d in zip(leaves, got)]
+                per = [take(x, B, H if j in (0, 3) else H // G, what) for j, (x, what) in
+                       enumerate(zip(got, ("dq", "dk", "dv", "dgamma")))]
+                for i in range(B * H):
+                    if i % G == r:
+                        j = i // G
+                        grads[i] = [per[0][i], per[1][j], per[2][j]] + ([per[3][i]] if len(per) > 3 else [])
+            for i in range(B * H):
+                answers[i] += grads[i]
+        if state:
+            if final is None or len(final) != len(parts):
+                raise ValueError(f"final_state must be a tuple of the {len(parts)} parts {parts}")
+            for i in range(B * H):
+                answers[i].append({p: x.detach().to("cpu")[i // H, i % H].numpy() for p, x in zip(parts, final)})
+        return [x[0] if len(x) == 1 else tuple(x) for x in answers]
 
-    return call
+    return signature, pack
 )python";
 // clang-format on
 
-py::object fla_adapter(py::object fn, const std::string& op, const std::string& layout, const py::object& scale,
-                       const std::string& device, bool state) {
+// The adapter's (signature, pack) for fn (kFlaAdapter).
+std::pair<py::object, py::object> fla_adapter(py::object fn, const std::string& op, const std::string& layout,
+                                              const py::object& scale, const std::string& device, bool state) {
   py::dict scope;
   py::exec(kFlaAdapter, scope);
   py::list parts;
   for (const PartShape& p : state_layout(op, 2, 3)) parts.append(p.name);
-  return scope["fla_adapter"](fn, py::tuple(parts), layout, scale, device, state);
+  const py::tuple both = scope["fla_adapter"](fn, py::tuple(parts), layout, scale, device, state);
+  return {both[0], both[1]};
 }
 
 py::object verify_callable(py::object fn, const std::string& op, const py::object& gamma, bool normalized,
@@ -467,12 +627,14 @@ py::object verify_callable(py::object fn, const std::string& op, const py::objec
                            long max_n, long d, long dv, std::uint64_t seed, int shrink_rounds, bool diagnose,
                            bool fixed_d, long n_multiple, const std::string& precision, bool grad, double timeout,
                            bool gates, std::pair<double, double> gate_range, const std::string& layout,
-                           const py::object& scale, const std::string& device) {
+                           const py::object& scale, const std::string& device, long gqa) {
   if (!PyCallable_Check(fn.ptr())) throw InputError("verify: fn must be callable");
+  if (gqa < 1 || gqa > 8) throw InputError("verify: gqa (query heads per key/value head) must be 1 to 8");
+  if (gqa > 1 && layout.empty()) throw InputError("verify: gqa= goes with layout= (fla's calling convention)");
   check_thread_environment();
+  py::object packer = py::none();
   if (!layout.empty()) {
-    if (grad) throw InputError("verify: layout= (fla's convention) takes no grad=True yet");
-    fn = fla_adapter(fn, op, layout, scale, device, state);
+    std::tie(fn, packer) = fla_adapter(fn, op, layout, scale, device, state);
   } else if (!scale.is_none() || !device.empty()) {
     throw InputError("verify: scale= and device= go with layout= (fla's calling convention)");
   }
@@ -492,7 +654,10 @@ py::object verify_callable(py::object fn, const std::string& op, const py::objec
   req.gates = gates;
   req.gate_lo = gate_range.first;
   req.gate_hi = gate_range.second;
-  CallableImplementation impl(fn, checked_timeout(timeout));
+  // a full call for every short shape: 3 × 4 cases, or with GQA 2 batches of 2 key/value heads of gqa query heads
+  if (!packer.is_none()) req.per_shape = gqa == 1 ? kPackedCall : 4 * gqa;
+  req.shared_kv = gqa;
+  CallableImplementation impl(fn, checked_timeout(timeout), packer);
   BatteryOptions bo;
   bo.shrink_rounds = shrink_rounds;
   bo.diagnose = diagnose;
@@ -627,7 +792,7 @@ PYBIND11_MODULE(hla_harness, m) {
         py::arg("shrink_rounds") = 8, py::arg("diagnose") = true, py::arg("fixed_d") = false, py::arg("n_multiple") = 1,
         py::arg("precision") = "", py::arg("grad") = false, py::arg("timeout") = 300.0, py::arg("gates") = false,
         py::arg("gate_range") = std::pair<double, double>(0.8, 1.0), py::arg("layout") = "",
-        py::arg("scale") = py::none(), py::arg("device") = "",
+        py::arg("scale") = py::none(), py::arg("device") = "", py::arg("gqa") = 1,
         "Runs the `hla verify` battery on fn(q, k, v, gamma=, normalized=, eps=, ridge=) -> o (NumPy in and out; "
         "with state=True: fn(q, k, v, initial_state=dict|None, **options) -> (o, final_state dict); with grad=True "
         "fn(q, k, v, do, **options) -> (o, dq, dk, dv), with both (o, dq, dk, dv, final_state); with gates=True "
@@ -643,7 +808,8 @@ PYBIND11_MODULE(hla_harness, m) {
         "time-out. KeyboardInterrupt (Ctrl-C) inside fn stops the battery. layout='bthk' or 'bhtk': fn in fla's "
         "convention, fn(q, k, v, scale=, normalize=, eps=, ridge=, g=, initial_state=tuple, output_final_state=) "
         "-> (o, final_state), torch tensors [B, T, H, K] (or head-first) on device (default: CUDA when present, "
-        "else the CPU); scale= declares the scale fn applies to q (passed as 1.0 when not declared).");
+        "else the CPU); scale= declares the scale fn applies to q (passed as 1.0 when not declared); gqa=G: fn takes "
+        "G query heads per key/value head (q [B, T, G*H, K], k and v [B, T, H, ...]).");
   m.def("verify_combine", &verify_combine, py::arg("segment"), py::arg("combine"), py::arg("op"), py::kw_only(),
         py::arg("gamma") = 1.0, py::arg("dtype") = "float64", py::arg("parts") = py::none(), py::arg("d") = 16,
         py::arg("dv") = 16, py::arg("seed") = 1, py::arg("timeout") = 300.0,

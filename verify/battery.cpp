@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -395,6 +396,8 @@ json counterexample_json(const Case& c, const Outcome& o, const CaseCheck& k, in
             {"got", matrix_json(o.O)},
             {"first_difference", first_difference_json(k)},
             {"shrink_rounds", rounds}};
+  if (o.slot.packed())  // where it sat in a batched call (an adapter's packing)
+    j["slot"] = {{"b", o.slot.b}, {"h", o.slot.h}, {"batch", o.slot.batch}, {"heads", o.slot.heads}};
   if (k.output_mismatch()) {
     j["first_wrong_row"] = first_bad_row(c, o);
     j["relative_difference"] = number(k.part("o")->normwise());  // max |got − expected| / max |expected|
@@ -788,6 +791,9 @@ json precision_diagnosis_json(const std::optional<EmulatedFormat>& f) {
 
 // ---- the driver: rounds → tally → verdict → shrink → diagnose → report -------------------------------------
 
+// The cases that differ in a packed call (Slot) called again alone, at most: one round of them.
+constexpr std::size_t kAloneCases = 16;
+
 // What the answers come to (the tally phase), kind of case by kind of case; the verdict phase reads it, and
 // revises it when a coarser format explains every case over its bound.
 struct Tally {
@@ -824,6 +830,7 @@ class ForwardBattery {
     decide();
     shrink();
     diagnose_answers();
+    diagnose_packing();
     add_chunk_hint();
     return report();
   }
@@ -1130,6 +1137,141 @@ class ForwardBattery {
     }
   }
 
+  // Packing (issue 47): an implementation that called a batched op with several cases at once (python/: layout=, as
+  // [B, T, H, K]) and got some of them wrong. The wrong ones (up to kAloneCases) are called again, each by itself; a
+  // case wrong at its (b, h) of a call and right alone is a fault of the op's batch or head indexing, which no
+  // counterexample shrunk from that case alone could show. Named by what the wrong outputs are: another case's of the
+  // same call (heads or batches mixed up), or wrong only at some heads or batches (a stride or offset).
+  void diagnose_packing() {
+    if (verdict_ != Verdict::differs) return;
+    std::vector<std::size_t> wrong;
+    for (std::size_t i = 0; i < cases_.size() && wrong.size() < kAloneCases; ++i)
+      if (outs_[i].slot.packed() && proves_difference(cases_[i], tally_.checks[i])) wrong.push_back(i);
+    if (wrong.empty()) return;
+    std::vector<Case> alone;
+    for (std::size_t i : wrong) {
+      alone.push_back(cases_[i]);
+      alone.back().alone = true;
+      alone.back().name += "-alone";
+    }
+    const std::vector<Outcome> got = round(alone, "packed cases alone");
+    struct Placed {
+      std::size_t i;
+      std::optional<std::size_t> returned;  // the case of the same call whose output it holds
+      std::optional<std::size_t> read;      // GQA: the lead case of the key/value head it read instead of its own
+    };
+    std::vector<Placed> placed;
+    std::set<long> heads, batches;
+    bool mixed_heads = false, mixed_batches = false;
+    for (std::size_t a = 0; a < wrong.size(); ++a) {
+      if (proves_difference(alone[a], check_case(alone[a], got[a], req_)) || !got[a].error.empty()) continue;
+      const std::size_t i = wrong[a];
+      const Slot& s = outs_[i].slot;
+      Placed p{i, std::nullopt, std::nullopt};
+      for (std::size_t j = 0; j < cases_.size() && !p.returned; ++j) {
+        const Case& other = cases_[j];
+        if (j == i || outs_[j].slot.call != s.call || other.expected.rows() != outs_[i].O.rows() ||
+            other.expected.cols() != outs_[i].O.cols())
+          continue;
+        const MatrixCheck k = check_matrix(other.expected, other.bound, other.format_bound, outs_[i].O);
+        if (!k.mismatch() && k.max_ref > 0) p.returned = j;
+      }
+      if (!p.returned && s.kv_group > 1) p.read = other_kv_head(i);
+      if (p.returned) {
+        const Slot& r = outs_[*p.returned].slot;
+        mixed_heads = mixed_heads || (r.b == s.b && r.h != s.h);
+        mixed_batches = mixed_batches || (r.h == s.h && r.b != s.b);
+        if (r.b != s.b && r.h != s.h) mixed_heads = mixed_batches = true;
+      }
+      heads.insert(s.h);
+      batches.insert(s.b);
+      placed.push_back(p);
+    }
+    if (placed.empty()) return;
+    auto listed = [](const std::string& one, const std::string& many, const std::set<long>& xs) {
+      std::string t;
+      for (long x : xs) t += (t.empty() ? " " : ", ") + std::to_string(x);
+      return (xs.size() == 1 ? one : many) + t;
+    };
+    const Placed& first = placed.front();
+    const Slot& s = outs_[first.i].slot;
+    const Case& c = cases_[first.i];
+    std::string example = fmt::format("{} is wrong at (b={}, h={}) of a call of B={}, H={} (T={}) and right alone",
+                                      c.name, s.b, s.h, s.batch, s.heads, c.n());
+    std::string key, what;
+    const bool any_mixed = std::any_of(placed.begin(), placed.end(), [](const Placed& p) { return !!p.returned; });
+    const auto misread = std::find_if(placed.begin(), placed.end(), [](const Placed& p) { return !!p.read; });
+    if (!any_mixed && misread != placed.end()) {
+      key = "layout:kv-heads-mixed";
+      const Slot &at = outs_[misread->i].slot, &kv = outs_[*misread->read].slot;
+      const long heads_kv = at.heads / at.kv_group;
+      const bool tiled = std::all_of(placed.begin(), placed.end(), [&](const Placed& p) {
+        const Slot& a = outs_[p.i].slot;
+        return p.read && outs_[*p.read].slot.h / a.kv_group == a.h % (a.heads / a.kv_group);
+      });
+      what = fmt::format(
+          "GQA: a query head read another key/value head's keys and values (query head {} of {} read "
+          "key/value head {} of {}, not h // {} = {}){}",
+          at.h, at.heads, kv.h / at.kv_group, heads_kv, at.kv_group, at.h / at.kv_group,
+          tiled ? ": every such query head h read key/value head h % H_kv, the key/value heads tiled "
+                  "(repeat) where they are interleaved (repeat_interleave)"
+                : "");
+    } else if (any_mixed) {
+      key = mixed_heads && mixed_batches ? "layout:slots-mixed"
+            : mixed_heads                ? "layout:heads-mixed"
+                                         : "layout:batches-mixed";
+      what = mixed_heads && mixed_batches ? "outputs returned at another (b, h) of the call"
+             : mixed_heads                ? "heads mixed up: a head's outputs returned at another head of its batch"
+                                          : "batches mixed up: a batch's outputs returned at another batch of its head";
+      for (const Placed& p : placed)
+        if (p.returned) {
+          const Slot& r = outs_[*p.returned].slot;
+          example +=
+              fmt::format("; it holds {}'s output, the case at (b={}, h={})", cases_[*p.returned].name, r.b, r.h);
+          break;
+        }
+    } else if (!heads.count(0)) {
+      key = "layout:head-dependent";
+      what = "wrong only at " + listed("head", "heads", heads) +
+             " of a call (head 0 and cases called alone are right): a head "
+             "stride or offset";
+    } else if (!batches.count(0)) {
+      key = "layout:batch-dependent";
+      what = "wrong only at " + listed("batch", "batches", batches) +
+             " of a call (batch 0 and cases called alone are right): a "
+             "batch stride or offset";
+    } else {
+      key = "layout:slot-dependent";
+      what = "wrong at some (b, h) of a call and right alone";
+    }
+    matches_.push_back({{"key", key},
+                        {"description", fmt::format("{} ({} of {} packed cases that differ, called again alone, are "
+                                                    "right; e.g. {})",
+                                                    what, placed.size(), wrong.size(), example)},
+                        {"claim", ""},
+                        {"cases", static_cast<int>(placed.size())}});
+  }
+
+  // GQA: the lead case of another key/value head of case i's call and batch whose keys and values give i's output (SPEC
+  // on i's queries with them), if one does. Cases that start from a given state are not tried.
+  std::optional<std::size_t> other_kv_head(std::size_t i) const {
+    const Slot& s = outs_[i].slot;
+    if (!cases_[i].state_in.parts.empty()) return std::nullopt;
+    for (std::size_t j = 0; j < cases_.size(); ++j) {
+      const Slot& o = outs_[j].slot;
+      if (o.call != s.call || o.b != s.b || o.h % s.kv_group != 0 || o.h / s.kv_group == s.h / s.kv_group) continue;
+      Case t = cases_[i];
+      t.in.K = cases_[j].in.K;
+      t.in.V = cases_[j].in.V;
+      t.gamma = cases_[j].gamma;
+      try {
+        compute_expected(t, req_);
+      } catch (const std::exception&) { continue; }
+      if (!check_matrix(t.expected, t.bound, t.format_bound, outs_[i].O).mismatch()) return j;
+    }
+    return std::nullopt;
+  }
+
   // Every exact case is right: the state mistakes of the catalogue, or a note that nothing was compared.
   void diagnose_carry_or_random() {
     const Tally& t = tally_;
@@ -1428,6 +1570,9 @@ std::string summary_text(const json& r) {
                      f.contains("state_part") ? "first difference" : "worst difference", where, f["row"].get<long>(),
                      f["col"].get<long>(), number_of(f["expected"]), number_of(f["got"]));
     if (c.contains("first_wrong_row")) s << "    first wrong row " << c["first_wrong_row"].get<long>() << "\n";
+    if (c.contains("slot"))
+      s << fmt::format("    (at b={}, h={} of a call of B={}, H={})\n", c["slot"]["b"].get<long>(),
+                       c["slot"]["h"].get<long>(), c["slot"]["batch"].get<long>(), c["slot"]["heads"].get<long>());
     s << chunk_boundary_note(c.value("chunk_hint", json()));
     const long entries = c["n"].get<long>() * (2 * c["d"].get<long>() + c["dv"].get<long>());
     if (c.contains("q") && entries <= 160) {

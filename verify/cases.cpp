@@ -296,10 +296,11 @@ struct NoExactCase : std::logic_error {
 
 // An exact case's inputs (and with --grad its upstream gradient dO, ternary too, with the gradient's terms
 // within the same magnitude limit). With --gates, for the gates `gates` (default: exact_gates(s.n)). `nonnegative`:
-// entries in {0, 1} (no term cancels another, so |o| is A and every den_t ≥ 0).
+// entries in {0, 1} (no term cancels another, so |o| is A and every den_t ≥ 0). `kv`: keys and values given, queries
+// drawn.
 Problem<double> exact_problem(const Request& r, const Shape& s, const Options& opt, std::uint64_t seed,
                               Mat<double>* dO = nullptr, const ColVec<double>* gates = nullptr,
-                              bool nonnegative = false) {
+                              bool nonnegative = false, const Problem<double>* kv = nullptr) {
   const std::string& op = r.op;
   double density = s.n <= 12 ? 0.7 : 0.35;
   for (int attempt = 0; attempt < 400; ++attempt) {
@@ -308,6 +309,7 @@ Problem<double> exact_problem(const Request& r, const Shape& s, const Options& o
     Problem<double> p = opt.normalized && opt.eps == 0 ? positive_denominator_problem(s, draw, density, decays)
                                                        : ternary_problem(s, draw, density);
     if (nonnegative) p = {p.Q.cwiseAbs(), p.K.cwiseAbs(), p.V.cwiseAbs()};
+    if (kv) p = {p.Q, kv->K, kv->V};  // new queries for given keys and values
     bool ok = acceptable_exact(op, p, r.gates ? (gates ? *gates : exact_gates(s.n)) : ColVec<double>(), opt,
                                exact_magnitude(r));
     Mat<double> up;
@@ -484,10 +486,11 @@ std::vector<PartShape> state_layout(const std::string& op, Eigen::Index d, Eigen
 // Long cases (n > 16) keep every gate ≤ 49/64: the bound's abs operator takes the fixed γ̄ ≥ every gate (abs_options),
 // and γ̄ < 1 keeps long exact cases within the magnitude limit with normalizers clear of 0; at n ≤ 16 the γ̄ = 1 of
 // a gate 1 costs nothing (the base group's γ = 1 cases are as long).
-ColVec<double> exact_gates(Eigen::Index n) {
+ColVec<double> exact_gates(Eigen::Index n, int variant) {
   static const double values[] = {0.25, 0.5625, 0.765625};
   ColVec<double> g(n);
-  for (Eigen::Index t = 0; t < n; ++t) g(t) = n <= 16 && (t == 7 || t == 13) ? 1.0 : values[(t * 5 + t / 7) % 3];
+  for (Eigen::Index t = 0; t < n; ++t)
+    g(t) = n <= 16 && (t == 7 || t == 13) ? 1.0 : values[(t * 5 + t / 7 + variant) % 3];
   return g;
 }
 
@@ -545,24 +548,35 @@ std::vector<Case> make_cases(const Request& r) {
   if (r.d > 3 || r.dv > 3) shapes.insert(shapes.end(), {{9, r.d, r.dv}, {70, r.d, r.dv}});
   shapes = constrained(r, shapes);
   std::uint64_t seed = r.seed * 1000003ULL;
+  // (per_shape: several cases of a short shape for an implementation that packs them into one call)
+  auto copies = [&](Eigen::Index n) {
+    return r.per_shape > 1 && n >= 4 && n <= 11 ? static_cast<int>(r.per_shape) : 1;
+  };
   for (const Group& g : exact_groups(r)) {
     for (const Shape& s : shapes) {
-      Case c;
-      c.kind = CaseKind::exact;
-      c.group = g.name;
-      c.opt = g.opt;
-      if (r.grad && g.opt.normalized && g.opt.eps == 0) {
+      Problem<double> first;  // (shared_kv: the keys and values of the copies' group)
+      for (int copy = 0; copy < copies(s.n); ++copy) {
+        const long group = copy / r.shared_kv;
+        const ColVec<double> gates = exact_gates(s.n, static_cast<int>(group));
+        Case c;
+        c.kind = CaseKind::exact;
+        c.group = g.name;
+        c.opt = g.opt;
         // Normalized without ε, den_t ≥ 1 needs a dense first column of the inputs (positive_denominator_problem),
-        // and the denominator's gradients then grow like n²: past a few dozen tokens no case fits the magnitude
-        // limit. Those lengths are left to the random cases; the shorter exact ones stay.
+        // and with --grad the denominator's gradients then grow like n²: past a few dozen tokens no case fits the
+        // magnitude limit. Those lengths are left to the random cases; the shorter exact ones stay. A copy that
+        // shares another's keys and values may find no queries within the limit either: the shape's copies end there.
         try {
-          c.in = exact_problem(r, s, g.opt, ++seed, &c.dO);
-        } catch (const NoExactCase&) { continue; }
-      } else {
-        c.in = exact_problem(r, s, g.opt, ++seed, &c.dO);
+          c.in = exact_problem(r, s, g.opt, ++seed, &c.dO, r.gates ? &gates : nullptr, false,
+                               copy % r.shared_kv ? &first : nullptr);
+        } catch (const NoExactCase&) {
+          if ((r.grad && g.opt.normalized && g.opt.eps == 0) || copy > 0) break;
+          throw;
+        }
+        if (copy % r.shared_kv == 0) first = c.in;
+        if (r.gates) c.gamma = gates;
+        add(std::move(c));
       }
-      if (r.gates) c.gamma = exact_gates(s.n);
-      add(std::move(c));
     }
   }
   // With gates, weak ones too (weak_gates): per chunk width w the hint considers (4 … 256), a case spanning at least

@@ -74,6 +74,14 @@ struct Request {
   // stays 1). Exact cases use dyadic gates (exact_gates); random cases draw γ_t uniformly from [gate_lo, gate_hi].
   bool gates = false;
   double gate_lo = 0.8, gate_hi = 1;
+  // An implementation that packs a round's cases into batched calls (an op taking [B, T, H, K]: python/, layout=)
+  // needs several cases of one shape and options to fill a call with different inputs at every (b, h): the short
+  // exact shapes (4 to 11 tokens) then get this many cases each, drawn apart (with gates, their exact gates relabelled
+  // per case). 1: one each.
+  long per_shape = 1;
+  // GQA (several query heads reading one key/value head): those copies come in runs of this many that share their
+  // keys, values and gates, a different query each, so that a packed call's key/value head serves that many cases.
+  long shared_kv = 1;
 };
 // The shapes under the request's constraints (lengths rounded up to n_multiple, widths fixed), repeats dropped.
 std::vector<Shape> constrained(const Request& r, std::vector<Shape> shapes);
@@ -84,7 +92,8 @@ void validate_request(const Request& r);
 // The gates of an exact --gates case of n tokens: dyadic squares (1/4, 9/16, 49/64), varying per token, and 1 only at
 // t = 7 and 13 of short cases (so ≠ 1 on the first tokens and on every token that starts a chunk of an even width;
 // see cases.cpp).
-ColVec<double> exact_gates(Eigen::Index n);
+// variant: the same placement (1 at t = 7 and 13, ≠ 1 elsewhere) with the three squares relabelled, for per_shape.
+ColVec<double> exact_gates(Eigen::Index n, int variant = 0);
 // Weak gates of an exact --gates case: dyadics 1 − 2^-k … 1 − 2^-(k+2) (cases.cpp says why).
 ColVec<double> weak_gates(Eigen::Index n, int k);
 // The gates of the prefix that a carry case's state_in summarizes (1/2 each: the state stays exact in the dtype).
@@ -119,6 +128,7 @@ struct Case {
   bool want_state = false;
   std::string pair;           // split cases: the name of the whole-sequence case they are checked against
   Eigen::Index split_at = 0;  // split-b: where it starts within the whole sequence
+  bool alone = false;         // an implementation that packs cases into batched calls calls this one by itself
 
   // What it must return (filled by compute_expected).
   Mat<mpfr256> expected;               // n × dv

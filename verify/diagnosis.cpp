@@ -484,6 +484,85 @@ template <class T> Out<T> with_carry_rule(const std::string& op, const P<T>& p, 
   return divide(nd, o.eps, Division::spec);
 }
 
+// SPEC's gated serial form in T (rationals on the exact cases, float64 on the long ones), from `init` when given, its
+// final state into `state` when asked; nullopt where it is undefined (a vanishing normalizer).
+template <class T> Out<T> gated_spec(const std::string& op, const P<T>& p, const ColVec<T>& gamma, const Options& o,
+                                     const NamedState<T>* init = nullptr, NamedState<T>* state = nullptr) {
+  try {
+    Run<T> r = gated::run<T>({op, "serial"}, {P<T>{p.Q, p.K, p.V}, gamma}, o, init);
+    if (state) *state = std::move(r.state);
+    return std::move(r.O);
+  } catch (const std::exception&) { return std::nullopt; }
+}
+
+// The fixed-γ catalogue's mistakes that do not depend on how the decay is written, with gates (issue 47): `key` names
+// one of kGatedAnalogues. Evaluated in T on the inputs and their gates.
+template <class T> Out<T> gated_analogue(const std::string& op, const std::string& key, const P<T>& p,
+                                         const ColVec<T>& g, const Options& o) {
+  const Eigen::Index n = p.Q.rows(), d = p.Q.cols(), dv = p.V.cols();
+  Options un = o;  // numerators and denominators, on [V 1]
+  un.normalized = false;
+  auto finish = [&](const Out<T>& nd, const Options& as) -> Out<T> {
+    if (!nd) return std::nullopt;
+    if (!as.normalized) return Mat<T>(nd->leftCols(dv));
+    return divide(*nd, as.eps, Division::spec);
+  };
+  if (key == "mistake:output-before-update") {
+    // o_t read from the state after token t − 1, before token t's update and gate: a probe token (q_t, k = 0,
+    // [v 1] = 0) at gate 1 reads it without changing it.
+    const P<T> a = with_ones(p);
+    Mat<T> nd(n, dv + 1);
+    NamedState<T> st;
+    const ColVec<T> one = ColVec<T>::Constant(1, T(1));
+    for (Eigen::Index t = 0; t < n; ++t) {
+      const Out<T> r =
+          gated_spec(op, P<T>{p.Q.row(t), Mat<T>::Zero(1, d), Mat<T>::Zero(1, dv + 1)}, one, un, t ? &st : nullptr);
+      NamedState<T> next;
+      if (!r || !gated_spec(op, slice_rows(a, t, t + 1), ColVec<T>(g.segment(t, 1)), un, t ? &st : nullptr, &next))
+        return std::nullopt;
+      nd.row(t) = r->row(0);
+      st = std::move(next);
+    }
+    return finish(nd, o);
+  }
+  if (key == "mistake:swap-qk") return gated_spec(op, P<T>{p.K, p.Q, p.V}, g, o);
+  if (key == "mistake:normalization-flipped") {
+    Options u = o;
+    u.normalized = !o.normalized;
+    return gated_spec(op, p, g, u);
+  }
+  if (o.ridge == 0) return std::nullopt;  // the ridge mistakes
+  Options plain = un;
+  plain.ridge = 0;
+  if (key == "mistake:ridge-missing") return finish(gated_spec(op, with_ones(p), g, plain), o);
+  if (key == "mistake:ridge-numerator-only") {
+    if (!o.normalized) return std::nullopt;
+    Out<T> num = gated_spec(op, with_ones(p), g, un), nd = gated_spec(op, with_ones(p), g, plain);
+    if (!num || !nd) return std::nullopt;
+    nd->leftCols(dv) = num->leftCols(dv);
+    return finish(nd, o);
+  }
+  // ridge-undecayed: λ Σ_j (q_t·q_j) [v_j 1] without its gates Γ(t, j)
+  Out<T> base = gated_spec(op, with_ones(p), g, plain),
+         ridge = exact_or_none("linear", with_ones(P<T>{p.Q, p.Q, p.V}), Options{});
+  if (!base || !ridge) return std::nullopt;
+  return finish(Mat<T>(*base + from_rational<T>(o.ridge) * *ridge), o);
+}
+
+struct GatedAnalogue {
+  const char* key;
+  const char* what;
+};
+const std::vector<GatedAnalogue> kGatedAnalogues{
+    {"mistake:output-before-update",
+     "o_t read from the state before token t is added (and before its gate): only tokens < t reach o_t"},
+    {"mistake:swap-qk", "queries and keys swapped"},
+    {"mistake:normalization-flipped", "normalized where SPEC's is not, or not where it is"},
+    {"mistake:ridge-missing", "ridge lambda ignored"},
+    {"mistake:ridge-numerator-only", "ridge lambda in the numerator but not in the denominator"},
+    {"mistake:ridge-undecayed",
+     "ridge term lambda sum_j (q_t.q_j) v_j without its gates Gamma(t, j) (the ridge read from an undecayed sum)"}};
+
 }  // namespace
 
 std::vector<GatedCandidate> gated_diagnosis_candidates(const std::string& op) {
@@ -541,6 +620,16 @@ std::vector<GatedCandidate> gated_diagnosis_candidates(const std::string& op) {
       a.gates = p.gates;
       const Out<double> nd = gated_form_double(op, "", a, un);
       return nd ? divide(*nd, o.eps, m.how) : std::nullopt;
+    };
+    out.push_back(std::move(c));
+  }
+  for (const GatedAnalogue& m : kGatedAnalogues) {
+    if (std::string(m.key).rfind("mistake:ridge", 0) == 0 && !operator_info(op).options.ridge) continue;
+    GatedCandidate c{m.key, m.what, "", false, [op, key = std::string(m.key)](const GP& g, const Options& o) {
+                       return gated_analogue<rational>(op, key, g.qkv, g.gamma, o);
+                     }};
+    c.eval_double = [op, key = std::string(m.key)](const P<double>& p, const Options& o) {
+      return gated_analogue<double>(op, key, p, p.gates, o);
     };
     out.push_back(std::move(c));
   }

@@ -13,8 +13,19 @@ namespace hla::verify::ext {
 // What the implementation returned for one case. A non-empty `error` is a protocol finding (it crashed,
 // timed out, skipped the case, wrote a wrong shape or dtype, ...), said in one line. NaN or Inf in an
 // answer is not a protocol failure but a wrong value, judged with the rest.
+// Where a case went when the implementation packed a round's cases into batched calls (python/hla_harness.cpp,
+// layout=: fla's ops take [B, T, H, K]): the call (numbered over the battery), its batch and head counts, and the
+// case's (b, h) in it; with GQA, kv_group query heads share one key/value head (h // kv_group). A case called alone,
+// or by an implementation that does not pack, has batch = heads = 1.
+struct Slot {
+  long call = -1;
+  long b = 0, h = 0, batch = 1, heads = 1, kv_group = 1;
+  bool packed() const { return batch * heads > 1; }
+};
+
 struct Outcome {
   std::string error;
+  Slot slot;
   Mat<double> O;                 // n × dv, values as the dtype held them
   NamedState<double> state_out;  // when the case asked for it
   Mat<double> dQ, dK, dV;        // --grad: ∂L/∂Q, ∂L/∂K, ∂L/∂V

@@ -3,6 +3,7 @@ precision, or that break the protocol (tests/verify_impls/impls.py), and on the 
 
 Run by scripts/test.sh with HLA_BUILD (the build folder) and PYTHONPATH=<build>/python.
 """
+import functools
 import json
 import os
 import subprocess
@@ -846,6 +847,156 @@ class FlaStyleOps(unittest.TestCase):
         self.assertIn("queries scaled by d^-1/2", r["summary"])
         with self.assertRaises(Exception):
             hla_harness.verify(fla_style_hla2.hla2_bthk, "hla2", layout="tbhk")
+
+    def test_cases_packed_in_batch_and_heads(self):
+        """A round's cases of one shape go into calls of B x H different cases (3 x 4 where there are enough), each
+        judged; a fault of the op's batch or head indexing, wrong packed and right alone, is named."""
+        import fla_style_hla2
+        import hla_harness
+        import torch
+        op = fla_style_hla2.hla2_bthk
+        calls = []
+
+        def recorded(q, k, v, **kw):
+            calls.append((q.shape[0], q.shape[2], q.clone()))
+            return op(q, k, v, **kw)
+
+        r = hla_harness.verify(recorded, "hla2", layout="bthk", max_n=33, d=3, dv=2, normalized=True, eps=0.25)
+        self.assertEqual(r["verdict"], "computes", r["summary"])
+        full = [x for b, h, x in calls if (b, h) == (3, 4)]
+        self.assertTrue(full, [(b, h) for b, h, _ in calls])
+        # twelve different cases in one call: no two (b, h) have the same queries
+        q = full[0].transpose(1, 2).reshape(12, -1)
+        self.assertEqual(len({tuple(row.tolist()) for row in q}), 12)
+
+        def heads_rolled(q, k, v, **kw):  # head h returns head h - 1's outputs
+            o, st = op(q, k, v, **kw)
+            return o.roll(1, dims=2), st
+
+        def batch_offset(q, k, v, **kw):  # batch b >= 1 reads the keys of batch b - 1
+            return op(q, torch.cat([k[:1], k[:-1]]), v, **kw)
+
+        def fourth_head(q, k, v, **kw):  # head 3 reads head 2's keys
+            if k.shape[2] > 3:
+                k = k.clone()
+                k[:, :, 3] = k[:, :, 2]
+            return op(q, k, v, **kw)
+
+        for fn, key, text in ((heads_rolled, "layout:heads-mixed", "heads mixed up"),
+                              (batch_offset, "layout:batch-dependent", "wrong only at batches 1, 2"),
+                              (fourth_head, "layout:head-dependent", "wrong only at head 3")):
+            with self.subTest(fn.__name__):
+                r = hla_harness.verify(fn, "hla2", layout="bthk", max_n=33, d=3, dv=2, state=True)
+                self.assertEqual(r["verdict"], "differs", r["summary"])
+                self.assertEqual(keys(r), [key], r["summary"])
+                self.assertIn(text, r["summary"])
+
+    def test_gqa(self):
+        """GQA (gqa=2: q [B, T, 2H, K], k and v [B, T, H, ...]): each query head is a case of its own, its key/value
+        head shared with the next query head's, judged against SPEC; key/value heads tiled where they are interleaved
+        (query head h reading key/value head h % H, a common GQA bug) is named."""
+        import fla_style_hla2
+        import hla_harness
+        shapes = set()
+
+        def gqa(q, k, v, tiled=False, **kw):
+            G = q.shape[2] // k.shape[2]
+            shapes.add((q.shape[0], q.shape[2], k.shape[2], v.shape[2]))
+            k, v = (x.repeat(1, 1, G, 1) if tiled else x.repeat_interleave(G, 2) for x in (k, v))
+            return fla_style_hla2.hla2_bthk(q, k, v, **kw)
+
+        def right(q, k, v, scale=None, normalize=False, eps=1e-6, initial_state=None, output_final_state=False):
+            return gqa(q, k, v, scale=scale, normalize=normalize, eps=eps, initial_state=initial_state,
+                       output_final_state=output_final_state)
+
+        r = hla_harness.verify(right, "hla2", layout="bthk", gqa=2, max_n=33, d=3, dv=2, state=True, normalized=True,
+                               eps=0.25)
+        self.assertEqual(r["verdict"], "computes", r["summary"])
+        self.assertIn((2, 4, 2, 2), shapes)
+        r = hla_harness.verify(functools.partial(gqa, tiled=True), "hla2", layout="bthk", gqa=2, max_n=33, d=3, dv=2)
+        self.assertEqual(r["verdict"], "differs", r["summary"])
+        self.assertEqual(keys(r), ["layout:kv-heads-mixed"], r["summary"])
+        self.assertIn("key/value heads tiled (repeat)", r["summary"])
+        with self.assertRaises(ValueError):
+            hla_harness.verify(right, "hla2", gqa=2)  # gqa= goes with layout=
+
+    def test_gradients_through_the_adapter(self):
+        """grad=True with layout=: the op's autograd gradients of L = sum <do, o>, per case of a packed call (with GQA
+        one backward per query head of a key/value head), held to the exact gradients; a backward that drops dk
+        differs in dk alone."""
+        import fla_style_hla2
+        import hla_harness
+        import torch
+        op = fla_style_hla2.hla2_bthk
+
+        def gqa(q, k, v, scale=None, ridge=0.0, initial_state=None, output_final_state=False):
+            G = q.shape[2] // k.shape[2]
+            return op(q, k.repeat_interleave(G, 2), v.repeat_interleave(G, 2), scale=scale, ridge=ridge,
+                      initial_state=initial_state, output_final_state=output_final_state)
+
+        class NoKeyGradient(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return x.clone()
+
+            @staticmethod
+            def backward(ctx, g):
+                return torch.zeros_like(g)
+
+        for fn, more in ((op, {"normalized": True, "eps": 0.25}), (gqa, {"gqa": 2, "ridge": 0.5})):
+            with self.subTest(**more):
+                r = hla_harness.verify(fn, "hla2", layout="bthk", grad=True, max_n=16, d=3, dv=2, **more)
+                self.assertEqual(r["verdict"], "computes", r["summary"])
+        r = hla_harness.verify(lambda q, k, v: op(q, NoKeyGradient.apply(k), v, scale=1.0), "hla2", layout="bthk",
+                               grad=True, max_n=16, d=3, dv=2, shrink_rounds=1, diagnose=False)
+        self.assertEqual(r["verdict"], "differs", r["summary"])
+        self.assertEqual(r["outputs"], {"o": "computes", "dq": "computes", "dk": "differs", "dv": "computes"})
+
+    def test_command_line_adapter(self):
+        """`hla verify --layout bthk --exec FILE.py:FUNCTION`: the module's adapter from the command line, with its
+        options (--gqa, --scale), exit codes and --json report."""
+        impls = os.path.join(ROOT, "tests", "verify_impls", "fla_impls.py")
+        small = ["--max-n", "33", "--d", "3", "--dv", "2", "--python", PY]
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "report.json")
+            code, r, text = run_with_report([HLA, "verify", "--layout", "bthk", "--gqa", "2", "--normalized", "--eps",
+                                             "1/4", "--exec", impls + ":gqa", "--json", out, *small], out, 300)
+            self.assertEqual((code, r["verdict"]), (0, "computes"), text)
+            self.assertEqual(r["command"], impls + ":gqa")
+            os.remove(out)
+            code, r, text = run_with_report([HLA, "verify", "--layout", "bthk", "--exec", impls + ":heads_rolled",
+                                             "--json", out, *small], out, 300)
+            self.assertEqual((code, r["verdict"]), (1, "differs"), text)
+            self.assertIn("layout:heads-mixed", keys(r), text)
+        for args in (["--layout", "bthk", "--exec", impls + ":nothing", *small],  # no such function
+                     ["--layout", "bthk", "--exec", impls + ":gqa", "--keep", *small],
+                     ["--scale", "2", "--exec", "true"]):  # --scale goes with --layout
+            p = subprocess.run([HLA, "verify", *args], capture_output=True, text=True, timeout=120)
+            self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
+
+    def test_gated_op_packed(self):
+        """Gates (fla's log-gates g, [B, T, H]) and states packed per case: a gated linear attention in fla's
+        convention computes; one that gives every head head 0's gates is named."""
+        import hla_harness
+        import torch
+
+        def gla(q, k, v, g, scale=None, initial_state=None, output_final_state=False, head0_gates=False):
+            B, T, H, K = q.shape
+            S, z = initial_state or (q.new_zeros(B, H, K, v.shape[-1]), q.new_zeros(B, H, K))
+            a = torch.exp(g[:, :, :1].expand(B, T, H) if head0_gates else g)
+            o = []
+            for t in range(T):
+                S = a[:, t, :, None, None] * S + k[:, t, :, :, None] * v[:, t, :, None, :]
+                z = a[:, t, :, None] * z + k[:, t]
+                o.append(torch.einsum("bhk,bhkv->bhv", q[:, t], S))
+            return torch.stack(o, 1), ((S, z) if output_final_state else None)
+
+        r = hla_harness.verify(gla, "linear", layout="bthk", gates=True, state=True, max_n=33, d=3, dv=2)
+        self.assertEqual(r["verdict"], "computes", r["summary"])
+        r = hla_harness.verify(functools.partial(gla, head0_gates=True), "linear", layout="bthk", gates=True,
+                               max_n=33, d=3, dv=2)
+        self.assertEqual(r["verdict"], "differs", r["summary"])
+        self.assertIn("layout:head-dependent", keys(r), r["summary"])
 
 
 if __name__ == "__main__":

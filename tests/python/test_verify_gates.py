@@ -249,6 +249,24 @@ class GatedDiagnosis(unittest.TestCase):
         self.assertEqual((code, report["verdict"]), (1, "differs"), out)
         self.assertFalse(named(report, "formulation:naive-cumprod"), [m["key"] for m in report["matches"]])
 
+    def test_fixed_gamma_mistakes_named_with_gates(self):
+        # Issue 47: the fixed-gamma catalogue's mistakes that do not depend on how the decay is written were unnamed
+        # under --gates ("differs", nothing matched): each planted in the gated serial hla2, each named.
+        import hla_harness
+        for mistake, key in [("read-before-update", "mistake:output-before-update"), ("swap-qk", "mistake:swap-qk"),
+                             ("normalization-flipped", "mistake:normalization-flipped"),
+                             ("ridge-missing", "mistake:ridge-missing"),
+                             ("ridge-numerator-only", "mistake:ridge-numerator-only"),
+                             ("ridge-undecayed", "mistake:ridge-undecayed")]:
+            with self.subTest(mistake=mistake):
+                with np.errstate(all="ignore"):  # a flipped normalization divides 0 by 0 on the unnormalized cases
+                    r = hla_harness.verify(gated_impls.IMPLS["hla2-" + mistake], "hla2", gates=True, max_n=16, d=3,
+                                           dv=2, normalized=True, eps=0.25, ridge=0.5)
+                self.assertEqual(r["verdict"], "differs", r["summary"])
+                self.assertEqual([m["key"] for m in r["matches"] if m["key"].startswith("mistake:")], [key],
+                                 r["summary"])
+                self.assertIn(key, r["summary"])
+
     def test_module_names_the_mistake(self):
         import hla_harness
         for name, op, key in [NAMED[0], NAMED[1], NAMED[4], NAMED[6], NAMED[10]]:

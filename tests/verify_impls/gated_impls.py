@@ -48,16 +48,34 @@ def first_gate_dropped(g, mistake, t):
 def hla2(q, k, v, gamma, normalized, eps, ridge, initial_state=None, mistake="", return_state=False):
     """SPEC's gated serial hla2: G_t = γ_t² G_{t−1} + γ_t k_t (k_tᵀ C_{t−1}), S, C, m decayed by γ_t. mistake
     "algorithm1" keeps Algorithm 1's rule G_t = γ_t G_{t−1} + k_t k_tᵀ C_{t−1} with gates; "proposal" the gated-HLA
-    proposal's G_t = √γ_t G_{t−1} + γ_t k_t (k_tᵀ C_{t−1})."""
+    proposal's G_t = √γ_t G_{t−1} + γ_t k_t (k_tᵀ C_{t−1}). The fixed-γ catalogue's mistakes with gates:
+    "read-before-update" (o_t read from the state before token t's update and gate), "swap-qk", "normalization-flipped",
+    "ridge-missing", "ridge-numerator-only" (the denominator without λ), "ridge-undecayed" (λ Σ_j (q_t·q_j) v_j from
+    sums the gates never decay)."""
     dt = q.dtype.type
     n, d = q.shape
     dv = v.shape[1]
+    if mistake == "swap-qk":
+        q, k = k, q
+    normalized = not normalized if mistake == "normalization-flipped" else normalized
+    ridge = 0 if mistake == "ridge-missing" else ridge
     parts = ("S", "C", "m", "G", "h")
     S, C, m, G, h = initial(parts, ((d, d), (d, dv), (d,), (d, dv), (d,)), initial_state, q.dtype)
+    R, r = np.zeros((d, dv), dtype=q.dtype), np.zeros(d, dtype=q.dtype)  # Σ q_j v_jᵀ, Σ q_j, undecayed
     o = np.empty((n, dv), dtype=q.dtype)
+
+    def read(qt, lam, with_ridge_den=True):
+        u = qt @ S + dt(lam) * qt
+        num, den = u @ C - qt @ G, (u if with_ridge_den else qt @ S) @ m - qt @ h
+        if mistake == "ridge-undecayed":
+            num, den = num + dt(ridge) * (qt @ R), den + dt(ridge) * (qt @ r)
+        return num / (den + dt(eps)) if normalized else num
+
     for t, g in enumerate(gates_as_used(gamma, mistake).astype(q.dtype)):
         g = first_gate_dropped(g, mistake, t) if initial_state is not None else g
         qt, kt, vt = q[t], k[t], v[t]
+        if mistake == "read-before-update":
+            o[t] = read(qt, ridge)
         keep, carry = (g, dt(1)) if mistake == "algorithm1" else (g * g, g)
         if mistake == "proposal":  # the gated-HLA proposal: G <- a_t G + k kᵀ (γ_t C), a_t = √γ_t
             keep, carry = np.sqrt(g), g
@@ -66,9 +84,9 @@ def hla2(q, k, v, gamma, normalized, eps, ridge, initial_state=None, mistake="",
         S = g * S + np.outer(kt, kt)
         C = g * C + np.outer(qt, vt)
         m = g * m + qt
-        u = qt @ S + dt(ridge) * qt
-        num = u @ C - qt @ G
-        o[t] = num / (u @ m - qt @ h + dt(eps)) if normalized else num
+        R, r = R + np.outer(qt, vt), r + qt
+        if mistake != "read-before-update":
+            o[t] = read(qt, 0 if mistake == "ridge-undecayed" else ridge, mistake != "ridge-numerator-only")
     return (o, dict(zip(parts, (S, C, m, G, h)))) if return_state else o
 
 
@@ -242,6 +260,9 @@ IMPLS = {
     "hla2-chunked-carry-extra-gate": lambda *a, **kw: hla2_chunked(*a, **kw, mistake="carry-extra-gate"),
     "hla2-chunked-carry-first-gate-power": lambda *a, **kw: hla2_chunked(*a, **kw, mistake="carry-first-gate-power"),
     "hla2-undecayed-carry": lambda *a, **kw: hla2(*a, **kw, mistake="undecayed-carry"),
+    **{f"hla2-{m}": (lambda m: lambda *a, **kw: hla2(*a, **kw, mistake=m))(m)
+       for m in ("read-before-update", "swap-qk", "normalization-flipped", "ridge-missing", "ridge-numerator-only",
+                 "ridge-undecayed")},
     "hla2-bf16": in_bf16(hla2),
     "linear-chunked-bf16-operands": linear_chunked_bf16_operands,
     "hla2-algorithm1-rule-bf16": in_bf16(lambda *a, **kw: hla2(*a, **kw, mistake="algorithm1")),
