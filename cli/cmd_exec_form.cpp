@@ -51,9 +51,10 @@ std::optional<DeviceForm> device_form(const std::string& form) {
   return std::nullopt;
 }
 
-// A 2-D array as it is, a 1-D one (gates, a vector state part) as a column.
+// A 2-D array as it is, a 1-D one (gates, a vector state part) as a column. At most 2^27 values (1 GiB as doubles):
+// a header that promises more is refused before its data is read (verify's own cases are far smaller).
 Mat<double> read_matrix(const fs::path& file) {
-  const npy::Array a = npy::read(file);
+  const npy::Array a = npy::read(file, std::size_t{1} << 27);
   if (a.shape.size() != 1) return npy::to_matrix(a, file.filename().string());
   Mat<double> m(static_cast<Eigen::Index>(a.shape[0]), 1);
   for (std::size_t i = 0; i < a.data.size(); ++i) m(static_cast<Eigen::Index>(i), 0) = a.data[i];
