@@ -60,8 +60,6 @@ std::string tail_of(const fs::path& file, std::size_t max_chars, std::streamoff 
   return s;
 }
 
-npy::DType npy_dtype(DType t) { return t == DType::float64 ? npy::DType::f64 : npy::DType::f32; }
-
 // The signal InterruptGuard caught (0: none) and the process group it is forwarded to (0: none running).
 volatile std::sig_atomic_t caught_signal = 0;
 volatile std::sig_atomic_t running_group = 0;
@@ -262,6 +260,8 @@ Mat<double> read_matrix(const fs::path& file, const std::string& label, Eigen::I
 }
 
 }  // namespace
+
+npy::DType npy_dtype(DType t) { return t == DType::float64 ? npy::DType::f64 : npy::DType::f32; }
 
 double checked_timeout(double seconds) {
   if (!(seconds > 0) || !(seconds <= 7 * 24 * 3600.0))

@@ -23,6 +23,7 @@
 #include <string>
 
 #include "io/files.hpp"
+#include "io/npy.hpp"
 #include "verify/implementation.hpp"
 
 namespace hla::verify::ext {
@@ -109,6 +110,9 @@ class CommandSession {
 // A round's time-out in seconds, checked: NaN, infinities, zero and anything above a week (604800 s, more
 // than any round needs) are refused with an InputError (a NaN would never expire).
 double checked_timeout(double seconds);
+
+// The .npy dtype of a request's dtype.
+npy::DType npy_dtype(DType t);
 
 // Writes one case's files into dir/<case.name>/ (the protocol above).
 void write_case(const std::filesystem::path& dir, const Case& c, const Request& req);
