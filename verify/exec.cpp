@@ -12,6 +12,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -73,6 +74,8 @@ extern "C" void forward_signal(int sig) {
 // Kills and reaps hla's children that are left once the command's group is gone: only processes the command
 // started outside its group (a daemon) can be, re-parented here (PR_SET_CHILD_SUBREAPER). Repeated, since
 // ending one re-parents its own children; a process never outlives its round.
+std::vector<pid_t> live_guardians;  // GroupGuardian's processes: hla's own children, not orphans of a command
+
 void end_orphans() {
   const std::string self = std::to_string(::getpid());
   for (int pass = 0; pass < 64; ++pass) {
@@ -91,6 +94,7 @@ void end_orphans() {
       fields >> state >> parent;
       if (parent != self) continue;
       const pid_t child = static_cast<pid_t>(std::stol(name));
+      if (std::find(live_guardians.begin(), live_guardians.end(), child) != live_guardians.end()) continue;
       ::kill(child, SIGKILL);
       ::waitpid(child, nullptr, 0);
       any = true;
@@ -101,12 +105,46 @@ void end_orphans() {
 
 extern "C" char** environ;
 
+// The guardian's life (GroupGuardian): only async-signal-safe calls, since hla may have threads. It reads pid_t
+// records: a group > 0 to guard, 0 to stand down (exit, killing nothing). The end of the socket with a group still
+// guarded means hla is gone: the group is killed.
+[[noreturn]] void guard_group(int watch, pid_t parent) {
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE}) ::sigaction(sig, &ignore, nullptr);
+  // Nothing of hla's held open: not its stdout (a reader waiting for its end), not the command's channel.
+  if (watch > 0) ::close_range(0, static_cast<unsigned>(watch) - 1, 0);
+  ::close_range(static_cast<unsigned>(watch) + 1, ~0U, 0);
+  const int null = ::open("/dev/null", O_RDWR);
+  for (int fd = 0; fd <= 2 && null >= 0; ++fd)
+    if (fd != null && fd != watch) ::dup2(null, fd);
+  pid_t group = 0;
+  char record[sizeof(pid_t)];
+  std::size_t have = 0;
+  if (::getppid() != parent) ::_exit(0);  // hla died before the line above: the command's shell dies by its signal
+  for (;;) {
+    const ssize_t got = ::read(watch, record + have, sizeof record - have);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      if (group > 0) ::kill(-group, SIGKILL);
+      ::_exit(0);
+    }
+    have += static_cast<std::size_t>(got);
+    if (have < sizeof record) continue;
+    have = 0;
+    std::memcpy(&group, record, sizeof group);
+    if (group <= 0) ::_exit(0);
+  }
+}
+
 // Forks `sh -c line` as the leader of a new process group: stdin /dev/null, stdout and stderr into the two files, and,
 // with a channel {reply, rounds} (hla's other ends), `reply` as the command's fd 3 and `rounds` as its fd 4, named
 // by HLA_VERIFY_REPLY_FD=3 and HLA_VERIFY_ROUND_FD=4 in its environment; without one, fds 3 and 4 closed. hla's own
 // descriptors are close-on-exec. Nothing is allocated in the child (hla may have threads): only async-signal-safe
 // calls between fork and exec.
-pid_t spawn(const std::string& line, const int* channel, const fs::path& out_file, const fs::path& err_file) {
+pid_t spawn(const std::string& line, const int* channel, const fs::path& out_file, const fs::path& err_file,
+            GroupGuardian& guardian) {
   std::vector<std::string> env_strings;
   for (char** e = environ; e && *e; ++e)
     if (std::strncmp(*e, "HLA_VERIFY_REPLY_FD=", 20) != 0 && std::strncmp(*e, "HLA_VERIFY_ROUND_FD=", 20) != 0)
@@ -129,21 +167,31 @@ pid_t spawn(const std::string& line, const int* channel, const fs::path& out_fil
     throw InputError("cannot create the command's log file in '" + out_file.parent_path().string() +
                      "': " + std::strerror(e));
   }
+  try {
+    guardian.start();
+  } catch (...) {
+    ::close(out);
+    ::close(err);
+    throw;
+  }
+  const int guard = guardian.command_end();
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) {
     const int e = errno;
     ::close(out);
     ::close(err);
+    guardian.release();
     throw std::runtime_error(std::string("fork failed: ") + std::strerror(e));
   }
   if (pid == 0) {
     ::setpgid(0, 0);
-    // It dies with hla, however hla dies (SIGKILL, the OOM killer). The setting is this process's, /bin/sh's: it
-    // holds for a command line that starts with `exec`; Debian's dash forks even a simple line, and what it forks is
-    // left to the subreaper's clean-up, which a SIGKILLed hla cannot run (docs/hardening.md, known limit).
+    // /bin/sh itself dies with hla by this signal; what it forks, by the guardian, which learns the group here, before
+    // anything of the command runs (its end closes at exec).
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(127);  // hla died before the line above
+    const pid_t self = ::getpid();
+    if (::send(guard, &self, sizeof self, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof self)) ::_exit(127);
     // The channel's ends out of the way of 0-4 first (they may hold any of those numbers).
     const int reply = channel ? ::fcntl(channel[0], F_DUPFD_CLOEXEC, 10) : -1;
     const int rounds = channel ? ::fcntl(channel[1], F_DUPFD_CLOEXEC, 10) : -1;
@@ -339,6 +387,40 @@ std::string ProcessResult::headline() const {
   return s;
 }
 
+void GroupGuardian::start() {
+  release();
+  int ends[2];  // [0] the guardian's, [1] hla's (and the command's until it execs)
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends) != 0)
+    throw std::runtime_error(std::string("socketpair failed: ") + std::strerror(errno));
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    const int e = errno;
+    ::close(ends[0]);
+    ::close(ends[1]);
+    throw std::runtime_error(std::string("fork failed: ") + std::strerror(e));
+  }
+  if (pid == 0) guard_group(ends[0], parent);
+  ::close(ends[0]);
+  pid_ = pid;
+  fd_ = ends[1];
+  live_guardians.push_back(pid);
+}
+
+void GroupGuardian::release() {
+  if (fd_ >= 0) {
+    const pid_t stand_down = 0;
+    (void)::send(fd_, &stand_down, sizeof stand_down, MSG_NOSIGNAL);
+    ::close(fd_);
+    fd_ = -1;
+  }
+  if (pid_ > 0) {
+    while (::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {}
+    live_guardians.erase(std::remove(live_guardians.begin(), live_guardians.end(), pid_), live_guardians.end());
+    pid_ = -1;
+  }
+}
+
 ProcessResult run_command(const std::string& command, const fs::path& dir, double timeout, const fs::path& log_dir) {
   const fs::path err_file = log_dir / "stderr";
   InterruptGuard::check();
@@ -346,7 +428,8 @@ ProcessResult run_command(const std::string& command, const fs::path& dir, doubl
   // rather than to init once its parent ends, so that end_orphans can end it.
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   const auto t0 = std::chrono::steady_clock::now();
-  const pid_t pid = spawn(command + " " + shell_quote(dir.string()), nullptr, log_dir / "stdout", err_file);
+  GroupGuardian guardian;
+  const pid_t pid = spawn(command + " " + shell_quote(dir.string()), nullptr, log_dir / "stdout", err_file, guardian);
   running_group = pid;
   if (caught_signal) ::kill(-pid, caught_signal);  // came between the check above and now
   ProcessResult r;
@@ -384,7 +467,8 @@ void CommandSession::start(const fs::path& dir) {
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);  // as in run_command
   const int channel[2] = {reply[1], rounds[1]};
   try {
-    pid_ = spawn(command_ + " " + shell_quote(dir.string()), channel, logs_.path() / "stdout", logs_.path() / "stderr");
+    pid_ = spawn(command_ + " " + shell_quote(dir.string()), channel, logs_.path() / "stdout", logs_.path() / "stderr",
+                 guardian_);
   } catch (...) {
     for (int fd : {reply[0], reply[1], rounds[0], rounds[1]}) ::close(fd);
     throw;
@@ -404,6 +488,7 @@ void CommandSession::end_process(bool reaped) {
     if (!reaped) ::waitpid(pid_, nullptr, 0);
     end_orphans();
   }
+  guardian_.release();
   if (rounds_ >= 0) ::close(rounds_);
   if (reply_ >= 0) ::close(reply_);
   rounds_ = reply_ = pid_ = -1;

@@ -315,6 +315,29 @@ class Processes(Work):
             os.kill(pid, signal.SIGKILL)
             self.fail("the command outlived the SIGKILLed harness")
 
+    def test_a_forked_command_dies_with_a_killed_harness(self):
+        # Before: only /bin/sh had the parent-death signal, and dash forks a line that does not start with `exec`:
+        # SIGKILL of `hla verify` mid-round left `sleep 1000` running. Now a guardian kills the command's whole group.
+        for fresh in ([], ["--fresh-process"]):
+            pid_file = self.path("pid" + "".join(fresh))
+            proc = subprocess.Popen([HLA, "verify", "--op", "hla2", "--exec",
+                                     f"echo $$ > {pid_file}; sh -c 'sleep 1000; true'", *fresh, *QUICK],
+                                    env=self.env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            group = pid_written_to(pid_file)
+            deadline = time.time() + 30
+            while not any(name == "sleep" for name in group_members(group).values()) and time.time() < deadline:
+                time.sleep(0.05)
+            self.assertIn("sleep", group_members(group).values(), fresh)
+            proc.kill()
+            proc.wait(timeout=30)
+            deadline = time.time() + 5
+            while group_members(group) and time.time() < deadline:
+                time.sleep(0.05)
+            left = group_members(group)
+            for pid in left:
+                os.kill(pid, signal.SIGKILL)
+            self.assertEqual(left, {}, f"{fresh}: the command's processes outlived the SIGKILLed harness")
+
     def test_a_log_file_swapped_for_a_fifo(self):
         # Before: a command that replaced its stderr log by a FIFO hung `verify` in open(), with or without
         # --fresh-process and whatever --timeout (a symlink in its place: tests/test_hardening.cpp).
@@ -345,6 +368,23 @@ class Combine(Work):
         with open(self.path("r.json")) as f:
             self.assertIn("more than the 64 a part name may have", f.read())
         self.assertEqual(os.listdir(self.tmp), [])
+
+
+def group_members(group):
+    """The live processes of a process group: pid -> name (zombies, already dead, are left out)."""
+    members = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        name, fields = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:].split()
+        if int(fields[2]) == group and fields[0] != "Z":
+            members[int(entry)] = name
+    return members
 
 
 def alive(pid):
