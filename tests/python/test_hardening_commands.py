@@ -261,6 +261,42 @@ def first_row(csv_path):
         return next(csv.DictReader(f))
 
 
+class RoundFour(Work):
+    """What the fourth adversarial pass (scripts/attack.py) found in the commands."""
+
+    def test_options_past_the_scalar_are_input_errors(self):
+        # Before: `run --ridge 1e400` computed with an infinite λ and ended as a numerical failure (exit 3).
+        for args in (["--ridge", "1e400"], ["--normalized", "--eps", "1e400"], ["--gamma", "1e-400"],
+                     ["--scalar", "float", "--normalized", "--eps", "1e39"], ["--scalar", "float", "--gamma", "1e-46"]):
+            self.expect_2("run", "--n", "8", *args, text="(the --scalar)")
+        p = self.hla("run", "--n", "8", "--scalar", "mpfr256", "--ridge", "1e400")  # within MPFR's range
+        self.assertEqual(p.returncode, 0, p.stderr)
+
+    def test_the_literal_references_n_by_n_products_are_counted(self):
+        # Before: `run --n 100000 --reference` was a bad_alloc (exit 70) and the module's reference() a MemoryError:
+        # the literal sums form n x n products, which the memory estimate left out.
+        t0 = time.time()
+        self.expect_2("run", "--n", "100000", "--d", "2", "--dv", "2", "--reference", text="needs at least")
+        self.expect_2("check", "--n", "100000", "--d", "2", "--dv", "2", text="needs at least")
+        code = ("import numpy as np, hla_harness\nx = np.ones((100000, 2))\ntry:\n"
+                "    hla_harness.reference('hla2', x, x, x)\nexcept ValueError as e:\n    print('ValueError', e)\n")
+        p = subprocess.run([PY, "-c", code], capture_output=True, text=True, timeout=60, env=os.environ)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("needs at least", p.stdout)
+        self.assertLess(time.time() - t0, 20)
+
+    def test_an_error_is_one_line_whatever_the_value_holds(self):
+        # Before: a value ending in a newline (or holding a terminal escape) was printed raw: two lines, or a
+        # rewritten terminal; and `check --n 0` was "not in range 0.000000 to" DBL_MAX's 309 digits.
+        for args in (["run", "--seed", "5\n"], ["check", "--n", "5\n"], ["mpi-bench", "--d", "\x1b[2J"],
+                     ["run", "--op", "hla2\nx"], ["sweep", "no\nsuch.toml"]):
+            p = self.expect_2(*args)
+            self.assertNotIn(b"\x1b", p.stderr)
+        for cmd in ("check", "mpi-bench"):
+            p = self.expect_2(cmd, "--n", "0", text="not in range 1 to")
+            self.assertLess(len(p.stderr), 300)
+
+
 class Module(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
