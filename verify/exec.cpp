@@ -71,30 +71,44 @@ extern "C" void forward_signal(int sig) {
   if (running_group > 0) ::kill(-running_group, sig);
 }
 
-// Kills and reaps hla's children that are left once the command's group is gone: only processes the command
-// started outside its group (a daemon) can be, re-parented here (PR_SET_CHILD_SUBREAPER). Repeated, since
-// ending one re-parents its own children; a process never outlives its round.
-std::vector<pid_t> live_guardians;  // GroupGuardian's processes: hla's own children, not orphans of a command
+// hla's own children that are not a command's orphans: the live guardians (GroupGuardian), and whatever hla had
+// started before the command (Open MPI's daemon in a singleton run, which end_orphans killed: MPI_Finalize then
+// failed and left its session folder in TMPDIR).
+std::vector<pid_t> live_guardians, children_before;
 
-void end_orphans() {
+// hla's children now, read from /proc.
+std::vector<pid_t> children_of_hla() {
   const std::string self = std::to_string(::getpid());
+  std::vector<pid_t> children;
+  std::error_code ec;
+  for (fs::directory_iterator it("/proc", ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat_file(it->path() / "stat");
+    std::string stat;
+    std::getline(stat_file, stat);
+    const std::size_t close = stat.rfind(')');  // the name in parentheses may hold spaces and ')'
+    if (close == std::string::npos) continue;
+    std::istringstream fields(stat.substr(close + 1));
+    std::string state, parent;
+    fields >> state >> parent;
+    if (parent == self) children.push_back(static_cast<pid_t>(std::stol(name)));
+  }
+  return children;
+}
+
+bool listed(const std::vector<pid_t>& pids, pid_t pid) {
+  return std::find(pids.begin(), pids.end(), pid) != pids.end();
+}
+
+// Kills and reaps hla's children that are left once the command's group is gone: only processes the command
+// started outside its group (a daemon) can be, re-parented here (PR_SET_CHILD_SUBREAPER); hla's own (above) are left
+// alone. Repeated, since ending one re-parents its own children; a process never outlives its round.
+void end_orphans() {
   for (int pass = 0; pass < 64; ++pass) {
     bool any = false;
-    std::error_code ec;
-    for (fs::directory_iterator it("/proc", ec), end; !ec && it != end; it.increment(ec)) {
-      const std::string name = it->path().filename().string();
-      if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
-      std::ifstream stat_file(it->path() / "stat");
-      std::string stat;
-      std::getline(stat_file, stat);
-      const std::size_t close = stat.rfind(')');  // the name in parentheses may hold spaces and ')'
-      if (close == std::string::npos) continue;
-      std::istringstream fields(stat.substr(close + 1));
-      std::string state, parent;
-      fields >> state >> parent;
-      if (parent != self) continue;
-      const pid_t child = static_cast<pid_t>(std::stol(name));
-      if (std::find(live_guardians.begin(), live_guardians.end(), child) != live_guardians.end()) continue;
+    for (const pid_t child : children_of_hla()) {
+      if (listed(live_guardians, child) || listed(children_before, child)) continue;
       ::kill(child, SIGKILL);
       ::waitpid(child, nullptr, 0);
       any = true;
@@ -167,6 +181,7 @@ pid_t spawn(const std::string& line, const int* channel, const fs::path& out_fil
     throw InputError("cannot create the command's log file in '" + out_file.parent_path().string() +
                      "': " + std::strerror(e));
   }
+  children_before = children_of_hla();  // before the guardian and the command: none of them is the command's
   try {
     guardian.start();
   } catch (...) {

@@ -374,6 +374,15 @@ class Processes(Work):
                 os.kill(pid, signal.SIGKILL)
             self.assertEqual(left, {}, f"{fresh}: the command's processes outlived the SIGKILLed harness")
 
+    def test_a_process_hla_started_before_the_command_is_not_its_orphan(self):
+        # Before: with a launcher's variable set and no mpirun, Open MPI's singleton MPI_Init starts a daemon, a child
+        # of hla; the clean-up after a round killed it as the command's orphan, MPI_Finalize failed (ORTE_ERROR_LOG)
+        # and Open MPI's session folder was left in TMPDIR.
+        p = self.hla("verify", "--op", "hla2", "--exec", "true", *QUICK, env=self.env(OMPI_COMM_WORLD_SIZE="1"))
+        self.assertEqual(p.returncode, 2, p.stderr)  # `true` writes nothing: verdict error
+        self.assertNotIn(b"ORTE_ERROR_LOG", p.stderr)
+        self.assertEqual(os.listdir(self.tmp), [])
+
     def test_a_log_file_swapped_for_a_fifo(self):
         # Before: a command that replaced its stderr log by a FIFO hung `verify` in open(), with or without
         # --fresh-process and whatever --timeout (a symlink in its place: tests/test_hardening.cpp).
