@@ -252,16 +252,17 @@ const CommandRegistrar check_registrar([](CLI::App& app) {
   auto* sub = app.add_subcommand("check", "Table of every form x scalar against its reference");
   auto shape = std::make_shared<Shape>(Shape{10, 3, 2});
   auto seed = std::make_shared<std::uint64_t>(1);
-  sub->add_option("--n", shape->n, "sequence length")->check(CLI::PositiveNumber);
-  sub->add_option("--d", shape->d, "query/key width")->check(CLI::PositiveNumber);
-  sub->add_option("--dv", shape->dv, "value width")->check(CLI::PositiveNumber);
+  sub->add_option("--n", shape->n, "sequence length")->check(positive_count());
+  sub->add_option("--d", shape->d, "query/key width")->check(positive_count());
+  sub->add_option("--dv", shape->dv, "value width")->check(positive_count());
   add_seed_option(sub, *seed, "input seed");
   auto distributed_only = std::make_shared<bool>(false);
   sub->add_flag("--distributed-only", *distributed_only, "only the mpi-* forms against their serial forms");
   sub->callback([shape, seed, distributed_only] {
     // Every cell runs a form in every scalar against the MPFR reference: the largest, rational, counted, before the
     // first cell allocates (--d 1000000000 took the machine with it).
-    if (!*distributed_only) require_shape(*shape, "hla check", bytes_per_value<rational>(), bytes_per_value<mpfr256>());
+    if (!*distributed_only)
+      require_shape(*shape, "hla check", bytes_per_value<rational>(), 0, kMaxWidth, bytes_per_value<mpfr256>());
     // Under mpirun every rank computes every cell (the mpi-* forms are collective); rank 0 prints.
     if (distributed::world_rank() != 0 && !std::freopen("/dev/null", "w", stdout))
       throw std::runtime_error("no /dev/null");

@@ -190,11 +190,11 @@ const CommandRegistrar mpi_bench_registrar([](CLI::App& app) {
       app.add_subcommand("mpi-bench", "Time a sequence-parallel mpi-* form on the job's ranks (JSON on stdout)");
   sub->add_option("--op", a->op, "operator: hla2, ahla, hla3, linear");
   sub->add_option("--form", a->form, "mpi-chunked or mpi-chunked-rd");
-  sub->add_option("--n", a->n, "sequence length")->check(CLI::PositiveNumber);
-  sub->add_option("--d", a->d, "query/key width")->check(CLI::PositiveNumber);
-  sub->add_option("--dv", a->dv, "value width")->check(CLI::PositiveNumber);
-  sub->add_option("--chunk", a->chunk, "chunk width")->check(CLI::PositiveNumber);
-  sub->add_option("--repeats", a->repeats, "timed repeats (median)")->check(CLI::PositiveNumber);
+  sub->add_option("--n", a->n, "sequence length")->check(positive_count());
+  sub->add_option("--d", a->d, "query/key width")->check(positive_count());
+  sub->add_option("--dv", a->dv, "value width")->check(positive_count());
+  sub->add_option("--chunk", a->chunk, "chunk width")->check(positive_count());
+  sub->add_option("--repeats", a->repeats, "timed repeats (median)")->check(positive_count());
   sub->add_flag("--calibrate", a->calibrate, "also measure MPI latency/bandwidth and one combine");
   sub->add_flag("--outputs-only", a->outputs_only, "no final state (Options::state = false), as make bench times");
   sub->callback([a] {

@@ -7,6 +7,8 @@
 
 #include <exception>
 #include <filesystem>
+#include <string>
+#include <string_view>
 
 #include "cli/commands.hpp"
 #include "core/registry.hpp"
@@ -16,7 +18,19 @@
 
 namespace {
 constexpr int kInternalError = 70;  // sysexits.h EX_SOFTWARE
+
+// An error message as the one line it is: a control character an input carried into it (a newline at the end of a
+// value, a terminal's escape sequence in a path) is printed escaped, never raw.
+std::string one_line(std::string_view message) {
+  while (!message.empty() && (message.back() == '\n' || message.back() == ' ')) message.remove_suffix(1);
+  std::string out;
+  for (const char ch : message) {
+    const auto c = static_cast<unsigned char>(ch);
+    out += c == '\n' ? std::string("\\n") : c < 0x20 || c == 0x7f ? fmt::format("\\x{:02x}", c) : std::string(1, ch);
+  }
+  return out;
 }
+}  // namespace
 
 int main(int argc, char** argv) {
   // MPI only under mpirun/srun (mpi/comm.hpp); otherwise nothing changes.
@@ -33,23 +47,23 @@ int main(int argc, char** argv) {
   } catch (const CLI::RuntimeError& e) {
     return e.get_exit_code();  // a subcommand's own exit code (e.g. `verify`: 1 = differs)
   } catch (const CLI::ParseError& e) {
-    app.exit(e);
+    fmt::print(stderr, "{}\nRun with --help or --help-all for more information.\n", one_line(e.what()));
     return 2;
   } catch (const hla::InputError& e) {
-    fmt::print(stderr, "hla: error: {}\n", e.what());
+    fmt::print(stderr, "hla: error: {}\n", one_line(e.what()));
     return 2;
   } catch (const hla::NumericalError& e) {
-    fmt::print(stderr, "hla: numerical failure: {}\n", e.what());
+    fmt::print(stderr, "hla: numerical failure: {}\n", one_line(e.what()));
     return 3;
   } catch (const std::filesystem::filesystem_error& e) {
     // A path the user named (or TMPDIR) that the filesystem refused: their input, not a bug.
-    fmt::print(stderr, "hla: error: {}\n", e.what());
+    fmt::print(stderr, "hla: error: {}\n", one_line(e.what()));
     return 2;
   } catch (const hla::verify::ext::Interrupted& e) {
     fmt::print(stderr, "hla: {}: the command was stopped and its files removed\n", e.what());
     return 128 + e.signal;
   } catch (const std::exception& e) {
-    fmt::print(stderr, "hla: internal error (a bug of the harness, please report it): {}\n", e.what());
+    fmt::print(stderr, "hla: internal error (a bug of the harness, please report it): {}\n", one_line(e.what()));
     return kInternalError;
   }
   return 0;

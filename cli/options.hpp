@@ -6,8 +6,10 @@
 #include <CLI/CLI.hpp>
 
 #include <charconv>
+#include <cmath>
 #include <limits>
 #include <memory>
+#include <type_traits>
 
 #include "core/gates.hpp"
 #include "core/inputs.hpp"
@@ -65,15 +67,29 @@ template <class T> const Entry<T>& checked_form(const RunArgs& a, const Options&
   (void)operator_info(a.op);  // an unknown operator is named as such, before the forms are searched
   const Entry<T>& e = registry<T>().find(a.op, a.form, a.variant);
   validate_options(opt, e.caps, e.key());
+  // γ, ε, λ as a binary float holds them: past its range ε or λ is infinite and γ rounds to 0, and the run overflowed
+  // (`--ridge 1e400` was exit 3, a numerical failure, for what is the input's).
+  if constexpr (std::is_floating_point_v<T>) {
+    const std::string in = fmt::format(" in {} (the --scalar)", scalar_name<T>());
+    if (!std::isfinite(from_rational<T>(opt.eps))) throw InputError("--eps is past the largest number" + in);
+    if (!std::isfinite(from_rational<T>(opt.ridge))) throw InputError("--ridge is past the largest number" + in);
+    if (!(from_rational<T>(opt.gamma) > 0)) throw InputError("--gamma rounds to 0" + in);
+  }
   if (parse_gate_spec(a.gates).any()) {
     if (!e.caps.gates)
       throw InputError(e.key() + " does not take per-token gates (`hla list` marks the forms that do)");
     if (opt.gamma != 1) throw InputError("--gates and --gamma together: with gates the decay is the gates'");
   }
   // No width limit here beyond the memory: `hla run` times any shape that fits.
-  require_shape(a.shape, fmt::format("{} [{}]", e.key(), scalar_name<T>()), bytes_per_value<T>(),
-                with_reference ? bytes_per_value<mpfr256>() : 0, std::numeric_limits<std::int64_t>::max());
+  require_shape(a.shape, fmt::format("{} [{}]", e.key(), scalar_name<T>()), bytes_per_value<T>(), 0,
+                std::numeric_limits<std::int64_t>::max(), with_reference ? bytes_per_value<mpfr256>() : 0);
   return e;
+}
+
+// A count >= 1 (n, d, dv, chunk, repeats): CLI11's PositiveNumber reads it as a double and refused 0 as "not in range
+// 0.000000 to " and DBL_MAX's 309 digits.
+inline CLI::Range positive_count() {
+  return CLI::Range(std::int64_t{1}, std::numeric_limits<std::int64_t>::max(), "POSITIVE");
 }
 
 inline void add_run_options(CLI::App* sub, RunArgs& a) {

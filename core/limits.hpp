@@ -34,9 +34,17 @@ inline constexpr std::int64_t kMaxWidth = 4096;
 // `reference_value_bytes` > 0 also the reference's copy of the inputs and its outputs in that scalar. Saturates.
 std::uint64_t run_bytes(const Shape& shape, std::uint64_t value_bytes, std::uint64_t reference_value_bytes = 0);
 
-// n >= 1, 1 <= d, dv <= max_width, and run_bytes(...) within the memory available; InputError naming `what`
+// The bytes the literal sums of a reference (reference/second_order.hpp, third_order.hpp) need at least, in a scalar
+// of `value_bytes`: its copy of the inputs, its outputs and the n x n products q_t·k_i and q_t·q_j it forms first.
+// `hla run --reference`, `hla check` and the module's reference() add it to run_bytes (`run --n 100000 --reference`
+// was a bad_alloc, exit 70); a sweep's references past n = 128 are streaming forms in MPFR, counted by run_bytes.
+std::uint64_t literal_reference_bytes(const Shape& shape, std::uint64_t value_bytes);
+
+// n >= 1, 1 <= d, dv <= max_width, and run_bytes(...) (+ literal_reference_bytes with its value bytes > 0) within
+// the memory available; InputError naming `what`
 // ("hla check", "hla2/serial/paper [double]") otherwise.
 void require_shape(const Shape& shape, const std::string& what, std::uint64_t value_bytes,
-                   std::uint64_t reference_value_bytes = 0, std::int64_t max_width = kMaxWidth);
+                   std::uint64_t reference_value_bytes = 0, std::int64_t max_width = kMaxWidth,
+                   std::uint64_t literal_reference_value_bytes = 0);
 
 }  // namespace hla

@@ -162,15 +162,27 @@ std::uint64_t run_bytes(const Shape& shape, std::uint64_t value_bytes, std::uint
   return needed;
 }
 
+std::uint64_t literal_reference_bytes(const Shape& shape, std::uint64_t value_bytes) {
+  const auto n = static_cast<std::uint64_t>(std::max<Eigen::Index>(shape.n, 0)),
+             d = static_cast<std::uint64_t>(std::max<Eigen::Index>(shape.d, 0)),
+             dv = static_cast<std::uint64_t>(std::max<Eigen::Index>(shape.dv, 0));
+  const std::uint64_t values = saturating_add(saturating_mul(2, saturating_mul(n, n)),
+                                              saturating_mul(n, saturating_add(saturating_mul(2, d), 2 * dv)));
+  return saturating_mul(values, value_bytes);
+}
+
 void require_shape(const Shape& shape, const std::string& what, std::uint64_t value_bytes,
-                   std::uint64_t reference_value_bytes, std::int64_t max_width) {
+                   std::uint64_t reference_value_bytes, std::int64_t max_width,
+                   std::uint64_t literal_reference_value_bytes) {
   if (shape.n < 1 || shape.d < 1 || shape.dv < 1)
     throw InputError(
         fmt::format("{}: n, d and dv must be >= 1 (got n={} d={} dv={})", what, shape.n, shape.d, shape.dv));
   if (shape.d > max_width || shape.dv > max_width)
     throw InputError(
         fmt::format("{}: d and dv must lie in [1, {}] (got d={} dv={})", what, max_width, shape.d, shape.dv));
-  require_memory(run_bytes(shape, value_bytes, reference_value_bytes),
+  const std::uint64_t literal =
+      literal_reference_value_bytes > 0 ? literal_reference_bytes(shape, literal_reference_value_bytes) : 0;
+  require_memory(saturating_add(run_bytes(shape, value_bytes, reference_value_bytes), literal),
                  fmt::format("{} at n={} d={} dv={}", what, shape.n, shape.d, shape.dv));
 }
 

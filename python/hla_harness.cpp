@@ -134,7 +134,8 @@ py::array_t<double> reference(const std::string& op, const DoubleArray& q, const
                                     : precision == "mpfr" ? bytes_per_value<mpfr256>()
                                                           : bytes_per_value<double>();
   if (q.ndim() == 2 && v.ndim() == 2)
-    require_memory(run_bytes(Shape{q.shape(0), q.shape(1), v.shape(1)}, value_bytes),
+    require_memory(saturating_add(run_bytes(Shape{q.shape(0), q.shape(1), v.shape(1)}, value_bytes),
+                                  literal_reference_bytes(Shape{q.shape(0), q.shape(1), v.shape(1)}, value_bytes)),
                    fmt::format("reference('{}', precision='{}') at n={} d={} dv={}", op, precision, q.shape(0),
                                q.shape(1), v.shape(1)));
   const Problem<double> p{to_matrix(q, "q"), to_matrix(k, "k"), to_matrix(v, "v")};

@@ -48,10 +48,16 @@ def read_text(path, limit=64 << 20):
 
 def read_ledger_json(path):
     """A ledger (claims.json or claims-partial.json): {"meta": {...}, "claims": [{"id": str, "verdict": str}, ...]}."""
+    def refuse_constant(name):  # Python's json reads NaN and Infinity, which are not JSON (nlohmann refuses them)
+        raise LedgerError(f"{path}: not JSON ({name} is not a JSON number)")
+
     try:
-        ledger = json.loads(read_text(path))
+        ledger = json.loads(read_text(path), parse_constant=refuse_constant)
+        json.dumps(ledger, ensure_ascii=False).encode("utf-8")
     except (json.JSONDecodeError, RecursionError) as e:
         raise LedgerError(f"{path}: not JSON ({e})") from None
+    except UnicodeEncodeError as e:  # "\ud800" escaped in valid UTF-8: a lone surrogate, no character
+        raise LedgerError(f"{path}: a string holds {e.object[e.start:e.end]!r}, which is not text") from None
     if not isinstance(ledger, dict) or not isinstance(ledger.get("meta"), dict) \
             or not isinstance(ledger.get("claims"), list):
         raise LedgerError(f"{path}: not a ledger (an object with 'meta' and a list 'claims')")
@@ -84,20 +90,20 @@ def md_blocks(text, path):
             raise LedgerError(f"{path}: '## Failing claims' without '## How verdicts are decided' after it")
         body, tail = after.split("\n## How verdicts are decided", 1)
         tail = "## How verdicts are decided" + tail
-        for sec in re.split(r"\n(?=### `)", body.split("\n", 1)[1]):
+        for sec in re.split(r"\n(?=### `)", body.partition("\n")[2]):  # an empty section has none
             m = re.match(r"\s*### `([^`]+)`", sec)
             if m:
                 failing[m.group(1)] = sec.strip("\n")
     return head, rows, failing, tail
 
 
-def write_atomically(path, text):
+def write_atomically(path, data):
     """A fresh file beside `path` (O_EXCL: never a planted one), then renamed over it."""
     folder = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=os.path.basename(path) + ".tmp-")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -108,7 +114,7 @@ def write_atomically(path, text):
 
 
 def merge(args):
-    """Reads and checks every input, then computes both files; nothing is written here."""
+    """Reads and checks every input, then computes both files' bytes; nothing is written here."""
     try:
         listed = subprocess.run([args.hla, "claims", "--list"], capture_output=True, text=True, check=True)
     except (OSError, subprocess.CalledProcessError) as e:
@@ -122,6 +128,11 @@ def merge(args):
     part_md = os.path.join(args.partial, "claims-partial.md")
     _, prow, pfail, tail = md_blocks(read_text(part_md), part_md)  # the binary's own "How verdicts are decided"
     new = {c["id"]: c for c in part["claims"]}
+    for path, ledger, table, sections in ((full_md, full, rows, failing), (part_md, part, prow, pfail)):
+        ids = {c["id"] for c in ledger["claims"]}
+        if set(table) != ids or not set(sections) <= ids:
+            raise LedgerError(f"{path}: its table's or failing sections' claims are not those of its JSON ledger "
+                              f"({sorted(set(table) ^ ids)[:5] or sorted(set(sections) - ids)[:5]})")
     unknown = [i for i in new if i not in order]
     if unknown:
         raise LedgerError(f"not claims of this binary: {unknown}")
@@ -150,7 +161,12 @@ def merge(args):
     table += "\n".join(rows[i] for i in order if i in rows) + "\n"
     fails = [failing[i] for i in order if i in failing and by_id[i]["verdict"] == "fails"]
     body = head + table + "\n" + ("## Failing claims\n\n" + "\n\n".join(fails) + "\n\n" if fails else "") + tail
-    return (full_json, json.dumps(full, indent=2, ensure_ascii=False) + "\n"), (full_md, body), len(new), count
+    try:  # both files' bytes before either is written: a failure here leaves the ledger whole
+        out = (full_json, (json.dumps(full, indent=2, ensure_ascii=False) + "\n").encode("utf-8")), \
+              (full_md, body.encode("utf-8"))
+    except (RecursionError, UnicodeEncodeError) as e:
+        raise LedgerError(f"the merged ledger cannot be written as JSON and UTF-8 text: {e}") from None
+    return out[0], out[1], len(new), count
 
 
 def main():

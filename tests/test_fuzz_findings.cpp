@@ -18,13 +18,11 @@ namespace {
 
 const std::map<std::string, std::function<void(std::string_view)>>& targets() {
   static const std::map<std::string, std::function<void(std::string_view)>> t{
-      {"fuzz_rational", hla::fuzz::rational_text},
-      {"fuzz_npy", hla::fuzz::npy_bytes},
-      {"fuzz_sweep_config", hla::fuzz::sweep_config},
-      {"fuzz_cli_run", hla::fuzz::cli_run_args},
-      {"fuzz_verify_outcome", hla::fuzz::verify_outcome},
-      {"fuzz_exec_outputs", hla::fuzz::exec_outputs},
-      {"fuzz_merge_csv", hla::fuzz::merge_csv}};
+      {"fuzz_rational", hla::fuzz::rational_text},        {"fuzz_npy", hla::fuzz::npy_bytes},
+      {"fuzz_sweep_config", hla::fuzz::sweep_config},     {"fuzz_cli_run", hla::fuzz::cli_run_args},
+      {"fuzz_verify_outcome", hla::fuzz::verify_outcome}, {"fuzz_exec_outputs", hla::fuzz::exec_outputs},
+      {"fuzz_merge_csv", hla::fuzz::merge_csv},           {"fuzz_reference_cache", hla::fuzz::reference_cache},
+      {"fuzz_bench_threads", hla::fuzz::bench_threads}};
   return t;
 }
 

@@ -22,6 +22,7 @@
 #include "core/inputs.hpp"
 #include "core/limits.hpp"
 #include "core/registry.hpp"
+#include "experiments/lib/bench_threads.hpp"
 #include "experiments/lib/sweep.hpp"
 #include "io/files.hpp"
 #include "io/npy.hpp"
@@ -395,6 +396,20 @@ TEST_CASE("sizes are counted before anything is allocated", "[hardening][limits]
   CHECK_THAT(error_of([] { require_shape(Shape{2, 100000, 2}, "run", 8, 0, INT64_MAX); }), Contains("needs at least"));
   CHECK_NOTHROW(require_shape(Shape{64, 8, 8}, "run", 8));
   CHECK(run_bytes(Shape{INT64_MAX, INT64_MAX, INT64_MAX}, 8) == UINT64_MAX);  // saturates, never wraps
+}
+
+TEST_CASE("HLA_BENCH_THREADS is read strictly", "[hardening][limits]") {
+  // The one environment variable hla_bench reads besides OpenMP's, parsed outside the benchmark program so that it is
+  // tested here and fuzzed (fuzz_bench_threads) without Google Benchmark.
+  using bench::parse_bench_threads;
+  CHECK(parse_bench_threads(nullptr) == std::vector<int>{1, 2});
+  CHECK(parse_bench_threads(" 16\t4 1\n2 ") == std::vector<int>{1, 2, 4, 16});
+  CHECK(parse_bench_threads("0001 1024") == std::vector<int>{1, 1024});
+  for (const char* bad : {"", " ", "0", "-1", "+2", "1025", "2147483648", "99999999999999999999", "1e20", "0x10", "1.5",
+                          "2,4", "1 2 1", "1 01", "nan", "\xff"}) {
+    INFO("'" << bad << "'");
+    CHECK_THROWS_AS(parse_bench_threads(bad), std::invalid_argument);
+  }
 }
 
 TEST_CASE("files the harness reads are regular files, and a log is made fresh", "[hardening][files]") {

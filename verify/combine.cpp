@@ -263,7 +263,6 @@ std::vector<Triple> make_triples(const Request& r) {
 }
 
 // ---- the file protocol ---------------------------------------------------------------------------------------
-npy::DType npy_dtype(DType t) { return t == DType::float64 ? npy::DType::f64 : npy::DType::f32; }
 
 void write_summary(const fs::path& dir, const Summary& s, DType t) {
   fs::create_directories(dir);

@@ -12,6 +12,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -60,8 +61,6 @@ std::string tail_of(const fs::path& file, std::size_t max_chars, std::streamoff 
   return s;
 }
 
-npy::DType npy_dtype(DType t) { return t == DType::float64 ? npy::DType::f64 : npy::DType::f32; }
-
 // The signal InterruptGuard caught (0: none) and the process group it is forwarded to (0: none running).
 volatile std::sig_atomic_t caught_signal = 0;
 volatile std::sig_atomic_t running_group = 0;
@@ -72,27 +71,44 @@ extern "C" void forward_signal(int sig) {
   if (running_group > 0) ::kill(-running_group, sig);
 }
 
-// Kills and reaps hla's children that are left once the command's group is gone: only processes the command
-// started outside its group (a daemon) can be, re-parented here (PR_SET_CHILD_SUBREAPER). Repeated, since
-// ending one re-parents its own children; a process never outlives its round.
-void end_orphans() {
+// hla's own children that are not a command's orphans: the live guardians (GroupGuardian), and whatever hla had
+// started before the command (Open MPI's daemon in a singleton run, which end_orphans killed: MPI_Finalize then
+// failed and left its session folder in TMPDIR).
+std::vector<pid_t> live_guardians, children_before;
+
+// hla's children now, read from /proc.
+std::vector<pid_t> children_of_hla() {
   const std::string self = std::to_string(::getpid());
+  std::vector<pid_t> children;
+  std::error_code ec;
+  for (fs::directory_iterator it("/proc", ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat_file(it->path() / "stat");
+    std::string stat;
+    std::getline(stat_file, stat);
+    const std::size_t close = stat.rfind(')');  // the name in parentheses may hold spaces and ')'
+    if (close == std::string::npos) continue;
+    std::istringstream fields(stat.substr(close + 1));
+    std::string state, parent;
+    fields >> state >> parent;
+    if (parent == self) children.push_back(static_cast<pid_t>(std::stol(name)));
+  }
+  return children;
+}
+
+bool listed(const std::vector<pid_t>& pids, pid_t pid) {
+  return std::find(pids.begin(), pids.end(), pid) != pids.end();
+}
+
+// Kills and reaps hla's children that are left once the command's group is gone: only processes the command
+// started outside its group (a daemon) can be, re-parented here (PR_SET_CHILD_SUBREAPER); hla's own (above) are left
+// alone. Repeated, since ending one re-parents its own children; a process never outlives its round.
+void end_orphans() {
   for (int pass = 0; pass < 64; ++pass) {
     bool any = false;
-    std::error_code ec;
-    for (fs::directory_iterator it("/proc", ec), end; !ec && it != end; it.increment(ec)) {
-      const std::string name = it->path().filename().string();
-      if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
-      std::ifstream stat_file(it->path() / "stat");
-      std::string stat;
-      std::getline(stat_file, stat);
-      const std::size_t close = stat.rfind(')');  // the name in parentheses may hold spaces and ')'
-      if (close == std::string::npos) continue;
-      std::istringstream fields(stat.substr(close + 1));
-      std::string state, parent;
-      fields >> state >> parent;
-      if (parent != self) continue;
-      const pid_t child = static_cast<pid_t>(std::stol(name));
+    for (const pid_t child : children_of_hla()) {
+      if (listed(live_guardians, child) || listed(children_before, child)) continue;
       ::kill(child, SIGKILL);
       ::waitpid(child, nullptr, 0);
       any = true;
@@ -103,12 +119,46 @@ void end_orphans() {
 
 extern "C" char** environ;
 
+// The guardian's life (GroupGuardian): only async-signal-safe calls, since hla may have threads. It reads pid_t
+// records: a group > 0 to guard, 0 to stand down (exit, killing nothing). The end of the socket with a group still
+// guarded means hla is gone: the group is killed.
+[[noreturn]] void guard_group(int watch, pid_t parent) {
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE}) ::sigaction(sig, &ignore, nullptr);
+  // Nothing of hla's held open: not its stdout (a reader waiting for its end), not the command's channel.
+  if (watch > 0) ::close_range(0, static_cast<unsigned>(watch) - 1, 0);
+  ::close_range(static_cast<unsigned>(watch) + 1, ~0U, 0);
+  const int null = ::open("/dev/null", O_RDWR);
+  for (int fd = 0; fd <= 2 && null >= 0; ++fd)
+    if (fd != null && fd != watch) ::dup2(null, fd);
+  pid_t group = 0;
+  char record[sizeof(pid_t)];
+  std::size_t have = 0;
+  if (::getppid() != parent) ::_exit(0);  // hla died before the line above: the command's shell dies by its signal
+  for (;;) {
+    const ssize_t got = ::read(watch, record + have, sizeof record - have);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      if (group > 0) ::kill(-group, SIGKILL);
+      ::_exit(0);
+    }
+    have += static_cast<std::size_t>(got);
+    if (have < sizeof record) continue;
+    have = 0;
+    std::memcpy(&group, record, sizeof group);
+    if (group <= 0) ::_exit(0);
+  }
+}
+
 // Forks `sh -c line` as the leader of a new process group: stdin /dev/null, stdout and stderr into the two files, and,
 // with a channel {reply, rounds} (hla's other ends), `reply` as the command's fd 3 and `rounds` as its fd 4, named
 // by HLA_VERIFY_REPLY_FD=3 and HLA_VERIFY_ROUND_FD=4 in its environment; without one, fds 3 and 4 closed. hla's own
 // descriptors are close-on-exec. Nothing is allocated in the child (hla may have threads): only async-signal-safe
 // calls between fork and exec.
-pid_t spawn(const std::string& line, const int* channel, const fs::path& out_file, const fs::path& err_file) {
+pid_t spawn(const std::string& line, const int* channel, const fs::path& out_file, const fs::path& err_file,
+            GroupGuardian& guardian) {
   std::vector<std::string> env_strings;
   for (char** e = environ; e && *e; ++e)
     if (std::strncmp(*e, "HLA_VERIFY_REPLY_FD=", 20) != 0 && std::strncmp(*e, "HLA_VERIFY_ROUND_FD=", 20) != 0)
@@ -131,21 +181,32 @@ pid_t spawn(const std::string& line, const int* channel, const fs::path& out_fil
     throw InputError("cannot create the command's log file in '" + out_file.parent_path().string() +
                      "': " + std::strerror(e));
   }
+  children_before = children_of_hla();  // before the guardian and the command: none of them is the command's
+  try {
+    guardian.start();
+  } catch (...) {
+    ::close(out);
+    ::close(err);
+    throw;
+  }
+  const int guard = guardian.command_end();
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) {
     const int e = errno;
     ::close(out);
     ::close(err);
+    guardian.release();
     throw std::runtime_error(std::string("fork failed: ") + std::strerror(e));
   }
   if (pid == 0) {
     ::setpgid(0, 0);
-    // It dies with hla, however hla dies (SIGKILL, the OOM killer). The setting is this process's, /bin/sh's: it
-    // holds for a command line that starts with `exec`; Debian's dash forks even a simple line, and what it forks is
-    // left to the subreaper's clean-up, which a SIGKILLed hla cannot run (docs/hardening.md, known limit).
+    // /bin/sh itself dies with hla by this signal; what it forks, by the guardian, which learns the group here, before
+    // anything of the command runs (its end closes at exec).
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(127);  // hla died before the line above
+    const pid_t self = ::getpid();
+    if (::send(guard, &self, sizeof self, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof self)) ::_exit(127);
     // The channel's ends out of the way of 0-4 first (they may hold any of those numbers).
     const int reply = channel ? ::fcntl(channel[0], F_DUPFD_CLOEXEC, 10) : -1;
     const int rounds = channel ? ::fcntl(channel[1], F_DUPFD_CLOEXEC, 10) : -1;
@@ -263,6 +324,8 @@ Mat<double> read_matrix(const fs::path& file, const std::string& label, Eigen::I
 
 }  // namespace
 
+npy::DType npy_dtype(DType t) { return t == DType::float64 ? npy::DType::f64 : npy::DType::f32; }
+
 double checked_timeout(double seconds) {
   if (!(seconds > 0) || !(seconds <= 7 * 24 * 3600.0))
     throw InputError(fmt::format("--timeout must lie in (0, 604800] seconds, got {}", seconds));
@@ -339,6 +402,40 @@ std::string ProcessResult::headline() const {
   return s;
 }
 
+void GroupGuardian::start() {
+  release();
+  int ends[2];  // [0] the guardian's, [1] hla's (and the command's until it execs)
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends) != 0)
+    throw std::runtime_error(std::string("socketpair failed: ") + std::strerror(errno));
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    const int e = errno;
+    ::close(ends[0]);
+    ::close(ends[1]);
+    throw std::runtime_error(std::string("fork failed: ") + std::strerror(e));
+  }
+  if (pid == 0) guard_group(ends[0], parent);
+  ::close(ends[0]);
+  pid_ = pid;
+  fd_ = ends[1];
+  live_guardians.push_back(pid);
+}
+
+void GroupGuardian::release() {
+  if (fd_ >= 0) {
+    const pid_t stand_down = 0;
+    (void)::send(fd_, &stand_down, sizeof stand_down, MSG_NOSIGNAL);
+    ::close(fd_);
+    fd_ = -1;
+  }
+  if (pid_ > 0) {
+    while (::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {}
+    live_guardians.erase(std::remove(live_guardians.begin(), live_guardians.end(), pid_), live_guardians.end());
+    pid_ = -1;
+  }
+}
+
 ProcessResult run_command(const std::string& command, const fs::path& dir, double timeout, const fs::path& log_dir) {
   const fs::path err_file = log_dir / "stderr";
   InterruptGuard::check();
@@ -346,7 +443,8 @@ ProcessResult run_command(const std::string& command, const fs::path& dir, doubl
   // rather than to init once its parent ends, so that end_orphans can end it.
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   const auto t0 = std::chrono::steady_clock::now();
-  const pid_t pid = spawn(command + " " + shell_quote(dir.string()), nullptr, log_dir / "stdout", err_file);
+  GroupGuardian guardian;
+  const pid_t pid = spawn(command + " " + shell_quote(dir.string()), nullptr, log_dir / "stdout", err_file, guardian);
   running_group = pid;
   if (caught_signal) ::kill(-pid, caught_signal);  // came between the check above and now
   ProcessResult r;
@@ -384,7 +482,8 @@ void CommandSession::start(const fs::path& dir) {
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);  // as in run_command
   const int channel[2] = {reply[1], rounds[1]};
   try {
-    pid_ = spawn(command_ + " " + shell_quote(dir.string()), channel, logs_.path() / "stdout", logs_.path() / "stderr");
+    pid_ = spawn(command_ + " " + shell_quote(dir.string()), channel, logs_.path() / "stdout", logs_.path() / "stderr",
+                 guardian_);
   } catch (...) {
     for (int fd : {reply[0], reply[1], rounds[0], rounds[1]}) ::close(fd);
     throw;
@@ -404,6 +503,7 @@ void CommandSession::end_process(bool reaped) {
     if (!reaped) ::waitpid(pid_, nullptr, 0);
     end_orphans();
   }
+  guardian_.release();
   if (rounds_ >= 0) ::close(rounds_);
   if (reply_ >= 0) ::close(reply_);
   rounds_ = reply_ = pid_ = -1;

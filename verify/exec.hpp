@@ -23,6 +23,7 @@
 #include <string>
 
 #include "io/files.hpp"
+#include "io/npy.hpp"
 #include "verify/implementation.hpp"
 
 namespace hla::verify::ext {
@@ -67,6 +68,29 @@ class InterruptGuard {
   struct sigaction previous_[3];  // SIGINT, SIGTERM, SIGHUP as they were
 };
 
+// A command's process group dies with hla, however hla dies (SIGKILL, the OOM killer, a crash): a guardian, a process
+// of its own forked from hla before the command and outside its group, reads a socket whose other ends are hla's and,
+// until it execs, the command's. The command's first process sends its group before it execs; when the socket
+// reaches its end without hla having sent "stand down" (hla is gone), the guardian kills the whole group. A
+// parent-death signal alone reaches only the direct child, /bin/sh, which (Debian's dash) forks even a simple command
+// line. One guardian per started process; it holds nothing of hla's but its end of the socket, and ignores the signals
+// a terminal sends its foreground group.
+class GroupGuardian {
+ public:
+  GroupGuardian() = default;
+  ~GroupGuardian() { release(); }
+  GroupGuardian(const GroupGuardian&) = delete;
+  GroupGuardian& operator=(const GroupGuardian&) = delete;
+  void start();                            // forks the guardian (before the command it guards)
+  int command_end() const { return fd_; }  // where the command's first process sends its group (close-on-exec)
+  void release();                          // the command has ended (hla killed and reaped it): the guardian exits
+  pid_t pid() const { return pid_; }
+
+ private:
+  pid_t pid_ = -1;
+  int fd_ = -1;
+};
+
 // Runs `command 'dir'` through /bin/sh in its own process group (one round, one process: --fresh-process); after
 // `timeout` seconds the whole group is killed. stdin is /dev/null; stdout and stderr go to files in log_dir. Under an
 // InterruptGuard a signal is forwarded to the group, which gets 2 s to exit before it is killed, then Interrupted is
@@ -100,6 +124,7 @@ class CommandSession {
   std::string command_;
   bool fresh_;
   TempDir logs_;
+  GroupGuardian guardian_;  // the kept command's (run_command has its own per round)
   pid_t pid_ = -1;
   int rounds_ = -1, reply_ = -1;  // hla's ends of the command's fd 4 and fd 3
   std::string pending_;           // what fd 3 gave that is not yet a whole line
@@ -109,6 +134,9 @@ class CommandSession {
 // A round's time-out in seconds, checked: NaN, infinities, zero and anything above a week (604800 s, more
 // than any round needs) are refused with an InputError (a NaN would never expire).
 double checked_timeout(double seconds);
+
+// The .npy dtype of a request's dtype.
+npy::DType npy_dtype(DType t);
 
 // Writes one case's files into dir/<case.name>/ (the protocol above).
 void write_case(const std::filesystem::path& dir, const Case& c, const Request& req);

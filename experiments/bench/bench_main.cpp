@@ -34,8 +34,6 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <cctype>
-#include <charconv>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -54,6 +52,7 @@
 #include "core/inputs.hpp"
 #include "core/parse.hpp"
 #include "core/registry.hpp"
+#include "experiments/lib/bench_threads.hpp"
 #include "fast/chunked/hla2.hpp"
 #include "fast/chunked/hla2_fused.hpp"
 #include "fast/heads.hpp"
@@ -68,38 +67,9 @@ void register_gemm_libraries(const std::vector<int>& threads);
 
 namespace {
 
-// The thread counts the threaded entries, the rooflines and the peak FMA rate run at: HLA_BENCH_THREADS (make bench
-// THREADS="1 2 4 8 16"), positive integers up to kMaxBenchThreads separated by spaces, each once; "1 2" when unset.
-// The only reader of the variable: scripts/bench.sh gets the list back from `hla_bench --print-threads`. Sorted, so
-// the entries come in the same order whatever order the list was written in. Throws std::invalid_argument saying
-// what is wrong (an empty list, a word that is not such an integer, a repeated count).
-constexpr int kMaxBenchThreads = 1024;
-
-std::vector<int> bench_threads() {
-  const char* env = std::getenv("HLA_BENCH_THREADS");
-  if (!env) return {1, 2};
-  const auto refuse = [&](const std::string& why) {
-    return std::invalid_argument(
-        fmt::format("HLA_BENCH_THREADS must be thread counts in 1..{} separated by spaces, "
-                    "e.g. \"1 2 4 8 16\"; got '{}': {}",
-                    kMaxBenchThreads, env, why));
-  };
-  std::vector<int> threads;
-  std::istringstream words{std::string(env)};
-  for (std::string word; words >> word;) {
-    int t = 0;
-    const auto [end, ec] = std::from_chars(word.data(), word.data() + word.size(), t);
-    const bool digits = std::all_of(word.begin(), word.end(), [](unsigned char c) { return std::isdigit(c); });
-    if (!digits || ec != std::errc{} || end != word.data() + word.size() || t < 1 || t > kMaxBenchThreads)
-      throw refuse(fmt::format("'{}' is not one", word));
-    threads.push_back(t);
-  }
-  if (threads.empty()) throw refuse("no thread count");
-  std::sort(threads.begin(), threads.end());
-  if (const auto twice = std::adjacent_find(threads.begin(), threads.end()); twice != threads.end())
-    throw refuse(fmt::format("{} is listed twice", *twice));
-  return threads;
-}
+// The thread counts the threaded entries, the rooflines and the peak FMA rate run at: HLA_BENCH_THREADS, read here only
+// (experiments/lib/bench_threads.hpp); scripts/bench.sh gets the list back from `hla_bench --print-threads`.
+std::vector<int> bench_threads() { return bench::parse_bench_threads(std::getenv("HLA_BENCH_THREADS")); }
 
 // The thread counts of an entry: every one of the run's for a form that takes threads, one thread otherwise.
 std::vector<int> threads_for(bool threaded, const std::vector<int>& threads) {

@@ -24,6 +24,7 @@
 #include "core/parse.hpp"
 #include "core/registry.hpp"
 #include "experiments/lib/measure.hpp"
+#include "experiments/lib/reference_cache.hpp"
 #include "experiments/lib/sweep.hpp"
 #include "experiments/lib/sweep_backward.hpp"
 #include "io/files.hpp"
@@ -50,33 +51,7 @@ using bounds::order_of;
 using verify::base_options;
 using verify::ExactnessOracle;
 
-// ---- the MPFR reference of a point's inputs ----------------------------------------------------------------
-// For every streaming operator (all but the softmax baseline, core/operators.hpp) the reference is computed once per
-// (op, inputs, γ, λ) on V augmented by a column of ones: the first dv columns are the unnormalized numerator, the last
-// is den_t, so every (normalized, ε) point reuses it: o_t = num_t / (den_t + ε) (SPEC "normalized").
-struct RefData {
-  std::string method;  // literal | mpfr-proxy:<form>/<variant> ; empty = none
-  std::string note;    // why there is none
-  Mat<mpfr256> num;    // n × (dv+1); softmax: n × dv outputs
-  Mat<double> abs;     // n × (dv+1): the abs operator on |Q|, |K|, [|V| 1] (empty: no bound)
-  std::string abs_method;
-};
-
-// A number of MPFR-256 stored exactly as the unevaluated sum of 5 doubles (5 × 53 ≥ 259 bits).
-constexpr int kParts = 5;
-void split(const mpfr256& x, double* out) {
-  mpfr256 r = x;
-  for (int i = 0; i < kParts; ++i) {
-    out[i] = r.convert_to<double>();
-    r -= mpfr256(out[i]);
-  }
-}
-mpfr256 join(const double* in) {
-  mpfr256 r(0);
-  for (int i = kParts - 1; i >= 0; --i) r += mpfr256(in[i]);
-  return r;
-}
-
+// ---- the MPFR reference of a point's inputs: RefData, cached per inputs (experiments/lib/reference_cache.hpp) ----
 class ReferenceStore {
  public:
   ReferenceStore(fs::path dir, const ReferenceLimits& lim, ExactnessOracle& oracle)
@@ -143,61 +118,25 @@ class ReferenceStore {
     return r;
   }
 
-  // A cache file is the point's only when it is exactly what store() writes for it: the shape of the point (n rows,
-  // dv or dv + 1 columns; the bound's n rows or none), a known method and as many finite numbers as the header says,
-  // no byte more or less. Anything else (a torn write, another version's file, a forged header: 1 x 1 read past its
-  // end, 10^9 x 10^9 allocated) is not used, and the reference is computed again and stored over it.
+  // The cache file, when it is exactly the point's (parse_reference_cache); anything else is computed again and
+  // stored over.
   bool load(const fs::path& file, const Point& pt, RefData& r) {
     std::error_code ec;
     if (fs::symlink_status(file, ec).type() == fs::file_type::not_found) return false;
-    const auto n = static_cast<std::uint64_t>(pt.n), dv = static_cast<std::uint64_t>(pt.dv);
-    // Its largest valid size: the header, then n x (dv + 1) numbers of kParts doubles and the bound's n x (dv + 1).
-    const std::uint64_t most = saturating_add(4096, saturating_mul(saturating_mul(n, dv + 1), (kParts + 1) * 8));
-    std::string bytes;
+    const CacheShape shape{pt.n, pt.dv, operator_info(pt.op).streaming};
+    std::optional<RefData> got;
     try {
-      bytes = read_regular_file(file, most, /*follow=*/false);
+      got = parse_reference_cache(read_regular_file(file, reference_cache_most_bytes(shape), /*follow=*/false), shape);
     } catch (const InputError&) { return false; }
-    std::istringstream in(bytes);
-    std::string magic, method, abs_method;
-    long long rows = -1, cols = -1, arows = -1, acols = -1;
-    std::getline(in, magic);
-    std::getline(in, method);
-    std::getline(in, abs_method);
-    in >> rows >> cols >> arows >> acols;
-    if (magic != "HLAREF1" || !in || in.get() != '\n') return false;
-    const bool streaming = operator_info(pt.op).streaming;
-    const bool known = method == "literal" || (streaming && method.rfind("mpfr-proxy:", 0) == 0);
-    const auto width = static_cast<long long>(dv) + (streaming ? 1 : 0);
-    if (!known || rows != pt.n || cols != width || !((arows == 0 && acols == 0) || (arows == rows && acols == cols)))
-      return false;
-    const auto values = static_cast<std::size_t>(rows * cols) * kParts,
-               abs_values = static_cast<std::size_t>(arows * acols);
-    const auto at = static_cast<std::size_t>(in.tellg());
-    if (bytes.size() - at != (values + abs_values) * sizeof(double)) return false;
-    std::vector<double> buf(values + abs_values);
-    std::memcpy(buf.data(), bytes.data() + at, buf.size() * sizeof(double));
-    if (!std::all_of(buf.begin(), buf.end(), [](double x) { return std::isfinite(x); })) return false;
-    r.method = method;
-    r.abs_method = abs_method;
-    r.num.resize(rows, cols);
-    for (Eigen::Index i = 0; i < r.num.size(); ++i) r.num(i) = join(&buf[static_cast<std::size_t>(i) * kParts]);
-    r.abs = Eigen::Map<const Mat<double>>(buf.data() + values, arows, acols);
+    if (!got) return false;
+    r = std::move(*got);
     return true;
   }
 
   void store(const fs::path& file, const RefData& r) {
     fs::create_directories(dir_);
-    std::ostringstream out;
-    out << "HLAREF1\n"
-        << r.method << "\n"
-        << r.abs_method << "\n"
-        << r.num.rows() << " " << r.num.cols() << " " << r.abs.rows() << " " << r.abs.cols() << "\n";
-    std::vector<double> buf(static_cast<std::size_t>(r.num.size()) * kParts);
-    for (Eigen::Index i = 0; i < r.num.size(); ++i) split(r.num(i), &buf[static_cast<std::size_t>(i) * kParts]);
-    out.write(reinterpret_cast<const char*>(buf.data()), static_cast<std::streamsize>(buf.size() * sizeof(double)));
-    out.write(reinterpret_cast<const char*>(r.abs.data()), static_cast<std::streamsize>(r.abs.size() * sizeof(double)));
     // A fresh temporary name per writer (ranks of a distributed sweep share the folder), never a planted file.
-    write_file_atomically(file, out.str(), "reference cache");
+    write_file_atomically(file, reference_cache_bytes(r), "reference cache");
   }
 
   fs::path dir_;

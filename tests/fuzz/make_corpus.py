@@ -123,3 +123,40 @@ for name, index in (("index_abc", b"abc"), ("index_empty", b""), ("index_1e20", 
     write(d, name, header + b"\n" + index + first[first.index(b","):] + b"\n")
 write(d, "not_utf8", header + b"\n" + first.replace(b",", b",\xff", 2) + b"\n")
 write(d, "quoted", header + b'\n"' + first.replace(b",", b'","') + b'"\n')
+
+# A sweep's reference cache (issue 48): a byte for the point (bits 0-1 n - 1, bits 2-3 dv - 1, bit 4 streaming), then
+# the file: right ones (literal and proxy, with and without the bound), and the forgeries that read past the end
+# (1 x 1), allocated 10^9 x 10^9, or held what is not a number.
+d = target("fuzz_reference_cache")
+
+
+def cache(n, dv, streaming, method=b"literal", abs_rows=None, head=None, values=None):
+    cols = dv + (1 if streaming else 0)
+    abs_rows = n if abs_rows is None else abs_rows
+    head = head or b"%d %d %d %d" % (n, cols, abs_rows, cols if abs_rows else 0)
+    if values is None:
+        num = np.zeros((n * cols, 5))
+        num[:, 0] = rng.standard_normal(n * cols)
+        num[:, 1] = num[:, 0] * 2.0 ** -60
+        values = num.tobytes() + np.abs(rng.standard_normal(abs_rows * cols if abs_rows else 0)).tobytes()
+    shape = (n - 1) | (dv - 1) << 2 | (16 if streaming else 0)
+    return bytes([shape]) + b"HLAREF1\n" + method + b"\n" + (b"hla2-abs/reference" if abs_rows else b"") + b"\n" \
+        + head + b"\n" + values
+
+
+write(d, "literal_3x2", cache(3, 2, True))
+write(d, "proxy_4x1", cache(4, 1, True, method=b"mpfr-proxy:serial/paper"))
+write(d, "softmax_2x3_no_bound", cache(2, 3, False, abs_rows=0))
+write(d, "proxy_for_softmax", cache(2, 3, False, method=b"mpfr-proxy:serial/paper"))
+write(d, "header_1x1", cache(3, 2, True, head=b"1 1 0 0"))
+write(d, "header_1e9", cache(3, 2, True, head=b"1000000000 1000000000 0 0"))
+write(d, "header_negative", cache(3, 2, True, head=b"-3 -3 0 0"))
+write(d, "torn", cache(3, 2, True)[:-9])
+write(d, "nan", cache(1, 1, True, values=np.full(14, np.nan).tobytes()))
+write(d, "wide_parts", cache(1, 1, False, abs_rows=0, values=np.array([1e300, 1e-300, 1.0, 0.0, 5e-324]).tobytes()))
+
+# HLA_BENCH_THREADS (make bench THREADS=...): lists right and wrong, the size classes of issue 48.
+d = target("fuzz_bench_threads")
+for i, text in enumerate(["1 2", "1 2 4 8 16", " 16\t4 1\n2 ", "1024", "1025", "0", "-1", "+2", "1e20", "0x10",
+                          "99999999999999999999", "1 2 1", "2,4", ""]):
+    write(d, f"seed{i:02d}", text)

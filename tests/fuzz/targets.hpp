@@ -9,9 +9,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -22,6 +26,8 @@
 #include "core/dispatch.hpp"
 #include "core/inputs.hpp"
 #include "core/parse.hpp"
+#include "experiments/lib/bench_threads.hpp"
+#include "experiments/lib/reference_cache.hpp"
 #include "experiments/lib/sweep.hpp"
 #include "io/files.hpp"
 #include "io/npy.hpp"
@@ -264,6 +270,52 @@ inline void merge_csv(std::string_view bytes) {
     require(back.rows.size() == rows, "the merged file does not hold the rows merge_outputs counted");
     require(fs::is_regular_file(dir.path() / "merged" / "all.jsonl"), "no JSON lines beside the merged CSV");
   } catch (const InputError&) {}
+}
+
+// A sweep's reference cache file (experiments/lib/reference_cache.hpp), read for a point of a small shape. Input: a
+// byte choosing the point (bits 0-1: n - 1, bits 2-3: dv - 1, bit 4: a streaming operator), then the file. A file that
+// is used has exactly the point's shape and finite numbers, and what the sweep would write back for it reads as the
+// same reference (exactly, for numbers of magnitude 0 or within [2^-700, 2^1000], whose five doubles are all normal);
+// anything else is refused (nullopt), never an exception, a read past the bytes or an allocation the header asks for.
+inline void reference_cache(std::string_view bytes) {
+  if (bytes.empty()) return;
+  const auto b = static_cast<unsigned char>(bytes[0]);
+  const sweep::CacheShape shape{1 + (b & 3), 1 + ((b >> 2) & 3), (b & 16) != 0};
+  const std::optional<sweep::RefData> r = sweep::parse_reference_cache(bytes.substr(1), shape);
+  if (!r) return;
+  const long long width = shape.dv + (shape.streaming ? 1 : 0);
+  require(r->num.rows() == shape.n && r->num.cols() == width, "a used cache has another shape than its point");
+  require(r->abs.size() == 0 || (r->abs.rows() == shape.n && r->abs.cols() == width), "the bound's shape is wrong");
+  require(r->abs.allFinite(), "a used cache holds a bound that is not finite");
+  bool representable = true;
+  const mpfr256 low = std::ldexp(1.0, -700), high = std::ldexp(1.0, 1000);
+  for (Eigen::Index i = 0; i < r->num.size(); ++i) {
+    require(is_finite(r->num(i)), "a used cache holds a non-finite number");
+    const mpfr256 m = abs(r->num(i));
+    representable = representable && (m == 0 || (m >= low && m <= high));
+  }
+  const std::optional<sweep::RefData> back = sweep::parse_reference_cache(sweep::reference_cache_bytes(*r), shape);
+  if (!representable) return;
+  require(back && back->method == r->method && back->abs_method == r->abs_method && back->num == r->num &&
+              back->abs == r->abs,
+          "a used cache does not read back as itself once written");
+}
+
+// HLA_BENCH_THREADS (experiments/lib/bench_threads.hpp): counts in 1..kMaxBenchThreads, each once, sorted, that read
+// back as themselves once written as make bench writes them; or std::invalid_argument.
+inline void bench_threads(std::string_view bytes) {
+  const std::string value(bytes.substr(0, bytes.find('\0')));  // an environment variable ends at its first NUL
+  std::vector<int> threads;
+  try {
+    threads = bench::parse_bench_threads(value.c_str());
+  } catch (const std::invalid_argument&) { return; }
+  require(
+      !threads.empty() && std::adjacent_find(threads.begin(), threads.end(), std::greater_equal<>()) == threads.end(),
+      "the counts are not sorted and distinct");
+  require(threads.front() >= 1 && threads.back() <= bench::kMaxBenchThreads, "a count out of range");
+  std::string written;
+  for (int t : threads) written += std::to_string(t) + " ";
+  require(bench::parse_bench_threads(written.c_str()) == threads, "the counts do not read back");
 }
 
 }  // namespace hla::fuzz

@@ -7,14 +7,18 @@ exit code before; every one is now exit 2 with one line (or a ValueError), with 
 Run by scripts/test.sh with HLA_BUILD (the build folder) and PYTHONPATH=<build>/python.
 """
 import fcntl
+import json
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+import traceback
 import unittest
+from unittest import mock
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_hardening import pid_written_to  # noqa: E402
@@ -257,6 +261,42 @@ def first_row(csv_path):
         return next(csv.DictReader(f))
 
 
+class RoundFour(Work):
+    """What the fourth adversarial pass (scripts/attack.py) found in the commands."""
+
+    def test_options_past_the_scalar_are_input_errors(self):
+        # Before: `run --ridge 1e400` computed with an infinite λ and ended as a numerical failure (exit 3).
+        for args in (["--ridge", "1e400"], ["--normalized", "--eps", "1e400"], ["--gamma", "1e-400"],
+                     ["--scalar", "float", "--normalized", "--eps", "1e39"], ["--scalar", "float", "--gamma", "1e-46"]):
+            self.expect_2("run", "--n", "8", *args, text="(the --scalar)")
+        p = self.hla("run", "--n", "8", "--scalar", "mpfr256", "--ridge", "1e400")  # within MPFR's range
+        self.assertEqual(p.returncode, 0, p.stderr)
+
+    def test_the_literal_references_n_by_n_products_are_counted(self):
+        # Before: `run --n 100000 --reference` was a bad_alloc (exit 70) and the module's reference() a MemoryError:
+        # the literal sums form n x n products, which the memory estimate left out.
+        t0 = time.time()
+        self.expect_2("run", "--n", "100000", "--d", "2", "--dv", "2", "--reference", text="needs at least")
+        self.expect_2("check", "--n", "100000", "--d", "2", "--dv", "2", text="needs at least")
+        code = ("import numpy as np, hla_harness\nx = np.ones((100000, 2))\ntry:\n"
+                "    hla_harness.reference('hla2', x, x, x)\nexcept ValueError as e:\n    print('ValueError', e)\n")
+        p = subprocess.run([PY, "-c", code], capture_output=True, text=True, timeout=60, env=os.environ)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("needs at least", p.stdout)
+        self.assertLess(time.time() - t0, 20)
+
+    def test_an_error_is_one_line_whatever_the_value_holds(self):
+        # Before: a value ending in a newline (or holding a terminal escape) was printed raw: two lines, or a
+        # rewritten terminal; and `check --n 0` was "not in range 0.000000 to" DBL_MAX's 309 digits.
+        for args in (["run", "--seed", "5\n"], ["check", "--n", "5\n"], ["mpi-bench", "--d", "\x1b[2J"],
+                     ["run", "--op", "hla2\nx"], ["sweep", "no\nsuch.toml"]):
+            p = self.expect_2(*args)
+            self.assertNotIn(b"\x1b", p.stderr)
+        for cmd in ("check", "mpi-bench"):
+            p = self.expect_2(cmd, "--n", "0", text="not in range 1 to")
+            self.assertLess(len(p.stderr), 300)
+
+
 class Module(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -311,6 +351,38 @@ class Processes(Work):
             os.kill(pid, signal.SIGKILL)
             self.fail("the command outlived the SIGKILLed harness")
 
+    def test_a_forked_command_dies_with_a_killed_harness(self):
+        # Before: only /bin/sh had the parent-death signal, and dash forks a line that does not start with `exec`:
+        # SIGKILL of `hla verify` mid-round left `sleep 1000` running. Now a guardian kills the command's whole group.
+        for fresh in ([], ["--fresh-process"]):
+            pid_file = self.path("pid" + "".join(fresh))
+            proc = subprocess.Popen([HLA, "verify", "--op", "hla2", "--exec",
+                                     f"echo $$ > {pid_file}; sh -c 'sleep 1000; true'", *fresh, *QUICK],
+                                    env=self.env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            group = pid_written_to(pid_file)
+            deadline = time.time() + 30
+            while not any(name == "sleep" for name in group_members(group).values()) and time.time() < deadline:
+                time.sleep(0.05)
+            self.assertIn("sleep", group_members(group).values(), fresh)
+            proc.kill()
+            proc.wait(timeout=30)
+            deadline = time.time() + 5
+            while group_members(group) and time.time() < deadline:
+                time.sleep(0.05)
+            left = group_members(group)
+            for pid in left:
+                os.kill(pid, signal.SIGKILL)
+            self.assertEqual(left, {}, f"{fresh}: the command's processes outlived the SIGKILLed harness")
+
+    def test_a_process_hla_started_before_the_command_is_not_its_orphan(self):
+        # Before: with a launcher's variable set and no mpirun, Open MPI's singleton MPI_Init starts a daemon, a child
+        # of hla; the clean-up after a round killed it as the command's orphan, MPI_Finalize failed (ORTE_ERROR_LOG)
+        # and Open MPI's session folder was left in TMPDIR.
+        p = self.hla("verify", "--op", "hla2", "--exec", "true", *QUICK, env=self.env(OMPI_COMM_WORLD_SIZE="1"))
+        self.assertEqual(p.returncode, 2, p.stderr)  # `true` writes nothing: verdict error
+        self.assertNotIn(b"ORTE_ERROR_LOG", p.stderr)
+        self.assertEqual(os.listdir(self.tmp), [])
+
     def test_a_log_file_swapped_for_a_fifo(self):
         # Before: a command that replaced its stderr log by a FIFO hung `verify` in open(), with or without
         # --fresh-process and whatever --timeout (a symlink in its place: tests/test_hardening.cpp).
@@ -341,6 +413,23 @@ class Combine(Work):
         with open(self.path("r.json")) as f:
             self.assertIn("more than the 64 a part name may have", f.read())
         self.assertEqual(os.listdir(self.tmp), [])
+
+
+def group_members(group):
+    """The live processes of a process group: pid -> name (zombies, already dead, are left out)."""
+    members = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        name, fields = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:].split()
+        if int(fields[2]) == group and fields[0] != "Z":
+            members[int(entry)] = name
+    return members
 
 
 def alive(pid):
@@ -412,6 +501,146 @@ class Ledger(Work):
         once = self.snapshot()
         self.assertEqual(self.merge().returncode, 0)
         self.assertEqual(self.snapshot(), once)
+
+
+class LedgerMergerFuzz(unittest.TestCase):
+    """scripts/merge-ledger.py is Python (no C++ reads a partial ledger), so its fuzzing is here: a seeded generator
+    mutates a small valid ledger's four files (bytes cut, flipped, inserted; lines dropped, doubled, swapped; JSON
+    values swapped for other types, NaN, lone surrogates, deep nesting; the markdown's sections dropped or emptied),
+    and every input ends as exit 2 with the ledger untouched or as a merged ledger that reads back, never a
+    traceback. `claims --list` is a script here, so no build is needed."""
+
+    ORDER = ["a.one", "b.two", "c.three"]
+    FILES = {
+        ("results", "claims.json"): json.dumps({"meta": {"commit": "abc", "seed": 1, "partial_runs": []}, "claims": [
+            {"id": "a.one", "verdict": "holds", "seconds": 1.5}, {"id": "b.two", "verdict": "fails"}]}),
+        ("results", "claims.md"): (
+            "# Claims ledger\n\nGenerated by `hla claims`.\n\n**2 claims: 1 hold, 1 fail, 0 inconclusive.**\n\n"
+            "| id | paper | verdict | method | bound / fit |\n|---|---|---|---|---|\n| `a.one` | §1 | holds | m | - |\n"
+            "| `b.two` | §2 | fails | m | - |\n\n## Failing claims\n\n### `b.two` — §2\n\nwhy\n\n"
+            "## How verdicts are decided\n\nrules\n"),
+        ("partial", "claims-partial.json"): json.dumps({"meta": {"commit": "def", "source_tree": "def", "date": "d",
+                                                                 "seed": 2, "quick": False},
+                                                        "claims": [{"id": "b.two", "verdict": "holds"},
+                                                                   {"id": "c.three", "verdict": "fails"}]}),
+        ("partial", "claims-partial.md"): (
+            "# Claims ledger (partial)\n\n**2 claims: 1 hold, 1 fail, 0 inconclusive.**\n\n"
+            "| id | paper | verdict | method | bound / fit |\n|---|---|---|---|---|\n| `b.two` | §2 | holds | m | - |\n"
+            "| `c.three` | §3 | fails | m | - |\n\n## Failing claims\n\n### `c.three` — §3\n\nwhy\n\n"
+            "## How verdicts are decided\n\nrules\n")}
+    ODD_VALUES = [None, True, 0, -1, 10 ** 30, 1e308, float("nan"), "", "\ud800", "x" * 1000, [], {}, [[]], {"id": 1}]
+
+    def setUp(self):
+        import importlib.util
+        self.work = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, self.work, True)
+        self.hla = os.path.join(self.work, "hla")
+        with open(self.hla, "w") as f:
+            f.write("#!/bin/sh\necho '" + "\n".join(f"{i} paper statement" for i in self.ORDER) + "'\n")
+        os.chmod(self.hla, 0o755)
+        spec = importlib.util.spec_from_file_location("merge_ledger", MERGE_LEDGER)
+        self.script = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(self.script)
+
+    def mutate_json(self, rng, text):
+        doc = json.loads(text)
+        node, key = {"root": doc}, "root"
+        while isinstance(node[key], (dict, list)) and node[key] and rng.random() < 0.75:
+            node = node[key]
+            key = rng.choice(list(node)) if isinstance(node, dict) else rng.randrange(len(node))
+        value = rng.choice(self.ODD_VALUES + ["deep"])
+        if isinstance(node, dict) and rng.random() < 0.3 and key != "root":
+            del node[key]
+        else:
+            node[key] = "\0deep" if value == "deep" else value
+        depth = rng.choice([50, 500, 900, 5000])
+        return json.dumps(node["root"] if key == "root" else doc).replace('"\\u0000deep"', "[" * depth + "]" * depth)
+
+    def mutate(self, rng, name, text):
+        data = text.encode()
+        how = rng.randrange(9)
+        if how == 0:
+            return data[:rng.randrange(len(data) + 1)]
+        if how == 1:
+            b = bytearray(data)
+            for _ in range(rng.randint(1, 8)):
+                b[rng.randrange(len(b))] = rng.choice([0, 0x0a, 0x60, 0x7c, 0x23, 0xff, rng.randrange(256)])
+            return bytes(b)
+        if how == 2:
+            at = rng.randrange(len(data) + 1)
+            return data[:at] + bytes(rng.randrange(256) for _ in range(rng.randint(1, 16))) + data[at:]
+        lines = text.split("\n")
+        if how in (3, 4, 5):
+            i, j = rng.randrange(len(lines)), rng.randrange(len(lines))
+            if how == 3:
+                del lines[i]
+            elif how == 4:
+                lines.insert(i, lines[j])
+            else:
+                lines[i], lines[j] = lines[j], lines[i]
+            return "\n".join(lines).encode()
+        if name.endswith(".json"):
+            return self.mutate_json(rng, text).encode("utf-8", "surrogatepass")
+        sections = ["## Failing claims", "## How verdicts are decided", "| id | paper |", "### `", "\n\n", "**"]
+        cut = rng.choice(sections)
+        if how == 6:
+            return text.replace(cut, "", rng.choice([1, -1])).encode()
+        if how == 7:  # a section emptied: its heading straight before the next one
+            return re.sub(r"## Failing claims\n[\s\S]*?(?=\n## How)", "## Failing claims", text).encode()
+        return text.replace(cut, cut * 2, 1).encode()
+
+    def test_generated_malformed_ledgers(self):
+        import contextlib
+        import io
+        import random
+        rng = random.Random(48)
+        folders = {f: os.path.join(self.work, f) for f in ("results", "partial")}
+        cases = exits = merged = 0
+        t0 = time.time()
+        for case in range(600):
+            for f in folders.values():
+                shutil.rmtree(f, ignore_errors=True)
+                os.mkdir(f)
+            files = dict(self.FILES)
+            chosen = rng.sample(sorted(files), rng.choice([1, 1, 1, 2]))
+            for key in chosen:
+                files[key] = self.mutate(rng, key[1], files[key])
+            for (folder, name), data in files.items():
+                with open(os.path.join(folders[folder], name), "wb") as f:
+                    f.write(data if isinstance(data, bytes) else data.encode())
+            before = {k: files[k] for k in files if k[0] == "results"}
+            err = io.StringIO()
+            argv = ["merge-ledger.py", folders["partial"], folders["results"], "--hla", self.hla]
+            what = (case, {k: files[k][:300] for k in chosen})
+            with mock.patch.object(sys, "argv", argv), contextlib.redirect_stderr(err), \
+                    contextlib.redirect_stdout(io.StringIO()):
+                try:
+                    self.script.main()
+                    code = 0
+                except SystemExit as e:
+                    code = e.code
+                except Exception:  # a traceback: the finding
+                    self.fail(f"{what}: {traceback.format_exc()}")
+            cases += 1
+            if code == 2:
+                exits += 1
+                self.assertTrue(err.getvalue().startswith("merge-ledger: error: "), (what, err.getvalue()))
+                self.assertEqual(len(err.getvalue().strip().splitlines()), 1, (what, err.getvalue()))
+                for (folder, name), data in before.items():  # the ledger untouched
+                    with open(os.path.join(folders[folder], name), "rb") as f:
+                        self.assertEqual(f.read(), data if isinstance(data, bytes) else data.encode(), what)
+                self.assertEqual(sorted(os.listdir(folders["results"])), ["claims.json", "claims.md"], what)
+            else:
+                self.assertEqual(code, 0, (what, err.getvalue()))
+                merged += 1
+                with open(os.path.join(folders["results"], "claims.json"), encoding="utf-8") as f:
+                    ids = [c["id"] for c in json.load(f, parse_constant=self.fail)["claims"]]  # no NaN: strict JSON
+                self.assertEqual(ids, [i for i in self.ORDER if i in ids], what)
+                with open(os.path.join(folders["results"], "claims.md"), encoding="utf-8") as f:
+                    self.assertIn("| id | paper |", f.read(), what)
+        self.assertGreater(exits, 100)  # the generator reaches both ends
+        self.assertGreater(merged, 20)
+        self.assertLess(time.time() - t0, 30)
 
 
 if __name__ == "__main__":
