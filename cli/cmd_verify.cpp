@@ -36,7 +36,8 @@ using namespace hla::verify::ext;
 struct VerifyArgs {
   std::string op = "hla2", gamma = "1", eps = "0", ridge = "0", dtype = "float64", precision;
   bool normalized = false, state = false, grad = false, combine = false, keep = false, no_diagnose = false,
-       list_state = false, quiet = false, calibrate = false, fixed_d = false, gates = false, fresh_process = false;
+       list_state = false, quiet = false, calibrate = false, fixed_d = false, gates = false, fresh_process = false,
+       state_v_first = false;
   long n_multiple = 1;
   std::string exec, json_file, q, k, v, o, npz, parts, gamma_npy, gate_range = "0.8,1";
   std::string layout, scale, device, python = "python3";  // --layout: an op in fla's calling convention
@@ -236,7 +237,8 @@ int run_fla_style(const VerifyArgs& a, const Request& req) {
                        {"gate_range", {req.gate_lo, req.gate_hi}},
                        {"layout", a.layout},
                        {"device", a.device},
-                       {"gqa", a.gqa}};
+                       {"gqa", a.gqa},
+                       {"state_v_first", a.state_v_first}};
   kw["scale"] = a.scale.empty() ? nlohmann::json(nullptr)
                                 : nlohmann::json(from_rational<double>(parse_rational(a.scale, "--scale")));
   TempDir tmp("hla-verify-layout");
@@ -297,7 +299,7 @@ int run_verify(const VerifyArgs& a) {
     return 0;
   }
   if (!a.layout.empty()) return run_fla_style(a, req);
-  for (const char* name : {"--scale", "--gqa", "--device", "--python"})
+  for (const char* name : {"--scale", "--gqa", "--device", "--python", "--state-v-first"})
     if (a.given.count(name)) throw InputError(std::string(name) + " goes with --layout (an op in fla's convention)");
   if (a.calibrate) {
     const nlohmann::json c = calibration(req.op, req.opt, req.max_n, req.d, req.dv, a.quiet ? nullptr : &std::cerr);
@@ -382,6 +384,8 @@ const CommandRegistrar verify_registrar([](CLI::App& app) {
                   "module's adapter: several cases per call, GQA, gradients by autograd");
   sub->add_option("--scale", a->scale, "with --layout: the scale the op is called with (default: 1, SPEC's operator)");
   sub->add_option("--gqa", a->gqa, "with --layout: query heads per key/value head (default 1)");
+  sub->add_flag("--state-v-first", a->state_v_first,
+                "with --layout --state: the op keeps its state's [K, V] parts as [V, K] (fla's state_v_first=True)");
   sub->add_option("--device", a->device, "with --layout: the tensors' device (default: cuda when torch has it)");
   sub->add_option("--python", a->python, "with --layout: the Python that runs the op (default python3)");
   sub->add_flag("--fresh-process", a->fresh_process,

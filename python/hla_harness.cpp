@@ -467,6 +467,8 @@ class CallableImplementation : public Implementation {
       s << what << " has shape (";
       for (py::ssize_t i = 0; i < a.ndim(); ++i) s << (i ? ", " : "") << a.shape(i);
       s << "), expected (" << rows << ", " << cols << ")";
+      if (a.ndim() == 2 && a.shape(0) == cols && a.shape(1) == rows)
+        s << transposed_hint(what.rfind("final_state", 0) == 0);
       throw InputError(s.str());
     }
     DoubleArray d = DoubleArray::ensure(as_vector ? py::object(a.attr("reshape")(rows, 1)) : py::object(a));
@@ -497,19 +499,27 @@ py::object to_python(const nlohmann::json& j) { return py::module_::import("json
 //              declared scale s is undone by handing fn q / s (exact when s is a power of two)
 //   options    `normalized` as `normalize` or `normalized`, `eps`, `ridge`, as fn names them (an option fn does not
 //              take must be at its neutral value); with gates, `g` (log-gates, fla's) or `gamma`, shape [B, T, H]
-//   state      the tuple's entries are SPEC's parts in order (hla_harness.state_parts), each [B, H, ...]
+//   state      the tuple's entries are SPEC's parts in order (hla_harness.state_parts), each [B, H, ...]; with
+//              state_v_first=True its [K, V] parts (hla2's C, G; linear's S; AHLA's P, E) are [V, K], as fla's ops
+//              store them with that keyword (fla/ops/common/chunk_h.py): transposed on the way in and out, and
+//              `state_v_first=` passed when fn names it
 // clang-format off
 constexpr const char* kFlaAdapter = R"python(
 import inspect
 import numpy as np
 
 
-def fla_adapter(fn, parts, layout, scale, device, state):
+def fla_adapter(fn, parts, kv_parts, layout, scale, device, state, state_v_first):
     import torch
     if layout not in ("bthk", "bhtk"):
         raise ValueError(f"layout must be 'bthk' ([B, T, H, K], fla's) or 'bhtk' (head-first), not {layout!r}")
     dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     every = {"scale", "normalize", "eps", "ridge", "g"}
+    if state_v_first and not state:
+        raise ValueError("state_v_first= goes with state=True")
+
+    def v_first(p, t):  # a [K, V] part as the op keeps it: [V, K] with state_v_first
+        return t.transpose(-1, -2).contiguous() if state_v_first and p in kv_parts else t
     try:
         params = inspect.signature(fn).parameters.values()
         names = {p.name for p in params}
@@ -573,10 +583,12 @@ def fla_adapter(fn, parts, layout, scale, device, state):
             raise TypeError("a decay gamma, but the function takes no gates")
         if state:
             opts["output_final_state"] = True
+            if "state_v_first" in names:
+                opts["state_v_first"] = state_v_first
             if kws[0].get("initial_state") is not None:
                 inits = [x["initial_state"] for x in kws]
-                opts["initial_state"] = tuple(
-                    torch.from_numpy(np.stack([st[p] for st in inits])).reshape(B, H, *inits[0][p].shape).to(dev)
+                opts["initial_state"] = tuple(v_first(
+                    p, torch.from_numpy(np.stack([st[p] for st in inits])).reshape(B, H, *inits[0][p].shape).to(dev))
                     for p in parts)
         out = fn(q, k, v, **opts)
         o, final = out if isinstance(out, tuple) else (out, None)
@@ -605,7 +617,8 @@ def fla_adapter(fn, parts, layout, scale, device, state):
             if final is None or len(final) != len(parts):
                 raise ValueError(f"final_state must be a tuple of the {len(parts)} parts {parts}")
             for i in range(B * H):
-                answers[i].append({p: x.detach().to("cpu")[i // H, i % H].numpy() for p, x in zip(parts, final)})
+                answers[i].append({p: v_first(p, x.detach().to("cpu"))[i // H, i % H].numpy()
+                                   for p, x in zip(parts, final)})
         return [x[0] if len(x) == 1 else tuple(x) for x in answers]
 
     return signature, pack
@@ -614,12 +627,17 @@ def fla_adapter(fn, parts, layout, scale, device, state):
 
 // The adapter's (signature, pack) for fn (kFlaAdapter).
 std::pair<py::object, py::object> fla_adapter(py::object fn, const std::string& op, const std::string& layout,
-                                              const py::object& scale, const std::string& device, bool state) {
+                                              const py::object& scale, const std::string& device, bool state,
+                                              bool state_v_first) {
   py::dict scope;
   py::exec(kFlaAdapter, scope);
-  py::list parts;
-  for (const PartShape& p : state_layout(op, 2, 3)) parts.append(p.name);
-  const py::tuple both = scope["fla_adapter"](fn, py::tuple(parts), layout, scale, device, state);
+  py::list parts, kv_parts;  // every part; those of shape [K, V] (d × dv)
+  for (const PartShape& p : state_layout(op, 2, 3)) {
+    parts.append(p.name);
+    if (p.rows == 2 && p.cols == 3) kv_parts.append(p.name);
+  }
+  const py::tuple both =
+      scope["fla_adapter"](fn, py::tuple(parts), py::tuple(kv_parts), layout, scale, device, state, state_v_first);
   return {both[0], both[1]};
 }
 
@@ -628,16 +646,16 @@ py::object verify_callable(py::object fn, const std::string& op, const py::objec
                            long max_n, long d, long dv, std::uint64_t seed, int shrink_rounds, bool diagnose,
                            bool fixed_d, long n_multiple, const std::string& precision, bool grad, double timeout,
                            bool gates, std::pair<double, double> gate_range, const std::string& layout,
-                           const py::object& scale, const std::string& device, long gqa) {
+                           const py::object& scale, const std::string& device, long gqa, bool state_v_first) {
   if (!PyCallable_Check(fn.ptr())) throw InputError("verify: fn must be callable");
   if (gqa < 1 || gqa > 8) throw InputError("verify: gqa (query heads per key/value head) must be 1 to 8");
   if (gqa > 1 && layout.empty()) throw InputError("verify: gqa= goes with layout= (fla's calling convention)");
   check_thread_environment();
   py::object packer = py::none();
   if (!layout.empty()) {
-    std::tie(fn, packer) = fla_adapter(fn, op, layout, scale, device, state);
-  } else if (!scale.is_none() || !device.empty()) {
-    throw InputError("verify: scale= and device= go with layout= (fla's calling convention)");
+    std::tie(fn, packer) = fla_adapter(fn, op, layout, scale, device, state, state_v_first);
+  } else if (!scale.is_none() || !device.empty() || state_v_first) {
+    throw InputError("verify: scale=, device= and state_v_first= go with layout= (fla's calling convention)");
   }
   Request req;
   req.op = op;
@@ -793,7 +811,7 @@ PYBIND11_MODULE(hla_harness, m) {
         py::arg("shrink_rounds") = 8, py::arg("diagnose") = true, py::arg("fixed_d") = false, py::arg("n_multiple") = 1,
         py::arg("precision") = "", py::arg("grad") = false, py::arg("timeout") = 300.0, py::arg("gates") = false,
         py::arg("gate_range") = std::pair<double, double>(0.8, 1.0), py::arg("layout") = "",
-        py::arg("scale") = py::none(), py::arg("device") = "", py::arg("gqa") = 1,
+        py::arg("scale") = py::none(), py::arg("device") = "", py::arg("gqa") = 1, py::arg("state_v_first") = false,
         "Runs the `hla verify` battery on fn(q, k, v, gamma=, normalized=, eps=, ridge=) -> o (NumPy in and out; "
         "with state=True: fn(q, k, v, initial_state=dict|None, **options) -> (o, final_state dict); with grad=True "
         "fn(q, k, v, do, **options) -> (o, dq, dk, dv), with both (o, dq, dk, dv, final_state); with gates=True "
@@ -810,7 +828,8 @@ PYBIND11_MODULE(hla_harness, m) {
         "convention, fn(q, k, v, scale=, normalize=, eps=, ridge=, g=, initial_state=tuple, output_final_state=) "
         "-> (o, final_state), torch tensors [B, T, H, K] (or head-first) on device (default: CUDA when present, "
         "else the CPU); scale= declares the scale fn applies to q (passed as 1.0 when not declared); gqa=G: fn takes "
-        "G query heads per key/value head (q [B, T, G*H, K], k and v [B, T, H, ...]).");
+        "G query heads per key/value head (q [B, T, G*H, K], k and v [B, T, H, ...]); state_v_first=True: fn's "
+        "state keeps its [K, V] parts as [V, K] (fla's keyword of that name).");
   m.def("verify_combine", &verify_combine, py::arg("segment"), py::arg("combine"), py::arg("op"), py::kw_only(),
         py::arg("gamma") = 1.0, py::arg("dtype") = "float64", py::arg("parts") = py::none(), py::arg("d") = 16,
         py::arg("dv") = 16, py::arg("seed") = 1, py::arg("timeout") = 300.0,

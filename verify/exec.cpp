@@ -308,8 +308,11 @@ Mat<double> read_matrix(const fs::path& file, const std::string& label, Eigen::I
       std::string got = "(";
       for (std::size_t i = 0; i < a.shape.size(); ++i) got += (i ? ", " : "") + std::to_string(a.shape[i]);
       got += a.shape.size() == 1 ? ",)" : ")";
-      error = fmt::format("{} has shape {}, expected ({}, {}){}", label, got, rows, cols,
-                          vector_ok ? fmt::format(" or ({},)", rows) : "");
+      const bool transposed = a.shape.size() == 2 && a.shape[0] == static_cast<std::size_t>(cols) &&
+                              a.shape[1] == static_cast<std::size_t>(rows);
+      error = fmt::format("{} has shape {}, expected ({}, {}){}{}", label, got, rows, cols,
+                          vector_ok ? fmt::format(" or ({},)", rows) : "",
+                          transposed ? transposed_hint(label.rfind("state_out/", 0) == 0) : "");
       return {};
     }
     Mat<double> m(rows, cols);
@@ -650,6 +653,14 @@ void write_case(const fs::path& dir, const Case& c, const Request& req) {
   write_file_atomically(cd / "case.json", j.dump(2) + "\n", "case file");
 }
 
+// What an array returned with the transpose of its shape is named (a state part [V, K] where SPEC's is [K, V]: fla's
+// ops store it so with state_v_first=True, fla/ops/gla/fused_recurrent.py; diagnosis: battery.cpp transposed_state).
+std::string transposed_hint(bool state_part) {
+  return state_part ? ": transposed (convention:transposed-state, a [V, K] state where SPEC's is [K, V], as fla's ops "
+                      "store it with state_v_first=True)"
+                    : ": transposed";
+}
+
 std::string check_returned_output(const Case& c, const Mat<double>& o) {
   if (o.rows() != c.n() || o.cols() != c.in.V.cols())
     return fmt::format("output has shape ({}, {}), expected ({}, {})", o.rows(), o.cols(), c.n(), c.in.V.cols());
@@ -674,8 +685,8 @@ std::string check_returned_state(const Case& c, const NamedState<double>& s, con
       if (name == p.name) m = &x;
     if (!m) return "state_out has no part '" + p.name + "'";
     if (m->rows() != p.rows || m->cols() != p.cols)
-      return fmt::format("state_out part '{}' has shape ({}, {}), expected ({}, {})", p.name, m->rows(), m->cols(),
-                         p.rows, p.cols);
+      return fmt::format("state_out part '{}' has shape ({}, {}), expected ({}, {}){}", p.name, m->rows(), m->cols(),
+                         p.rows, p.cols, m->rows() == p.cols && m->cols() == p.rows ? transposed_hint(true) : "");
   }
   return "";
 }

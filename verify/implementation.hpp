@@ -54,5 +54,7 @@ class Implementation {
 std::string check_returned_output(const Case& c, const Mat<double>& o);
 std::string check_returned_state(const Case& c, const NamedState<double>& s, const Request& req);
 std::string check_returned_gradients(const Case& c, const Outcome& o, const Request& req);
+// What a shape error adds when the array came back transposed; a state part's names convention:transposed-state.
+std::string transposed_hint(bool state_part);
 
 }  // namespace hla::verify::ext

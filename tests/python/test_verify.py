@@ -4,6 +4,7 @@ precision, or that break the protocol (tests/verify_impls/impls.py), and on the 
 Run by scripts/test.sh with HLA_BUILD (the build folder) and PYTHONPATH=<build>/python.
 """
 import functools
+import importlib.util
 import json
 import os
 import subprocess
@@ -385,6 +386,51 @@ class NamedChunkMistakes(unittest.TestCase):
         self.assertEqual((code, r["verdict"]), (1, "differs"), out)
         self.assertIn("mistake:padding-decays-state@w=16", keys(r), out)
         self.assertIn("first difference at state part", out)
+
+
+class ConventionsInPublicCode(unittest.TestCase):
+    """Conventions of public fla-style code named (docs/verify.md "Conventions in public code")."""
+
+    def test_transposed_state(self):
+        """A state kept as [V, K] where SPEC's is [K, V] (fla's state_v_first=True, fla/ops/common/chunk_h.py): named
+        by value at d = dv, by shape otherwise; the same recurrence with SPEC's layout computes."""
+        square = ["--state", "--fixed-d", "--d", "3", "--dv", "3", "--max-n", "24"]
+        for op, name, more in (("hla2", "hla2-state-v-first", ["--gamma", "0.9"]),
+                               ("linear", "linear-state-v-first", ["--gamma", "0.5", "--normalized", "--eps", "0.25"])):
+            with self.subTest(op=op):
+                code, r, out = verify(name, "--op", op, *more, *square)
+                self.assertEqual((code, r["verdict"]), (1, "differs"), out)
+                self.assertEqual(keys(r), ["convention:transposed-state"], out)
+                code, r, out = verify(name.replace("-state-v-first", ""), "--op", op, *more, *square)
+                self.assertEqual((code, r["verdict"]), (0, "computes"), out)
+        code, r, out = verify("linear-state-v-first", "--op", "linear", "--state", "--max-n", "24")
+        self.assertEqual((code, r["verdict"]), (2, "error"), out)
+        self.assertIn("transposed (convention:transposed-state", out)
+
+    @unittest.skipUnless(importlib.util.find_spec("torch"), "needs torch")
+    def test_transposed_state_through_the_adapter(self):
+        """layout= with state_v_first=True: an op whose state tuple keeps C and G as [V, K] computes; undeclared, it is
+        refused by shape (d != dv) or named (d = dv)."""
+        import fla_style_hla2
+        import hla_harness
+
+        def v_first(st):
+            return None if st is None else tuple(x.transpose(-1, -2) if i in (1, 3) else x for i, x in enumerate(st))
+
+        def op(q, k, v, initial_state=None, output_final_state=False, **kw):
+            o, st = fla_style_hla2.hla2_bthk(q, k, v, initial_state=v_first(initial_state),
+                                             output_final_state=output_final_state, **kw)
+            return o, v_first(st)
+
+        r = hla_harness.verify(op, "hla2", layout="bthk", state=True, state_v_first=True, max_n=33, d=3, dv=2)
+        self.assertEqual(r["verdict"], "computes", r["summary"])
+        r = hla_harness.verify(op, "hla2", layout="bthk", state=True, max_n=33, d=3, dv=2)
+        self.assertEqual(r["verdict"], "error", r["summary"])
+        self.assertIn("convention:transposed-state", r["summary"])
+        r = hla_harness.verify(op, "hla2", layout="bthk", state=True, max_n=24, d=3, dv=3, fixed_d=True)
+        self.assertEqual(keys(r), ["convention:transposed-state"], r["summary"])
+        with self.assertRaises(ValueError):
+            hla_harness.verify(op, "hla2", state_v_first=True)  # goes with layout=
 
 
 class ProtocolHelpers(unittest.TestCase):

@@ -198,6 +198,19 @@ def linear(q, k, v, gamma, normalized, eps, ridge, initial_state=None):
     return o, dict(S=S, z=z)
 
 
+def state_v_first(impl, kv_parts):
+    """impl with its state's [K, V] parts kept as [V, K], handed back and read in that layout (fla's ops with
+    state_v_first=True, fla/ops/common/chunk_h.py): `hla verify` names it convention:transposed-state."""
+    def run(q, k, v, *a, initial_state=None, **kw):
+        d, dv = q.shape[1], v.shape[1]
+        if initial_state is not None:  # read as a kernel reads the memory it is given: [V, K]
+            initial_state = {p: np.asarray(x).reshape(dv, d).T if p in kv_parts else x
+                             for p, x in initial_state.items()}
+        o, state = impl(q, k, v, *a, initial_state=initial_state, **kw)
+        return o, {p: np.ascontiguousarray(x.T) if p in kv_parts else x for p, x in state.items()}
+    return run
+
+
 IMPLS = {
     "hla2": hla2,
     "hla2-paper-decay": lambda *a, **kw: hla2(*a, **kw, decay_rule="paper"),
@@ -220,6 +233,8 @@ IMPLS = {
     "hla2-chunked-carry-exponent": lambda *a, **kw: hla2_chunked(*a, **kw, mistake="carry-exponent"),
     "ahla": ahla,
     "linear": linear,
+    "hla2-state-v-first": state_v_first(hla2, ("C", "G")),
+    "linear-state-v-first": state_v_first(linear, ("S",)),
 }
 
 
