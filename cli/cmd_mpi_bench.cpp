@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.hpp"
+#include "cli/options.hpp"
 #include "core/inputs.hpp"
 #include "core/limits.hpp"
 #include "core/registry.hpp"
