@@ -13,6 +13,10 @@
 # SWEEPS (environment; `make run SWEEPS=...`): the sweep configs instead of the default and gated ones, e.g. your own;
 # LEDGER=skip leaves the ledger out (a quick look at a sweep).
 set -euo pipefail
+# hla links OpenBLAS (LIBXSMM's fallback) but none of its forms calls it; its thread pool, made at load, spins for its
+# time-out and was counted in the first point's threads_used (2 at threads = 1, when the first point came within that
+# time-out of the start). One OpenBLAS thread unless the caller says otherwise.
+export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
 build=${1:-build}
 run=${2:-$(bash "$(dirname "$0")/run-dir.sh")}
 sweeps=${SWEEPS:-configs/default.toml configs/gated.toml}
